@@ -1,0 +1,153 @@
+"""The janitor: a small process that cleans up after the harness if the harness is killed.
+
+The harness starts it (``python -m harness.janitor``) in its own session, holding the write end
+of its stdin, and registers every resource it creates: worker process groups, the PostgreSQL
+server, its temp directory, a database and role on a user's server, a container. On a clean
+exit the harness cleans up itself and sends ``done``. If the harness dies -- even by SIGKILL --
+the pipe closes, the janitor reads EOF and removes what is still registered, then exits.
+
+Protocol: one JSON object per line, ``{"op": ..., "key": ..., ...}``; ``forget`` drops a key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Order of cleanup on EOF: stop what writes before removing where it writes.
+_ORDER = ("killpg", "dropdb", "container", "postgres", "rmtree")
+STOP_GRACE = 20.0  # seconds a fast shutdown gets before an immediate one
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_postgres(pid: int, *, grace: float = STOP_GRACE) -> None:
+    """Fast shutdown (SIGINT), then immediate (SIGQUIT) after *grace*; never SIGKILL."""
+    for sig, wait in ((signal.SIGINT, grace), (signal.SIGQUIT, grace)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:  # reap if it is our child; harmless otherwise
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if not _alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _do(task: dict) -> None:
+    op = task["op"]
+    if op == "killpg":
+        try:
+            os.killpg(task["pgid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    elif op == "postgres":
+        stop_postgres(task["pid"])
+    elif op == "rmtree":
+        subprocess.run(["rm", "-rf", "--one-file-system", task["path"]], check=False)
+    elif op == "dropdb":
+        from harness.postgres.dsn import drop_database
+
+        drop_database(task["dsn"], task["database"], task.get("role"))
+    elif op == "container":
+        from harness.postgres.docker import remove_container
+
+        remove_container(task["id"])
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    tasks: dict[str, dict] = {}
+    for line in sys.stdin:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("op") == "done":
+            return 0
+        if msg.get("op") == "forget":
+            tasks.pop(msg.get("key"), None)
+        else:
+            tasks[msg["key"]] = msg
+    # EOF without "done": the harness died. Clean up what it left.
+    for op in _ORDER:
+        for task in [t for t in tasks.values() if t["op"] == op]:
+            try:
+                _do(task)
+            except Exception as exc:  # keep going: one failure must not leave the rest behind
+                print(f"pg-job-chaos janitor: {op} failed: {exc}", file=sys.stderr)
+    return 0
+
+
+class Janitor:
+    """Harness side of the janitor. ``register`` and ``forget`` are cheap and never raise."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.janitor"],
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C at the terminal must not take it down with us
+            env=env,
+            text=True,
+        )
+        self._n = 0
+
+    @property
+    def fd(self) -> int:
+        """The pipe's write end: a forked child must close it, or the janitor never sees EOF."""
+        return self._proc.stdin.fileno()
+
+    def register(self, op: str, **fields) -> str:
+        self._n += 1
+        key = f"{op}-{self._n}"
+        self._send({"op": op, "key": key, **fields})
+        return key
+
+    def forget(self, key: str) -> None:
+        self._send({"op": "forget", "key": key})
+
+    def _send(self, msg: dict) -> None:
+        try:
+            self._proc.stdin.write(json.dumps(msg) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Tell the janitor all is clean and wait for it (bounded)."""
+        self._send({"op": "done"})
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""PostgreSQL back ends behind one interface: :func:`provision`.
+
+``--postgres local`` (default) starts a throwaway server from discovered binaries;
+``--postgres postgresql://...`` (or any libpq DSN) uses an existing server;
+``--postgres docker[:IMAGE]`` starts a container. In every case the harness works in a database
+of its own with a worker role of its own, and removes all of it at exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from dataclasses import dataclass
+
+from harness import db
+from harness.errors import HarnessError, UsageError
+from harness.janitor import Janitor
+from harness.postgres import dsn as dsn_backend
+
+__all__ = ["Database", "provision", "parse_spec"]
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where a run happens. ``admin_dsn`` owns the tables; ``worker_dsn`` is the ordinary role."""
+
+    admin_dsn: str
+    worker_dsn: str
+    database: str
+    worker_role: str
+    server: str  # one line for the user: what runs where
+    server_version: int  # server_version_num, e.g. 171000
+    janitor: Janitor | None = None
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``local`` / ``docker[:IMAGE]`` / a DSN -> (kind, argument). Bad specs are usage errors."""
+    if spec in ("", "local"):
+        return "local", None
+    if spec == "docker" or spec.startswith("docker:"):
+        return "docker", spec.partition(":")[2] or None
+    if "://" in spec or "=" in spec:
+        return "dsn", spec
+    raise UsageError(f"--postgres {spec!r}: expected local, docker[:IMAGE] or a connection string (postgresql://...)")
+
+
+@contextlib.contextmanager
+def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[str, str] | None = None):
+    """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
+
+    Raises :class:`HarnessError` when the server cannot be started or reached.
+    """
+    kind, arg = parse_spec(spec)
+    janitor = Janitor()
+    server = None
+    created = None
+    try:
+        if kind == "local":
+            from harness.postgres import local
+
+            server = local.start(pg_bin=pg_bin, janitor=janitor, settings=settings)
+            base_dsn, where = server.admin_dsn, server.describe()
+        elif kind == "docker":
+            from harness.postgres import docker
+
+            server = docker.start(arg, janitor=janitor)
+            base_dsn, where = server.admin_dsn, server.describe()
+        else:
+            base_dsn, where = arg, f"PostgreSQL at {dsn_backend.where(arg)}"
+        suffix = secrets.token_hex(4)
+        database, role, password = f"pgjc_{suffix}", f"pgjc_{suffix}_worker", secrets.token_hex(16)
+        # Registered before it exists: dropping what does not exist is harmless, missing it is not.
+        drop_key = janitor.register("dropdb", dsn=base_dsn, database=database, role=role)
+        dsn_backend.create_database(base_dsn, database, role, password)
+        created = (base_dsn, database, role, drop_key)
+        admin_dsn = dsn_backend.with_db(base_dsn, dbname=database)
+        worker_dsn = dsn_backend.with_db(base_dsn, dbname=database, user=role, password=password)
+        db.install(admin_dsn, database=database, worker_role=role)
+        with dsn_backend.connect_admin(admin_dsn) as conn:
+            version = conn.info.server_version
+        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor)
+    finally:
+        try:
+            if created:
+                base_dsn, database, role, drop_key = created
+                with contextlib.suppress(HarnessError):
+                    dsn_backend.drop_database(base_dsn, database, role)
+                janitor.forget(drop_key)
+            if server is not None:
+                server.stop(janitor)
+        finally:
+            janitor.close()
+
+

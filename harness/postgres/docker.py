@@ -1,0 +1,126 @@
+"""The ``docker[:IMAGE]`` back end: a throwaway PostgreSQL container through the Docker SDK.
+
+Every container carries the label ``pg-job-chaos`` and its owner (host, pid, start time), so the
+next run removes leftovers whose owner is dead; it is removed at exit, or by the janitor.
+With no Docker engine answering, :func:`start` raises :class:`HarnessError` in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+
+import psycopg
+
+from harness.errors import HarnessError
+
+DEFAULT_IMAGE = "postgres:17.10"
+LABEL = "pg-job-chaos"
+READY_TIMEOUT = 120.0
+
+
+def client():
+    """A Docker client whose engine answered a ping, or :class:`HarnessError`."""
+    try:
+        import docker
+
+        c = docker.from_env(timeout=10)
+        c.ping()
+        return c
+    except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HarnessError(f"no Docker engine answers ({reason}); use --postgres local or a DSN") from None
+
+
+def _owner() -> str:
+    from harness.postgres.local import _start_time
+
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def _owner_dead(owner: str) -> bool:
+    from harness.postgres.local import _start_time
+
+    try:
+        host, pid, start = owner.split(":")
+    except ValueError:
+        return False
+    return host == socket.gethostname() and _start_time(int(pid)) != start
+
+
+def sweep(c) -> list[str]:
+    """Remove our labelled containers whose owner process on this host is dead."""
+    removed = []
+    for ctr in c.containers.list(all=True, filters={"label": LABEL}):
+        if _owner_dead(ctr.labels.get(f"{LABEL}.owner", "")):
+            ctr.remove(force=True)
+            removed.append(ctr.id)
+    return removed
+
+
+def remove_container(container_id: str) -> None:
+    try:
+        client().containers.get(container_id).remove(force=True)
+    except Exception:
+        pass
+
+
+@dataclass
+class DockerServer:
+    container_id: str
+    port: int
+    password: str
+    image: str
+    janitor_key: str | None = None
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres password={self.password} dbname=postgres"
+
+    def describe(self) -> str:
+        return f"PostgreSQL in Docker container {self.container_id[:12]} ({self.image}) on 127.0.0.1:{self.port}"
+
+    def stop(self, janitor=None) -> None:
+        remove_container(self.container_id)
+        if janitor is not None and self.janitor_key:
+            janitor.forget(self.janitor_key)
+
+
+def start(image: str | None = None, *, janitor=None) -> DockerServer:
+    c = client()
+    sweep(c)
+    image = image or DEFAULT_IMAGE
+    password = secrets.token_hex(16)
+    try:
+        ctr = c.containers.run(
+            image, detach=True, environment={"POSTGRES_PASSWORD": password},
+            ports={"5432/tcp": ("127.0.0.1", None)},
+            labels={LABEL: "1", f"{LABEL}.owner": _owner()},
+            command=["postgres", "-c", "fsync=off", "-c", "max_connections=200"],
+        )
+    except Exception as exc:
+        raise HarnessError(f"could not start a {image} container: {exc}") from None
+    key = janitor.register("container", id=ctr.id) if janitor else None
+    server = None
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            ctr.reload()
+            ports = ctr.attrs["NetworkSettings"]["Ports"].get("5432/tcp")
+            if ports:
+                server = DockerServer(ctr.id, int(ports[0]["HostPort"]), password, image, key)
+                try:
+                    psycopg.connect(server.admin_dsn, connect_timeout=2).close()
+                    return server
+                except psycopg.OperationalError:
+                    pass
+            if ctr.status == "exited":
+                raise HarnessError(f"the {image} container exited: {ctr.logs(tail=3).decode(errors='replace')}")
+            time.sleep(0.5)
+        raise HarnessError(f"the {image} container did not accept connections within {READY_TIMEOUT:.0f} s")
+    except BaseException:
+        remove_container(ctr.id)
+        raise

@@ -1,0 +1,245 @@
+"""The default back end: a throwaway PostgreSQL that the harness starts and stops itself.
+
+As root (CI and these machines), ``initdb`` and ``postgres`` refuse to run, so the server runs
+as an unprivileged user (``postgres`` if it exists, else ``nobody``) with its data directory
+owned by that user. Nothing is left behind:
+
+* the server is a direct child tied to our death (``PR_SET_PDEATHSIG`` = SIGINT, a fast shutdown);
+* the janitor (``harness.janitor``) removes the run directory if we are killed;
+* :func:`sweep` at the next start removes any run directory whose owner is dead;
+* and PostgreSQL itself shuts down within about a minute once its ``postmaster.pid`` is gone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from harness.errors import HarnessError
+from harness.janitor import stop_postgres
+from harness.postgres import binaries
+
+RUNS_DIR = Path(tempfile.gettempdir()) / "pg-job-chaos"
+READY_TIMEOUT = 60.0  # seconds for a fresh server to accept connections
+ADMIN = "pgjc_admin"
+PR_SET_PDEATHSIG = 1
+
+# Settings for a throwaway server. Durability is irrelevant; the article ran "default settings",
+# so nothing here changes the planner, VACUUM or locking behaviour.
+SERVER_SETTINGS = {
+    "listen_addresses": "127.0.0.1",
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+    "log_min_messages": "warning",
+}
+
+
+def run_as_user() -> str | None:
+    """The unprivileged user the server runs as when we are root; None when we are not root."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    raise HarnessError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+
+
+def _start_time(pid: int) -> str | None:
+    """Process start time in clock ticks (field 22 of /proc/PID/stat): tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _owner_alive(run_dir: Path) -> bool:
+    try:
+        pid_s, start = (run_dir / "owner").read_text().split()
+    except (OSError, ValueError):
+        # No owner file yet: a run that is just starting. Leave it unless it is old.
+        try:
+            return time.time() - run_dir.stat().st_mtime < 300
+        except OSError:
+            return False
+    return _start_time(int(pid_s)) == start
+
+
+def sweep() -> list[str]:
+    """Stop servers and remove run directories left by dead harness processes. Returns what it removed."""
+    removed = []
+    if not RUNS_DIR.is_dir():
+        return removed
+    for run_dir in RUNS_DIR.glob("run-*"):
+        if _owner_alive(run_dir):
+            continue
+        pidfile = run_dir / "data" / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+            stop_postgres(pid, grace=10.0)
+        except (OSError, ValueError, IndexError):
+            pass
+        shutil.rmtree(run_dir, ignore_errors=True)
+        removed.append(str(run_dir))
+    return removed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tie_to_parent(parent: int):
+    def preexec() -> None:  # runs in the child after setuid; keep it async-signal-simple
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+@dataclass
+class LocalServer:
+    """A running local server. Use :func:`start` to make one; :meth:`stop` is idempotent."""
+
+    binaries: binaries.Binaries
+    run_dir: Path
+    port: int
+    password: str
+    proc: subprocess.Popen
+    user: str | None
+    janitor_keys: tuple[str, ...] = ()
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user={ADMIN} password={self.password} dbname=postgres"
+
+    def describe(self) -> str:
+        who = f" as user {self.user}" if self.user else ""
+        return f"local PostgreSQL {self.binaries.version} on 127.0.0.1:{self.port}{who} ({self.binaries.source})"
+
+    def stop(self, janitor=None) -> None:
+        if self.proc.poll() is None:
+            stop_postgres(self.proc.pid)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if janitor is not None:
+            for k in self.janitor_keys:
+                janitor.forget(k)
+
+
+def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] | None = None) -> LocalServer:
+    """initdb into a fresh run directory and start a server on a free loopback port.
+
+    Raises :class:`HarnessError` (exit 3) with the server's own words when it cannot start.
+    """
+    sweep()
+    user = run_as_user()
+    found = binaries.find(pg_bin)
+    bins = binaries.reachable_copy(found, user)
+    RUNS_DIR.mkdir(parents=True, exist_ok=True)
+    os.chmod(RUNS_DIR, 0o1777)  # shared by every user's runs, like /tmp itself
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=RUNS_DIR))
+    os.chmod(run_dir, 0o755)
+    keys = []
+    if janitor is not None:
+        keys.append(janitor.register("rmtree", path=str(run_dir)))
+    (run_dir / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    try:
+        return _init_and_start(bins, run_dir, user, janitor, keys, settings or {})
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _chown(path: Path, user: str | None) -> None:
+    if user:
+        pw = pwd.getpwnam(user)
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, str]) -> LocalServer:
+    data, sock = run_dir / "data", run_dir / "sock"
+    for d in (data, sock):
+        d.mkdir(mode=0o700)
+        _chown(d, user)
+    password = secrets.token_hex(16)
+    pwfile = run_dir / "pwfile"
+    pwfile.write_text(password + "\n")
+    _chown(pwfile, user)
+    os.chmod(pwfile, 0o600)
+    init = subprocess.run(
+        [bins.tool("initdb"), "-D", str(data), "-U", ADMIN, "--pwfile", str(pwfile),
+         "--auth=scram-sha-256", "--no-sync", "--no-locale", "-E", "UTF8"],
+        user=user, capture_output=True, text=True, timeout=120, cwd=run_dir,
+    )
+    pwfile.unlink()
+    if init.returncode != 0:
+        tail = (init.stderr or init.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise HarnessError(f"initdb failed with {bins.tool('initdb')}: {tail[0]}")
+    log = run_dir / "postgres.log"
+    log.touch()
+    _chown(log, user)
+    for attempt in range(3):  # a free port can be taken between our check and the bind
+        port = _free_port()
+        conf = {**SERVER_SETTINGS, "unix_socket_directories": str(sock), "port": str(port), **extra}
+        args = [bins.tool("postgres"), "-D", str(data)]
+        for k, v in conf.items():
+            args += ["-c", f"{k}={v}"]
+        with open(log, "ab") as logf:
+            proc = subprocess.Popen(
+                args, user=user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_tie_to_parent(os.getpid()), cwd=run_dir,
+            )
+        server = LocalServer(bins, run_dir, port, password, proc, user)
+        if janitor is not None:
+            server.janitor_keys = (janitor.register("postgres", pid=proc.pid), *keys)
+        try:
+            _wait_ready(server, log)
+            return server
+        except HarnessError:
+            if proc.poll() is None:
+                stop_postgres(proc.pid)
+            if janitor is not None:
+                janitor.forget(server.janitor_keys[0])
+            if attempt == 2 or "could not bind" not in log.read_text(errors="replace"):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _wait_ready(server: LocalServer, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    last = None
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise HarnessError(f"PostgreSQL exited with code {server.proc.returncode} at start: {' | '.join(tail)}")
+        try:
+            psycopg.connect(server.admin_dsn, connect_timeout=2).close()
+            return
+        except psycopg.OperationalError as exc:
+            last = exc
+            time.sleep(0.05)
+    raise HarnessError(f"PostgreSQL did not accept connections within {READY_TIMEOUT:.0f} s: {last}")
