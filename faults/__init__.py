@@ -1,0 +1,20 @@
+"""The fault catalogue: every fault the harness can inject, what it does, and where it strikes.
+
+Two kinds:
+
+* **job** faults travel with a job (``JobSpec.fault``) and strike inside the worker at a named
+  point of the job's life (:data:`POINTS`): ``raise``, ``sql-error``, ``crash``, ``hang``,
+  ``overrun``, ``slow``.
+* **supervisor** faults are ``Event`` entries of a schedule: when an execution of the event's job
+  reaches the event's point, the worker stops there and tells the supervisor, which strikes from
+  outside (``kill``, ``pause``, ``horizon``, ``terminate``) and then lets the worker go on. The
+  trigger is what the history shows, never a wall-clock guess, so a schedule replays the same way.
+
+Adding a fault is adding one :class:`Fault` to :data:`CATALOGUE`.
+"""
+
+from __future__ import annotations
+
+from faults.catalogue import CATALOGUE, POINTS, Fault, parse_faults
+
+__all__ = ["CATALOGUE", "POINTS", "Fault", "parse_faults"]

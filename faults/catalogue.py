@@ -1,0 +1,97 @@
+"""The catalogue itself. Job faults get an :class:`~workers.body.Execution`; supervisor faults
+get the :class:`~harness.supervisor.Supervisor` (see ``faults/supervisor.py``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from harness.errors import UsageError
+
+# The named points of a job's life, in the order a job body reaches them.
+POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
+
+EXIT_CRASH = 1
+
+
+class InjectedError(Exception):
+    """The ``raise`` fault: an ordinary Python exception from the job's code."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    kind: str  # "job" or "supervisor"
+    summary: str
+    point: str | None = "mid-work"  # default strike point; None: the fault changes the work itself
+    strike: Callable | None = None  # job faults: strike(execution) at the point
+    work_lease_factor: float | None = None  # overrun/slow: work lasts this many leases
+    inject: Callable | None = None  # supervisor faults: inject(supervisor, event, stop) -> release
+
+
+def _raise(ex) -> None:
+    raise InjectedError(f"injected fault: raise at {ex.point_name}")
+
+
+def _sql_error(ex) -> None:
+    ex.conn.execute("select 1/0")
+
+
+def _crash(ex) -> None:
+    os._exit(EXIT_CRASH)  # no handler, no finally, no rollback: like a segfault or the OOM killer
+
+
+def _hang(ex) -> None:
+    # Alive and never finishing: only something outside (max runtime, the supervisor) ends it.
+    # A lease-heartbeat worker's heartbeat thread keeps running meanwhile.
+    while True:
+        time.sleep(3600)
+
+
+def _supervisor(name: str):
+    def inject(sup, event, stop):
+        from faults import supervisor
+
+        return getattr(supervisor, name.replace("-", "_"))(sup, event, stop)
+
+    return inject
+
+
+_FAULTS = [
+    Fault("raise", "job", "the job raises a Python exception", strike=_raise),
+    Fault("sql-error", "job", "the job runs select 1/0", strike=_sql_error),
+    Fault("crash", "job", "the worker process ends with os._exit(1) mid-job", strike=_crash),
+    Fault("hang", "job", "the job never finishes; the process stays alive", strike=_hang),
+    Fault("overrun", "job", "the work lasts 1.5 leases", point=None, work_lease_factor=1.5),
+    Fault("slow", "job", "the work lasts 0.75 of a lease", point=None, work_lease_factor=0.75),
+    Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=_supervisor("kill")),
+    Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=_supervisor("pause")),
+    Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
+          inject=_supervisor("horizon")),
+    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=_supervisor("terminate")),
+]
+CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
+
+
+def known() -> str:
+    return ", ".join(CATALOGUE)
+
+
+def get(name: str, *, where: str = "fault") -> Fault:
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise UsageError(f"unknown {where} {name!r}; known faults: {known()}") from None
+
+
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """``"crash,overrun"`` -> faults; an unknown name is a :class:`UsageError` listing the known ones."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    out = []
+    for n in names:
+        f = get(n)
+        if f not in out:
+            out.append(f)
+    return tuple(out)

@@ -1,0 +1,86 @@
+"""The execution log: what each execution did *in the world*, outside the database.
+
+One append-only file per worker process, one JSON object per line, each written with a single
+unbuffered ``os.write`` -- so ``os._exit`` or SIGKILL loses nothing already written, and a
+rollback cannot take anything back. Properties decide from this log plus the final tables; it
+never depends on the database being up.
+
+Every line has: ``t`` (``time.monotonic()``, comparable across processes on one machine),
+``wall`` (``time.time()``), ``worker`` (identity; a restarted worker is a new one), ``pid`` and
+``event``; job events add ``job`` and ``attempt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+SUFFIX = ".events.jsonl"
+
+
+class ExecLog:
+    def __init__(self, path: Path, worker: str):
+        self.path = Path(path)
+        self.worker = worker
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, event: str, **fields) -> None:
+        rec = {"t": time.monotonic(), "wall": time.time(), "worker": self.worker, "pid": os.getpid(),
+               "event": event, **fields}
+        # One write per line: O_APPEND makes each write land whole at the end of the file.
+        os.write(self.fd, (json.dumps(rec, default=str) + "\n").encode())
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def path_for(run_dir: Path, worker: str) -> Path:
+    return Path(run_dir) / f"{worker}{SUFFIX}"
+
+
+def parse_lines(data: bytes) -> tuple[list[dict], int]:
+    """Complete lines of *data* as records, and how many bytes they used (a torn tail waits)."""
+    out = []
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a torn line can only come from a write cut mid-way: skip it
+                continue
+    return out, end
+
+
+class Tail:
+    """Incremental reader of every log file in a directory (the supervisor polls it)."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.offsets: dict[Path, int] = {}
+
+    def poll(self) -> list[dict]:
+        new = []
+        for p in sorted(self.run_dir.glob(f"*{SUFFIX}")):
+            off = self.offsets.get(p, 0)
+            try:
+                with open(p, "rb") as f:
+                    f.seek(off)
+                    data = f.read()
+            except OSError:
+                continue
+            recs, used = parse_lines(data)
+            self.offsets[p] = off + used
+            new.extend(recs)
+        new.sort(key=lambda r: r["t"])
+        return new
+
+
+def read_all(run_dir: Path) -> list[dict]:
+    """Every record in *run_dir*, in time order."""
+    return Tail(run_dir).poll()
+
+
+def now() -> float:
+    return time.monotonic()

@@ -1,0 +1,135 @@
+"""A history: everything one run did, as plain data, and the executions derived from it.
+
+Sources: the execution log (the world: what each execution did, never rolled back), the final
+``jobs`` and ``job_runs`` tables, how every worker process ended, what the supervisor injected,
+and samples of ``pg_stat_activity``. A history round-trips through JSON; properties are pure
+functions of it (``properties/``).
+
+Outcomes follow Jepsen: ``ok`` (finished and committed), ``fail`` (known not to have finished:
+an error, or fenced out), ``info`` (we do not know what it did: the process died, or the run
+ended under it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+TERMINAL_EVENTS = {"finished": "ok", "failed": "fail", "fenced": "fail"}
+
+
+@dataclass
+class WorkerExit:
+    worker: str
+    pid: int
+    t: float  # monotonic time the supervisor saw the exit
+    outcome: str  # "drained", "exit 1", "killed by SIGKILL", "abandoned after max runtime", ...
+    code: int | None = None
+    signal: int | None = None
+    by_harness: bool = False  # the supervisor ended it at the end of the run
+    job: int | None = None  # the job it was executing when it died, if any
+    attempt: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class Execution:
+    """One execution of one job by one worker, derived from the execution log."""
+
+    worker: str
+    job: int
+    attempt: int
+    start: float
+    end: float | None = None
+    outcome: str = "info"  # ok / fail / info
+    error: str | None = None
+    fenced: bool = False
+    tenant: int | None = None
+    fault: str | None = None
+    inherited: str | None = None  # app.tenant before the job set anything
+    visible: int | None = None  # invoices visible to the job
+    foreign: int | None = None  # of those, another tenant's
+    effects: int = 0
+    faults: list[dict] = field(default_factory=list)  # in-job faults that struck
+    lease_until: float | None = None
+
+
+@dataclass
+class History:
+    schedule: dict
+    design: str
+    tenant_mode: str
+    records: list[dict]
+    jobs: list[dict]
+    runs: list[dict]
+    exits: list[WorkerExit]
+    injected: list[dict] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+    ended_by: str = "unknown"  # quiescent / workers-exhausted / deadline
+    t0: float = 0.0
+    t1: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    # --- derived ---------------------------------------------------------------------------------
+    def executions(self) -> list[Execution]:
+        """Every execution, in start order. An execution with no terminal event ends when its worker
+        exited (outcome ``info``), or at the end of the run."""
+        exit_at = {x.worker: x.t for x in self.exits}
+        current: dict[str, Execution] = {}
+        out: list[Execution] = []
+        for r in sorted(self.records, key=lambda r: r["t"]):
+            w, ev = r.get("worker"), r.get("event")
+            if ev == "started":
+                ex = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
+                               fault=r.get("fault"), lease_until=r.get("lease_until"))
+                prev = current.get(w)
+                if prev is not None and prev.end is None:  # cannot happen with one job at a time
+                    prev.end = r["t"]
+                current[w] = ex
+                out.append(ex)
+                continue
+            ex = current.get(w)
+            if ex is None or r.get("job") != ex.job:
+                continue
+            if ev == "tenant-inherited":
+                ex.inherited = r.get("value")
+            elif ev == "rows-visible":
+                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
+            elif ev == "effect":
+                ex.effects += 1
+            elif ev == "fault":
+                ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
+            elif ev in TERMINAL_EVENTS and ex.end is None:
+                ex.end, ex.outcome = r["t"], TERMINAL_EVENTS[ev]
+                ex.fenced = ev == "fenced" or ex.fenced
+                if ev == "failed":
+                    ex.error = r.get("error")
+                if ev == "fenced":
+                    ex.error = "fenced out"
+        for ex in out:
+            if ex.end is None:
+                ex.end = exit_at.get(ex.worker, self.t1)
+        return out
+
+    def job_faults(self) -> dict[int, set[str]]:
+        """Faults each job carries or is targeted by (job faults and supervisor events)."""
+        out: dict[int, set[str]] = {}
+        for j in self.schedule.get("jobs", []):
+            if j.get("fault"):
+                out.setdefault(j["id"], set()).add(j["fault"])
+        for e in self.schedule.get("events", []):
+            out.setdefault(e["job"], set()).add(e["fault"])
+        return out
+
+    # --- JSON --------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=str)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> History:
+        d = dict(d)
+        d["exits"] = [WorkerExit(**x) for x in d.get("exits", [])]
+        return cls(**d)

@@ -1,0 +1,82 @@
+"""Run schedules against a provisioned database and return histories.
+
+One :class:`Runner` per database: it keeps one admin connection, resets the queue between runs
+(invoices untouched), installs each design's extra schema once, and turns a supervisor's result
+plus the final tables into a :class:`~harness.history.History`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+from harness import db
+from harness.history import History
+from harness.postgres import Database
+from harness.schedule import Schedule
+from harness.supervisor import Supervisor
+from workers import load_design
+
+RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
+
+
+class Runner:
+    def __init__(self, database: Database, *, keep_logs: Path | None = None):
+        self.database = database
+        self.keep_logs = keep_logs
+        self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
+        self._installed: set[str] = set()
+        self.runs = 0
+        self.reset_seconds: list[float] = []
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def prepare(self, schedule: Schedule, design=None):
+        """Reset the queue and enqueue the schedule's jobs. Returns the design object."""
+        design = design or load_design(schedule.design)
+        if design.name not in self._installed:
+            design.install(self.admin)
+            self._installed.add(design.name)
+        self.reset_seconds.append(db.reset(self.admin))
+        with self.admin.transaction():
+            design.enqueue(self.admin, schedule.jobs, max_attempts=schedule.max_attempts)
+        return design
+
+    def run(self, schedule: Schedule, *, design=None) -> History:
+        """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        design = self.prepare(schedule, design)
+        self.runs += 1
+        RUNS_BASE.mkdir(parents=True, exist_ok=True)
+        run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=RUNS_BASE))
+        janitor = self.database.janitor
+        key = janitor.register("rmtree", path=str(run_dir)) if janitor else None
+        try:
+            result = Supervisor(schedule, design, admin_dsn=self.database.admin_dsn,
+                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor).run()
+            jobs = design.final_states(self.admin)
+            runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
+                    for r in self.admin.execute(db.Q.final_runs)]
+        finally:
+            if self.keep_logs is not None:
+                shutil.copytree(run_dir, self.keep_logs / run_dir.name, dirs_exist_ok=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if janitor and key:
+                janitor.forget(key)
+        for r in runs:
+            for k in ("started", "finished"):
+                r[k] = r[k].isoformat() if r[k] is not None else None
+        return History(
+            schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
+            records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
+            samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=result.notes,
+        )

@@ -1,0 +1,207 @@
+"""A schedule: one run described as plain data -- frozen, JSON round-trippable, replayable.
+
+All durations are in *article seconds* (the article's lease is 1 s) and are multiplied by
+``time_scale`` when the run happens, so the same schedule runs ten times faster with 0.1.
+:func:`load` turns a malformed file into a :class:`UsageError` naming the bad field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from faults.catalogue import CATALOGUE, POINTS
+from harness.errors import UsageError
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One queued job, in queue order: who it is for, how long it works, what fault it carries."""
+
+    id: int
+    tenant: int | None = 1  # None: a system job, which must see no tenant's rows
+    duration: float = 0.05  # article seconds of work
+    fault: str | None = None  # a job fault from the catalogue; it strikes on every execution
+    point: str | None = None  # where it strikes; None: the fault's default point
+
+    def strike_point(self) -> str | None:
+        if self.fault is None:
+            return None
+        return self.point or CATALOGUE[self.fault].point
+
+
+@dataclass(frozen=True)
+class Event:
+    """A supervisor fault, triggered when an execution of ``job`` reaches ``point``."""
+
+    fault: str
+    job: int
+    point: str = "mid-work"
+    occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
+    duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)
+    variant: str = "xid"  # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The timing knobs, in article seconds. ``None`` means "derived" (see the properties below)."""
+
+    lease: float = 1.0
+    poll: float = 0.1
+    heartbeat: float | None = None  # default lease / 4
+    max_runtime: float = 5.0  # lease-heartbeat abandons a job after this long
+    restart_delay: float | None = None  # default: the design's (0 for one-transaction, 1.1 for leases)
+    deadline: float = 60.0  # the run ends here whatever happens
+    strike_wait: float = 30.0  # a worker waits at most this long for the supervisor at a strike point
+
+
+@dataclass(frozen=True)
+class Schedule:
+    jobs: tuple[JobSpec, ...]
+    workers: int = 1
+    events: tuple[Event, ...] = ()
+    design: str = "lease"
+    tenant_mode: str = "local"
+    time_scale: float = 1.0
+    timing: Timing = field(default_factory=Timing)
+    max_attempts: int = 3
+    dequeues: int | None = None  # per worker; then it exits by itself ("drained")
+    restarts: int = 10  # restart budget for the whole run
+    pool_size: int = 1
+
+    def seconds(self, article_seconds: float) -> float:
+        """Real seconds for a duration given in article seconds."""
+        return article_seconds * self.time_scale
+
+    @property
+    def heartbeat(self) -> float:
+        return self.timing.heartbeat if self.timing.heartbeat is not None else self.timing.lease / 4
+
+    def faults(self) -> list[str]:
+        names = [j.fault for j in self.jobs if j.fault] + [e.fault for e in self.events]
+        return sorted(set(names))
+
+    def replace(self, **changes) -> Schedule:
+        return dataclasses.replace(self, **changes)
+
+    # --- JSON ---------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, **dataclasses.asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "schedule") -> Schedule:
+        data = dict(data)
+        data.pop("format", None)
+        sched = _build(cls, data, source)
+        _check(sched, source)
+        return sched
+
+
+def load(path: str | Path) -> Schedule:
+    """Read a schedule file; :class:`UsageError` naming the file and field when it is malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read schedule file {p}: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"schedule file {p} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"schedule file {p}: expected a JSON object at the top")
+    return Schedule.from_dict(data, source=f"schedule file {p}")
+
+
+def _build(cls, data, where: str):
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: expected an object")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise UsageError(f"{where}: unknown field {unknown[0]!r}; known: {', '.join(sorted(names))}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        path = f"{where}, field {f.name}" if where.startswith("schedule") else f"{where}.{f.name}"
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise UsageError(f"{path}: missing")
+            continue
+        kwargs[f.name] = _value(hints[f.name], data[f.name], path)
+    return cls(**kwargs)
+
+
+def _value(tp, v, path: str):
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, v, path)
+    if origin is tuple:
+        if not isinstance(v, list):
+            raise UsageError(f"{path}: expected a list")
+        return tuple(_value(args[0], x, f"{path}[{i}]") for i, x in enumerate(v))
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, v, path)
+    if tp is float and isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    if tp is int and isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if tp is str and isinstance(v, str):
+        return v
+    raise UsageError(f"{path}: expected {getattr(tp, '__name__', tp)}, got {json.dumps(v)}")
+
+
+def _check(s: Schedule, where: str) -> None:
+    from workers.tenant import MODES
+
+    def bad(msg):
+        raise UsageError(f"{where}, field {msg}")
+
+    if not s.jobs:
+        bad("jobs: at least one job")
+    ids = [j.id for j in s.jobs]
+    if len(set(ids)) != len(ids):
+        bad("jobs: job ids must be unique")
+    for i, j in enumerate(s.jobs):
+        if j.fault is not None:
+            f = CATALOGUE.get(j.fault)
+            if f is None or f.kind != "job":
+                bad(f"jobs[{i}].fault: {j.fault!r} is not a job fault; job faults: "
+                    + ", ".join(n for n, x in CATALOGUE.items() if x.kind == "job"))
+        if j.point is not None and j.point not in POINTS:
+            bad(f"jobs[{i}].point: unknown point {j.point!r}; points: {', '.join(POINTS)}")
+        if j.duration < 0:
+            bad(f"jobs[{i}].duration: must be >= 0")
+        if j.tenant is not None and not 1 <= j.tenant <= 100:
+            bad(f"jobs[{i}].tenant: tenants are 1..100 or null")
+    for i, e in enumerate(s.events):
+        f = CATALOGUE.get(e.fault)
+        if f is None or f.kind != "supervisor":
+            bad(f"events[{i}].fault: {e.fault!r} is not a supervisor fault; supervisor faults: "
+                + ", ".join(n for n, x in CATALOGUE.items() if x.kind == "supervisor"))
+        if e.point not in POINTS:
+            bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}")
+        if e.job not in ids:
+            bad(f"events[{i}].job: no job {e.job} in jobs")
+        if e.variant not in ("xid", "repeatable-read"):
+            bad(f"events[{i}].variant: 'xid' or 'repeatable-read'")
+    if s.workers < 1:
+        bad("workers: at least 1")
+    if s.time_scale <= 0:
+        bad("time_scale: must be > 0")
+    if s.tenant_mode not in MODES:
+        bad(f"tenant_mode: unknown mode {s.tenant_mode!r}; modes: {', '.join(MODES)}")
+    if s.max_attempts < 1:
+        bad("max_attempts: at least 1")

@@ -1,0 +1,125 @@
+"""Results, and how they compose.
+
+A property is a pure function ``History -> Result``. A result is *held*, *violated* or *unknown*
+(the property could not decide: never report held for that), with how many offending things it
+found, the offending job ids and one line of evidence in the user's terms. Results compose
+worst-first: violated > unknown > held (Jepsen's ``checker.clj``, ``merge-valid``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
+_RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One property's verdict on one history (or, through :func:`aggregate`, on many).
+
+    ``jobs`` is normalized to sorted unique ids and ``evidence`` to one line; an unknown status
+    raises :class:`ValueError`.
+    """
+
+    name: str
+    status: str  # "held" | "violated" | "unknown"
+    count: int = 0  # how many offending things (jobs, executions, samples...)
+    jobs: tuple[int, ...] = ()  # offending job ids, sorted
+    evidence: str = ""  # ONE line in the user's terms
+
+    def __post_init__(self) -> None:
+        if self.status not in _RANK:
+            raise ValueError(f"property {self.name}: status {self.status!r} is not one of {', '.join(_RANK)}")
+        object.__setattr__(self, "jobs", tuple(sorted(set(self.jobs))))
+        object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The worst of *statuses*: violated > unknown > held. Nothing to compose is unknown.
+
+    Raises :class:`ValueError` on a status that is not one of the three.
+    """
+    out = None
+    for s in statuses:
+        if s not in _RANK:
+            raise ValueError(f"status {s!r} is not one of {', '.join(_RANK)}")
+        if out is None or _RANK[s] > _RANK[out]:
+            out = s
+    return UNKNOWN if out is None else out
+
+
+def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
+    """Per property, the verdict over many runs of a search (properties in first-seen order).
+
+    Violated if any run violated it (count, jobs and evidence from the *first* violating run, the
+    evidence prefixed "in N of M runs: "); else unknown if any run could not decide; else held.
+    M counts the runs that checked the property.
+    """
+    names: dict[str, None] = {}
+    for results in runs:
+        names.update(dict.fromkeys(results))
+    out = {}
+    for name in names:
+        seen = [r[name] for r in runs if name in r]
+        m = len(seen)
+        bad = [r for r in seen if r.status == VIOLATED]
+        unsure = [r for r in seen if r.status == UNKNOWN]
+        if bad:
+            first = bad[0]
+            out[name] = Result(name, VIOLATED, first.count, first.jobs,
+                               f"in {len(bad)} of {m} runs: {first.evidence}")
+        elif unsure:
+            out[name] = Result(name, UNKNOWN, 0, (),
+                               f"unknown in {len(unsure)} of {m} runs: {unsure[0].evidence}")
+        else:
+            out[name] = Result(name, HELD, 0, (), f"held in all {m} runs")
+    return out
+
+
+# --- helpers for the properties ---------------------------------------------------------------------
+
+def held(name: str, evidence: str) -> Result:
+    return Result(name, HELD, evidence=evidence)
+
+
+def unknown(name: str, evidence: str) -> Result:
+    return Result(name, UNKNOWN, evidence=evidence)
+
+
+def violated(name: str, lines: Sequence[str], jobs: Iterable[int], *, count: int | None = None,
+             suffix: str = "") -> Result:
+    """A violation: *lines* are the offences, one each (count defaults to how many); the evidence
+    is the first of them and how many more, then *suffix*."""
+    lines = list(lines)
+    evidence = lines[0] if lines else "violated"
+    if len(lines) > 1:
+        evidence += f" (and {len(lines) - 1} more)"
+    return Result(name, VIOLATED, len(lines) if count is None else count,
+                  tuple(j for j in jobs if j is not None), evidence + suffix)
+
+
+def is_empty(history) -> bool:
+    """No jobs table and no execution: nothing any property can decide from."""
+    return not history.jobs and not history.executions()
+
+
+def decides(name: str) -> Callable:
+    """Mark a function as the property *name*: an empty history is unknown before it runs."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def check(history) -> Result:
+            if is_empty(history):
+                return unknown(name, "empty history: no jobs and no executions")
+            return fn(history)
+
+        check.property_name = name
+        return check
+
+    return wrap

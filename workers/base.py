@@ -1,0 +1,111 @@
+"""The design protocol, and the base class the built-in designs share.
+
+A design is how a job is claimed, worked, finished and failed. To plug one in
+(``--design package.module:attr``), provide an object with:
+
+``name`` (str)
+    shown in reports.
+``default_restart_delay`` (float, article seconds)
+    how long the supervisor waits before replacing a dead worker.
+``install(conn)``
+    extra schema on the admin connection, after the article's tables exist (may do nothing).
+``enqueue(conn, jobs, *, max_attempts)``
+    queue :class:`~harness.schedule.JobSpec` s in order.
+``run_worker(ctx)``
+    the worker loop, in the forked worker; call the body's steps through
+    ``ctx.execution(conn, claimed)``; return when ``ctx.may_dequeue()`` is false.
+``pending(conn) -> int``
+    how many jobs this design's workers may still act on (the supervisor's quiescence test).
+``final_states(conn) -> list[dict]``
+    every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
+
+Anything else it needs (tables, queue library) is its own business; hosting an existing queue
+library (procrastinate, pgqueuer) means wrapping its worker loop so that each job runs the body.
+"""
+
+from __future__ import annotations
+
+from psycopg.types.json import Jsonb
+
+from harness import sqlfile
+from workers.body import describe
+
+Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
+
+PROTOCOL = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
+
+
+class JobFailed(Exception):
+    """Raised by a design when an execution did not finish (the cause is chained)."""
+
+
+class QueueDesign:
+    """Base of the built-in designs: the shared ``jobs`` table, one pool borrow per dequeue."""
+
+    name = "base"
+    default_restart_delay = 0.0
+    PENDING_SQL = "select count(*) from jobs where status = 'queued'"
+
+    def install(self, conn) -> None:
+        pass
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(Q.enqueue, [
+                {"id": j.id, "tenant": j.tenant, "max_attempts": max_attempts,
+                 "payload": Jsonb({"duration": j.duration, "fault": j.fault, "point": j.point})}
+                for j in jobs
+            ])
+
+    def pending(self, conn) -> int:
+        return conn.execute(self.PENDING_SQL).fetchone()[0]
+
+    def final_states(self, conn) -> list[dict]:
+        cols = ("id", "tenant_id", "status", "attempts", "max_attempts", "last_error", "lease_expired")
+        return [dict(zip(cols, row, strict=True)) for row in conn.execute(Q.final_states)]
+
+    # --- the worker side -----------------------------------------------------------------------
+    def run_worker(self, ctx) -> None:
+        """Dequeue until the budget is spent: claim, run, and on failure let the design react."""
+        ctx.open_pool()
+        while ctx.may_dequeue():
+            ran = self.dequeue(ctx)
+            if not ran:
+                self.idle(ctx)
+                ctx.sleep(ctx.poll)
+
+    def dequeue(self, ctx) -> bool:
+        """One claim-and-run; True when a job was claimed. Subclasses implement :meth:`claim` and
+        :meth:`work`; a failed execution is logged here after the pool rolled it back."""
+        ex = None
+        try:
+            with ctx.pool.connection() as conn:
+                job = self.claim(ctx, conn)
+                if job is None:
+                    conn.rollback()
+                    return False
+                ex = ctx.execution(conn, job)
+                self.work(ctx, ex)
+            return True
+        except Exception as exc:
+            if ex is None:
+                # The claim itself failed (connection lost, prepared statement gone...): record it,
+                # count it against the dequeue budget so a worker cannot spin forever, go on.
+                ctx.dequeues += 1
+                ctx.log.write("claim-failed", error=describe(exc))
+                return False
+            ex.failed(exc)
+            self.on_error(ctx, ex, exc)
+            return True
+
+    def claim(self, ctx, conn):
+        raise NotImplementedError
+
+    def work(self, ctx, ex) -> None:
+        raise NotImplementedError
+
+    def on_error(self, ctx, ex, exc) -> None:
+        """After a failed execution has been rolled back. Default: nothing (the article's naive design)."""
+
+    def idle(self, ctx) -> None:
+        """Called when nothing could be claimed (sweeps go here)."""

@@ -1,0 +1,216 @@
+"""The job body every design runs, and the worker context it runs in.
+
+One execution of one job, in order (designs choose where their transactions begin and end):
+
+1. ``started`` to the execution log;
+2. read the **inherited** tenant (``current_setting('app.tenant', true)``) before setting any;
+3. set the tenant per the tenant mode;
+4. insert the ``job_runs`` row;
+5. read invoices (how many are visible, how many are another tenant's);
+6. work for the job's duration;
+7. the **external side effect** ("an e-mail sent"): a line in the execution log, never undone;
+8. finish per the design, and record ``finished`` / ``failed`` / ``fenced``.
+
+Named strike points (``faults.POINTS``) sit between the steps; at each, a job fault may strike
+and the supervisor may be waiting to strike from outside.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from faults.catalogue import CATALOGUE
+from harness import sqlfile
+from harness.execlog import ExecLog, path_for
+from harness.schedule import Schedule
+from workers.tenant import MODES
+
+Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant", "insert_run",
+                 "insert_finished_run", "finish_run", "read_invoices")
+
+STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job as a design claimed it: the attempt is what *this* worker believes it is running."""
+
+    id: int
+    tenant: int | None
+    attempt: int
+    payload: dict = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float:
+        return float(self.payload.get("duration", 0.0))
+
+    @property
+    def fault(self) -> str | None:
+        return self.payload.get("fault")
+
+    @property
+    def point(self) -> str | None:
+        return self.payload.get("point")
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a forked worker needs; built by the supervisor before the fork."""
+
+    identity: str
+    schedule: Schedule
+    worker_dsn: str
+    run_dir: Path
+    watch: frozenset[tuple[int, str]] = frozenset()  # (job, point) pairs the supervisor strikes at
+
+
+class WorkerContext:
+    """What a design's worker loop gets: timing in real seconds, the pool, the log, the body."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.identity = spec.identity
+        self.schedule = s = spec.schedule
+        self.mode = MODES[s.tenant_mode]
+        self.log = ExecLog(path_for(spec.run_dir, spec.identity), spec.identity)
+        self.lease = s.seconds(s.timing.lease)
+        self.poll = s.seconds(s.timing.poll)
+        self.heartbeat = s.seconds(s.heartbeat)
+        self.max_runtime = s.seconds(s.timing.max_runtime)
+        self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
+        self.dequeues = 0
+        self.pool = None
+
+    # --- connections ---------------------------------------------------------------------------
+    def open_pool(self):
+        self.pool = self.mode.pool(self.spec.worker_dsn, size=self.schedule.pool_size,
+                                   configure=self._on_connect, application_name=self.identity,
+                                   name=f"{self.identity}-jobs")
+        return self.pool
+
+    def _on_connect(self, conn: psycopg.Connection) -> None:
+        self.log.write("connect", backend=conn.info.backend_pid)
+
+    def connect(self, *, purpose: str, autocommit: bool = True) -> psycopg.Connection:
+        """A connection of the worker's own, outside the pool (the heartbeat's)."""
+        return psycopg.connect(self.spec.worker_dsn, autocommit=autocommit,
+                               application_name=f"{self.identity}/{purpose}")
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def may_dequeue(self) -> bool:
+        return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def execution(self, conn: psycopg.Connection, job: Claimed) -> Execution:
+        self.dequeues += 1
+        return Execution(self, conn, job)
+
+    def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
+        self.log.write("point", job=job.id, attempt=job.attempt, point=point, backend=backend)
+        if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
+            self.log.write("point-timeout", job=job.id, attempt=job.attempt, point=point)
+
+
+class Execution:
+    """One execution of one job by this worker: the body's steps, each logged."""
+
+    def __init__(self, ctx: WorkerContext, conn: psycopg.Connection, job: Claimed):
+        self.ctx, self.conn, self.job = ctx, conn, job
+        self.point_name: str | None = None
+        self.run_id: int | None = None
+        self.t_started = time.monotonic()
+        self.wall_started = None
+
+    def _log(self, event: str, **fields) -> None:
+        self.ctx.log.write(event, job=self.job.id, attempt=self.job.attempt, **fields)
+
+    # --- steps -----------------------------------------------------------------------------------
+    def started(self, **fields) -> None:
+        self._log("started", tenant=self.job.tenant, fault=self.job.fault, **fields)
+
+    def point(self, name: str) -> None:
+        """A named point: the supervisor strikes here if it watches it; then the job's own fault."""
+        self.point_name = name
+        if (self.job.id, name) in self.ctx.spec.watch:
+            self.ctx.wait_for_supervisor(self.job, name, self._backend())
+        fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
+        if fault is not None and fault.strike is not None and (self.job.point or fault.point) == name:
+            self._log("fault", fault=fault.name, point=name)
+            fault.strike(self)
+
+    def _backend(self) -> int | None:
+        try:
+            return self.conn.info.backend_pid
+        except Exception:
+            return None
+
+    def read_inherited(self) -> None:
+        value = self.conn.execute(Q.inherited_tenant).fetchone()[0]
+        self._log("tenant-inherited", value=value)
+
+    def set_tenant(self) -> None:
+        if self.job.tenant is not None:
+            self.conn.execute(Q.set_tenant, {"tenant": str(self.job.tenant), "local": self.ctx.mode.local})
+
+    def insert_run(self) -> None:
+        self.run_id = self.conn.execute(
+            Q.insert_run, {"job": self.job.id, "worker": self.ctx.identity, "attempt": self.job.attempt}
+        ).fetchone()[0]
+
+    def insert_finished_run(self, started) -> None:
+        self.conn.execute(Q.insert_finished_run, {"job": self.job.id, "worker": self.ctx.identity,
+                                                  "attempt": self.job.attempt, "started": started})
+
+    def finish_run(self) -> None:
+        if self.run_id is not None:
+            self.conn.execute(Q.finish_run, {"run": self.run_id})
+
+    def read_invoices(self) -> None:
+        visible, foreign = self.conn.execute(Q.read_invoices, {"tenant": self.job.tenant}).fetchone()
+        self._log("rows-visible", tenant=self.job.tenant, visible=visible, foreign=foreign)
+
+    def work_seconds(self) -> float:
+        fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
+        if fault is not None and fault.work_lease_factor is not None:
+            return max(self.ctx.schedule.seconds(self.job.duration), fault.work_lease_factor * self.ctx.lease)
+        return self.ctx.schedule.seconds(self.job.duration)
+
+    def work(self) -> None:
+        """Work for the job's duration, with the ``mid-work`` point halfway."""
+        total = self.work_seconds()
+        self.ctx.sleep(total / 2)
+        self.point("mid-work")
+        self.ctx.sleep(total / 2)
+
+    def effect(self) -> None:
+        """The external side effect: it happens in the world, whatever the database does next."""
+        self._log("effect")
+        self.point("after-effect")
+
+    # --- outcomes --------------------------------------------------------------------------------
+    def finished(self) -> None:
+        self._log("finished")
+
+    def fenced(self) -> None:
+        """The finish matched no row: another worker holds the job now; our transaction rolled back."""
+        self._log("fenced")
+
+    def failed(self, exc: BaseException) -> None:
+        self._log("failed", error=describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def worker_error(log: ExecLog, exc: BaseException) -> None:
+    log.write("worker-error", error=describe(exc), traceback=traceback.format_exc(limit=8))

@@ -1,0 +1,124 @@
+"""``lease-heartbeat``: the article's recommendation, with a heartbeat, a maximum runtime and a sweep.
+
+* The long work runs outside any transaction: reads in a short transaction (tenant set locally
+  in it), the work and the side effect outside, then one short transaction that inserts the
+  ``job_runs`` row together with the fenced finish.
+* A heartbeat on the worker's **own** connection extends ``locked_until`` every ``lease / 4``,
+  only for the attempt it claimed. Right before the side effect the worker beats once more,
+  synchronously: a lease lost meanwhile (a pause, a partition) stops it before the effect.
+* A maximum runtime: a hung job stops being heartbeated and the worker process is abandoned
+  (it exits with :data:`EXIT_ABANDONED`; the supervisor replaces it).
+* A sweep, when idle, marks ``dead`` what is ``running`` with an expired lease at max attempts.
+* The fence stays the last line: a heartbeat can arrive late.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psycopg
+
+from workers.base import describe
+from workers.lease import Q, FencedOut, LeaseFenced
+
+EXIT_ABANDONED = 75  # the worker gave up a job after max runtime (EX_TEMPFAIL)
+
+
+class LeaseLost(Exception):
+    """The heartbeat found the job no longer carries this worker's attempt."""
+
+
+class Heartbeat:
+    """Extends one claimed attempt's lease from a thread, on a connection of its own."""
+
+    def __init__(self, ctx, ex):
+        self.ctx, self.ex = ctx, ex
+        self.conn = ctx.connect(purpose="heartbeat")
+        self.lost = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # the thread and the synchronous beat share the connection
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._started = time.monotonic()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.conn.close()
+
+    def beat(self) -> bool:
+        """Extend the lease now; False (and ``lost``) when the row has a newer attempt."""
+        with self._lock:
+            if self.lost:
+                return False
+            try:
+                cur = self.conn.execute(Q.heartbeat, {"id": self.ex.job.id, "attempt": self.ex.job.attempt,
+                                                       "lease": self.ctx.lease})
+            except psycopg.Error as exc:
+                self.ctx.log.write("heartbeat-error", job=self.ex.job.id, attempt=self.ex.job.attempt,
+                                   error=describe(exc))
+                return True  # unknown: the fence decides at the finish
+            if cur.rowcount == 0:
+                self.lost = True
+                self.ctx.log.write("lease-lost", job=self.ex.job.id, attempt=self.ex.job.attempt)
+            return not self.lost
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ctx.heartbeat):
+            if time.monotonic() - self._started > self.ctx.max_runtime:
+                # Hazard: Python cannot stop the job's thread; the only way to abandon the job is
+                # to end the process. The lease then expires and the job is retried or swept.
+                self.ctx.log.write("abandoned", job=self.ex.job.id, attempt=self.ex.job.attempt,
+                                   after=round(time.monotonic() - self._started, 3))
+                os._exit(EXIT_ABANDONED)
+            if not self.beat():
+                return
+
+
+class LeaseHeartbeat(LeaseFenced):
+    name = "lease-heartbeat"
+    PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"  # the sweep acts on the rest
+
+    def work(self, ctx, ex) -> None:
+        conn = ex.conn
+        ex.started(lease_until=ex.t_started + ctx.lease)
+        with Heartbeat(ctx, ex) as hb:
+            # 1. a short reading transaction, tenant set locally in it
+            ex.read_inherited()
+            ex.point("before-tenant")
+            ex.set_tenant()
+            ex.read_invoices()
+            started = conn.execute("select clock_timestamp()").fetchone()[0]
+            conn.commit()
+            # 2. the long part, outside any transaction
+            ex.work()
+            if not hb.beat():
+                raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost before the side effect")
+            ex.effect()
+            ex.point("before-finish")
+            # 3. one short transaction: the job_runs row and the fenced finish together
+            if ctx.mode.autocommit:
+                conn.execute("begin")
+            ex.set_tenant()
+            ex.insert_finished_run(started)
+            ex.point("after-insert")
+            self.finish(ex)
+            conn.commit()
+        ex.finished()
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if isinstance(exc, LeaseLost | FencedOut):
+            return
+        super().on_error(ctx, ex, exc)
+
+    def idle(self, ctx) -> None:
+        with ctx.pool.connection() as conn:
+            n = conn.execute(Q.sweep).rowcount
+            conn.commit()
+        if n:
+            ctx.log.write("swept", jobs=n)
