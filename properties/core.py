@@ -37,7 +37,8 @@ class Result:
         object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
 
     def to_dict(self) -> dict:
-        return {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
+        return {"status": self.status, "count": self.count, "jobs": list(self.jobs),
+                "evidence": self.evidence}
 
 
 def worst(statuses: Iterable[str]) -> str:

@@ -1,0 +1,206 @@
+"""The safety properties: what each execution saw and did, and how the tables counted it.
+
+Each is a pure function of a :class:`~harness.history.History` returning a
+:class:`~properties.core.Result`. They decide from the execution log (the world, which no
+rollback takes back) against the final ``jobs`` and ``job_runs`` tables. The liveness and
+resource properties are in ``properties/health.py``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import combinations
+
+from harness.history import Execution, History
+from properties.core import Result, decides, held, unknown, violated
+
+RETRY_ADVICE = "retries re-send: make the effect idempotent"
+
+
+# --- helpers shared with health.py ------------------------------------------------------------------
+
+def job_rows(h: History) -> dict[int, dict]:
+    """The final ``jobs`` table by job id."""
+    return {row["id"]: row for row in h.jobs}
+
+
+def by_job(executions: list[Execution]) -> dict[int, list[Execution]]:
+    out: dict[int, list[Execution]] = defaultdict(list)
+    for ex in executions:
+        out[ex.job].append(ex)
+    return dict(out)
+
+
+def max_attempts_of(h: History, job: int, rows: dict[int, dict]) -> int | None:
+    """The job's ``max_attempts`` from its jobs row, else the schedule's; None when neither says."""
+    row = rows.get(job) or {}
+    value = row.get("max_attempts")
+    return value if value is not None else h.schedule.get("max_attempts")
+
+
+def end_of(h: History, ex: Execution) -> float:
+    return ex.end if ex.end is not None else h.t1
+
+
+def overlap(h: History, a: Execution, b: Execution) -> float:
+    """Seconds during which both executions were live ([start, end) intervals); 0 when apart."""
+    return max(0.0, min(end_of(h, a), end_of(h, b)) - max(a.start, b.start))
+
+
+def who(ex: Execution) -> str:
+    return f"{ex.worker} attempt {ex.attempt}"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """ "1 job", "2 jobs"; *words* for an irregular plural."""
+    return f"{n} {word}" if n == 1 else f"{n} {words or word + 's'}"
+
+
+# --- the properties ---------------------------------------------------------------------------------
+
+@decides("tenant-isolation")
+def tenant_isolation(h: History) -> Result:
+    """Violated by every execution that started with another job's ``app.tenant`` or saw another
+    tenant's invoices (a job with no tenant must see none); unknown when no execution recorded
+    either. Count: offending executions."""
+    name = "tenant-isolation"
+    executions = h.executions()
+    informed = [ex for ex in executions
+                if ex.inherited is not None or ex.visible is not None or ex.foreign is not None]
+    if not informed:
+        return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
+                             "tenant or the rows it could see")
+    lines, jobs = [], []
+    for ex in informed:
+        wrong = []
+        if ex.inherited not in (None, ""):
+            wrong.append(f"started with app.tenant={ex.inherited} inherited")
+        if ex.foreign:  # a system job (tenant None) counts every visible row as foreign
+            wrong.append(f"saw {ex.foreign} invoices of another tenant")
+        if wrong:
+            whose = f"tenant {ex.tenant}" if ex.tenant is not None else "no tenant"
+            lines.append(f"job {ex.job} ({whose}) " + " and ".join(wrong))
+            jobs.append(ex.job)
+    if lines:
+        return violated(name, lines, jobs)
+    return held(name, f"{plural(len(informed), 'execution')} recorded: none inherited a tenant, "
+                      "none saw another tenant's rows")
+
+
+@decides("single-commit")
+def single_commit(h: History) -> Result:
+    """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""
+    name = "single-commit"
+    if not h.jobs and not h.runs:
+        return unknown(name, "the final jobs and job_runs tables were not read")
+    attempts: dict[int, list] = defaultdict(list)
+    for row in h.runs:
+        attempts[row["job_id"]].append(row.get("attempt"))
+    bad = {j: a for j, a in sorted(attempts.items()) if len(a) > 1}
+    if bad:
+        return violated(name, [f"job {j} committed {len(a)} job_runs rows (attempts "
+                               f"{', '.join(str(x) for x in a)})" for j, a in bad.items()], bad)
+    return held(name, f"{plural(len(h.runs), 'job_runs row')}, at most one per job")
+
+
+@decides("no-overlap")
+def no_overlap(h: History) -> Result:
+    """Violated by every pair of executions of one job that were live at the same time (an
+    execution with no end is live until the run ended). Count: overlapping pairs."""
+    name = "no-overlap"
+    lines, jobs = [], []
+    repeated = 0
+    for job, execs in sorted(by_job(h.executions()).items()):
+        repeated += len(execs) > 1
+        for a, b in combinations(sorted(execs, key=lambda e: e.start), 2):
+            both = overlap(h, a, b)
+            if both > 0:
+                lines.append(f"job {job}: {who(a)} and {who(b)} ran at once for {both:.2f} s")
+                jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    if not repeated:
+        return held(name, "vacuous: no job executed more than once")
+    return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")
+
+
+@decides("at-most-once-effects")
+def at_most_once_effects(h: History) -> Result:
+    """Violated by every job whose executions sent more than one external effect, classified as
+    overlap (two effect-bearing executions live at once: fencing keeps late writes out of the
+    database, not out of the world) or retry after the effect (no retrying design avoids it
+    without an idempotent effect; the evidence then says so). Count: jobs."""
+    name = "at-most-once-effects"
+    lines, jobs, retried = [], [], False
+    total = 0
+    for job, execs in sorted(by_job(h.executions()).items()):
+        sent = [ex for ex in execs if ex.effects]
+        n = sum(ex.effects for ex in sent)
+        total += n
+        if n <= 1:
+            continue
+        if any(overlap(h, a, b) > 0 for a, b in combinations(sent, 2)):
+            kind = "overlap"
+        elif len(sent) > 1:
+            kind, retried = "retry after the effect", True
+        else:
+            kind = "one execution"
+        lines.append(f"job {job} sent {n} effects ({kind}: {', '.join(who(ex) for ex in sent)})")
+        jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs, suffix=f"; {RETRY_ADVICE}" if retried else "")
+    if not total:
+        return held(name, "vacuous: no execution sent an effect")
+    return held(name, f"{plural(total, 'effect')}, at most one per job")
+
+
+@decides("attempts-counted")
+def attempts_counted(h: History) -> Result:
+    """Violated by every job that executed (per the execution log) more times than ``jobs.attempts``
+    counts; unknown when the jobs table was not read or lacks an executed job. Count: jobs."""
+    name = "attempts-counted"
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    rows = job_rows(h)
+    lines, jobs, missing = [], [], []
+    groups = by_job(h.executions())
+    for job, execs in sorted(groups.items()):
+        counted = (rows.get(job) or {}).get("attempts")
+        if counted is None:
+            missing.append(job)
+        elif len(execs) > counted:
+            lines.append(f"job {job} executed {plural(len(execs), 'time')}, "
+                         f"counted {plural(counted, 'time')}")
+            jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    if missing:
+        return unknown(name, f"job {missing[0]} executed but has no attempts in the jobs table")
+    if not groups:
+        return held(name, "vacuous: no execution started")
+    return held(name, f"every execution of {plural(len(groups), 'job')} was counted")
+
+
+@decides("bounded-attempts")
+def bounded_attempts(h: History) -> Result:
+    """Violated by every job that executed more than its ``max_attempts`` (jobs row, else the
+    schedule's) times. Count: jobs."""
+    name = "bounded-attempts"
+    rows = job_rows(h)
+    lines, jobs, missing = [], [], []
+    groups = by_job(h.executions())
+    for job, execs in sorted(groups.items()):
+        limit = max_attempts_of(h, job, rows)
+        if limit is None:
+            missing.append(job)
+        elif len(execs) > limit:
+            lines.append(f"job {job} executed {plural(len(execs), 'time')} (max_attempts {limit})")
+            jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    if missing:
+        return unknown(name, f"no max_attempts for job {missing[0]} in the jobs table or the schedule")
+    if not groups:
+        return held(name, "vacuous: no execution started")
+    most = max(len(execs) for execs in groups.values())
+    return held(name, f"at most {plural(most, 'execution')} per job, within max_attempts")

@@ -1,0 +1,182 @@
+"""The liveness and resource properties: where jobs ended, what poison cost, what workers held.
+
+Pure functions of a :class:`~harness.history.History`, like the safety properties in
+``properties/checks.py``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.history import Execution, History
+from properties.checks import end_of, job_rows, max_attempts_of, plural
+from properties.core import VIOLATED, Result, decides, held, unknown, violated
+
+TERMINAL = ("done", "dead")
+
+# A worker transaction holding an xid or a snapshot for more than this fraction of a lease is held
+# *across* the job's work, not just around the claim or the finish (which take milliseconds): half a
+# lease is far above any short transaction, and below an overrun (1.5 leases) or a slow job (0.75).
+HORIZON_LEASE_FRACTION = 0.5
+
+# Connections a worker may open beyond its pool size without a terminate fault: one reconnect after
+# a connection the pool found broken (psycopg_pool replaces it).
+RECONNECT_SLACK = 1
+
+
+@decides("progress")
+def progress(h: History) -> Result:
+    """Violated by every job that carries no fault (``History.job_faults``) and did not end
+    ``done``; held vacuously when every job carries one. Count: jobs."""
+    name = "progress"
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    rows = job_rows(h)
+    faults = h.job_faults()
+    order = [j["id"] for j in h.schedule.get("jobs", [])] or sorted(rows)
+    order += [j for j in sorted(rows) if j not in order]
+    clean = [j for j in order if j not in faults]
+    if not clean:
+        return held(name, "vacuous: every job carries a fault")
+    lines, jobs = [], []
+    for job in clean:
+        row = rows.get(job)
+        status = row.get("status") if row else None
+        if status == "done":
+            continue
+        ended = f"ended {status}" if row else "is missing from the jobs table"
+        ahead = [j for j in order[:order.index(job)] if j in faults]
+        after = f" after job {ahead[0]}'s fault" if ahead else ""
+        lines.append(f"job {job} (no fault) {ended}{after}")
+        jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
+
+
+@decides("terminal-states")
+def terminal_states(h: History) -> Result:
+    """Violated by every job not ``done`` or ``dead`` at the end (worst: ``running`` with an expired
+    lease, which nothing will pick up). Count: jobs."""
+    name = "terminal-states"
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    lines, jobs = [], []
+    for row in sorted(h.jobs, key=lambda r: r["id"]):
+        status = row.get("status")
+        if status in TERMINAL:
+            continue
+        if status == "running":
+            how = "stuck running with an expired lease" if row.get("lease_expired") else "still running"
+        else:
+            how = f"ended {status}"
+        lines.append(f"job {row['id']} {how}, attempts {row.get('attempts')}")
+        jobs.append(row["id"])
+    if lines:
+        return violated(name, lines, jobs)
+    counts = Counter(row.get("status") for row in h.jobs)
+    return held(name, ", ".join(f"{counts[s]} {s}" for s in TERMINAL if counts[s]))
+
+
+@decides("bounded-blast-radius")
+def bounded_blast_radius(h: History) -> Result:
+    """Violated by every job in flight when more than its ``max_attempts`` worker processes died
+    (exits not caused by the end of the run and not drained). Count: jobs. Unknown when no worker
+    exit was recorded at all."""
+    name = "bounded-blast-radius"
+    if not h.exits:
+        return unknown(name, "no worker exit was recorded")
+    deaths: Counter[int] = Counter(x.job for x in h.exits
+                                   if not x.by_harness and x.outcome != "drained" and x.job is not None)
+    if not deaths:
+        return held(name, "vacuous: no worker died during a job")
+    rows = job_rows(h)
+    lines, jobs, missing = [], [], []
+    for job, n in sorted(deaths.items()):
+        limit = max_attempts_of(h, job, rows)
+        if limit is None:
+            missing.append(job)
+        elif n > limit:
+            lines.append(f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
+                         f"(max_attempts {limit})")
+            jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    if missing:
+        return unknown(name, f"no max_attempts for job {missing[0]} in the jobs table or the schedule")
+    return held(name, f"{plural(sum(deaths.values()), 'worker death')} during jobs, "
+                      "none beyond max_attempts per job")
+
+
+@decides("horizon")
+def horizon(h: History) -> Result:
+    """Violated by every worker session (pid) sampled holding an xid or a snapshot for longer than
+    :data:`HORIZON_LEASE_FRACTION` of a lease; unknown when no worker session was sampled.
+    Count: sessions; jobs: those the session's worker was running when sampled."""
+    name = "horizon"
+    samples = [s for s in h.samples if s.get("role") == "worker"]
+    if not samples:
+        return unknown(name, "no worker session was sampled in pg_stat_activity")
+    timing = h.schedule.get("timing") or {}
+    if timing.get("lease") is None:
+        return unknown(name, "the schedule gives no timing.lease")
+    threshold = HORIZON_LEASE_FRACTION * timing["lease"] * h.schedule.get("time_scale", 1.0)
+    held_back = [s for s in samples if (s.get("xid") is not None or s.get("xmin") is not None)
+                 and s.get("xact_age") is not None and s["xact_age"] > threshold]
+    if not held_back:
+        return held(name, f"{plural(len(samples), 'worker sample')}: no transaction with an xid or "
+                          f"snapshot older than {threshold:.2f} s")
+    pids = {s.get("pid") for s in held_back}
+    executions = h.executions()
+    longest = max(held_back, key=lambda s: s["xact_age"])
+    what = "an xid" if longest.get("xid") is not None else "a snapshot"
+    job = _job_at(h, executions, longest)
+    during = f" during job {job}" if job is not None else ""
+    evidence = (f"{longest.get('app')} held a transaction with {what} open for {longest['xact_age']:.2f} s"
+                f"{during} (threshold {threshold:.2f} s)")
+    if len(pids) > 1:
+        evidence += f"; {len(pids)} worker sessions in all"
+    jobs = (_job_at(h, executions, s) for s in held_back)
+    return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
+
+
+def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None:
+    """The job the sampled session's worker was executing at the sample's time, if any."""
+    worker = (sample.get("app") or "").split("/")[0]  # a heartbeat connection is "w1.0/heartbeat"
+    for ex in executions:
+        if ex.worker == worker and ex.start <= sample["t"] <= end_of(h, ex):
+            return ex.job
+    return None
+
+
+@decides("pool-hygiene")
+def pool_hygiene(h: History) -> Result:
+    """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
+    (terminate faults aimed at it) connections, and by every record whose error mentions a
+    prepared statement. Count: such workers plus such records. Unknown when no connection was
+    recorded (and no prepared-statement error)."""
+    name = "pool-hygiene"
+    connects = Counter(r.get("worker") for r in h.records if r.get("event") == "connect")
+    terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
+    pool = h.schedule.get("pool_size")
+    greedy = {}
+    if pool is not None:
+        greedy = {w: n for w, n in sorted(connects.items(), key=lambda kv: str(kv[0]))
+                  if n > pool + RECONNECT_SLACK + terminated[w]}
+    broken = sorted((r for r in h.records if "prepared statement" in str(r.get("error") or "").lower()),
+                    key=lambda r: r["t"])
+    if greedy or broken:
+        lines = [f"{w} opened {n} connections for a pool of {pool}" for w, n in greedy.items()]
+        if broken:
+            first = broken[0]
+            lines.append(f"{plural(len(broken), 'prepared-statement error')}, the first "
+                         f"({first.get('event')} on {first.get('worker')}): {first.get('error')}")
+        evidence = "; ".join(lines[:2]) + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else "")
+        return Result(name, VIOLATED, len(greedy) + len(broken),
+                      tuple(r["job"] for r in broken if r.get("job") is not None), evidence)
+    if not connects:
+        return unknown(name, "no connection was recorded")
+    if pool is None:
+        return unknown(name, "the schedule gives no pool_size")
+    return held(name, f"{plural(len(connects), 'worker')} opened at most {max(connects.values())} "
+                      f"connections each for a pool of {pool}; no prepared-statement errors")

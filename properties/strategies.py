@@ -1,0 +1,68 @@
+"""Hypothesis strategies for schedules.
+
+A schedule shrinks toward fewer jobs, fewer workers, fewer faults, the tenant 1 and the shortest
+work: every choice below lists its simplest value first. Strike points are named, never times, so
+a shrunk schedule replays the same way.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from faults.catalogue import CATALOGUE, POINTS
+from harness.schedule import Event, JobSpec, Schedule, Timing
+
+TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
+DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)
+MAX_JOBS = 12
+MAX_WORKERS = 3
+MAX_EVENTS = 2
+
+
+def _points(default: str | None) -> list[str]:
+    if default is None:
+        return [None]
+    return [default] + [p for p in POINTS if p != default]
+
+
+def dequeue_budget(jobs: int, max_attempts: int) -> int:
+    """Dequeues per worker: enough for every job's every attempt twice over, and a bound for
+    designs that hand a poison job out forever (the article let one worker dequeue ten times)."""
+    return 2 * jobs * max_attempts + 10
+
+
+@st.composite
+def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
+              workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
+              max_attempts: int = 3) -> Schedule:
+    """Schedules whose jobs and events carry only the given *faults* (catalogue entries)."""
+    job_faults = [f.name for f in faults if f.kind == "job"]
+    sup_faults = [f.name for f in faults if f.kind == "supervisor"]
+    n = draw(st.integers(1, max_jobs), label="jobs")
+    jobs = []
+    for i in range(1, n + 1):
+        fault = draw(st.sampled_from([None, *job_faults]), label=f"job {i} fault")
+        point = draw(st.sampled_from(_points(CATALOGUE[fault].point))) if fault else None
+        jobs.append(JobSpec(
+            id=i,
+            tenant=draw(st.sampled_from(TENANTS), label=f"job {i} tenant"),
+            duration=draw(st.sampled_from(DURATIONS), label=f"job {i} duration"),
+            fault=fault,
+            point=point if point != (CATALOGUE[fault].point if fault else None) else None,
+        ))
+    events = []
+    if sup_faults:
+        for _ in range(draw(st.integers(0, min(MAX_EVENTS, n)), label="events")):
+            fault = draw(st.sampled_from(sup_faults))
+            events.append(Event(
+                fault=fault,
+                job=draw(st.integers(1, n)),
+                point=draw(st.sampled_from(_points("mid-work"))),
+                variant=draw(st.sampled_from(["xid", "repeatable-read"])) if fault == "horizon" else "xid",
+            ))
+    w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
+    return Schedule(
+        jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
+        time_scale=time_scale, timing=timing or Timing(), max_attempts=max_attempts,
+        dequeues=dequeue_budget(n, max_attempts),
+    )

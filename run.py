@@ -1,0 +1,9 @@
+#!/usr/bin/env python3
+"""pg-job-chaos: ``python run.py --design lease --faults crash,overrun`` (see README.md)."""
+
+import sys
+
+from harness.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
