@@ -108,7 +108,7 @@ class History:
                     ex.error = "fenced out"
         for ex in out:
             if ex.end is None:
-                ex.end = exit_at.get(ex.worker, self.t1)
+                ex.end = max(exit_at.get(ex.worker, self.t1), ex.start)
         return out
 
     def job_faults(self) -> dict[int, set[str]]:
