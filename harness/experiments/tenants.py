@@ -6,6 +6,8 @@ the job body's own statements (``workers/body.sql``).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 
 import psycopg
@@ -72,7 +74,38 @@ RESET_ARTICLE = {
 }
 
 
+class _Count(logging.Handler):
+    """Counts the pool's warnings (the only trace of a discarded connection) instead of printing them."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.n = 0
+
+    def emit(self, record):
+        self.n += 1
+
+
+@contextlib.contextmanager
+def _pool_warnings():
+    logger = logging.getLogger("psycopg.pool")
+    counter, propagate = _Count(), logger.propagate
+    logger.addHandler(counter)
+    logger.propagate = False
+    try:
+        yield counter
+    finally:
+        logger.removeHandler(counter)
+        logger.propagate = propagate
+
+
 def _reset_series(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
+    with _pool_warnings() as warnings:
+        out = _reset_jobs(ctx, mode_name, jobs, skip)
+    out["pool_warnings"] = warnings.n
+    return out
+
+
+def _reset_jobs(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
     mode = MODES[mode_name]
     pool = mode.pool(ctx.database.worker_dsn, size=1, name=f"exp-reset-{mode_name}",
                      application_name="pg-job-chaos/exp-reset")
@@ -93,6 +126,8 @@ def _reset_series(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
                 continue
             if i > skip:
                 times.append(time.perf_counter() - t0)
+        with contextlib.suppress(Exception):
+            pool.wait(timeout=5.0)  # a discarded connection is replaced in the background
         opened = pool.get_stats().get("connections_num", 0)
     finally:
         pool.close()
@@ -114,7 +149,8 @@ def reset_cost(ctx: Context) -> dict:
         n = slow_jobs if variant == "reset-no-autocommit" else jobs
         rows.append({"variant": variant, "jobs": n, "median_ms": [r["median_ms"] for r in runs],
                      "connections_opened": [r["connections_opened"] for r in runs],
-                     "errors": [r["errors"] for r in runs], "failed_at_job": [r["failed_at_job"] for r in runs],
+                     "errors": [r["errors"] for r in runs], "pool_warnings": [r["pool_warnings"] for r in runs],
+                     "failed_at_job": [r["failed_at_job"] for r in runs],
                      "error": next((r["error"] for r in runs if r["error"]), None),
                      "article": RESET_ARTICLE[variant]})
     result = {"experiment": "reset-cost", "rows": rows,

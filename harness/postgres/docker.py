@@ -7,10 +7,12 @@ With no Docker engine answering, :func:`start` raises :class:`HarnessError` in o
 
 from __future__ import annotations
 
+import gc
 import os
 import secrets
 import socket
 import time
+import warnings
 from dataclasses import dataclass
 
 import psycopg
@@ -24,13 +26,21 @@ READY_TIMEOUT = 120.0
 
 def client():
     """A Docker client whose engine answered a ping, or :class:`HarnessError`."""
-    try:
-        import docker
+    import docker
 
+    c = None
+    try:
         c = docker.from_env(timeout=10)
         c.ping()
         return c
     except Exception as exc:  # the SDK raises several unrelated types for "no engine"
+        if c is not None:
+            c.close()
+        # The SDK leaves the socket of a failed version probe unclosed; collect it here, quietly,
+        # rather than let a ResourceWarning surface later in unrelated code.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise HarnessError(f"no Docker engine answers ({reason}); use --postgres local or a DSN") from None
 

@@ -1,0 +1,191 @@
+"""Human-readable logs of the supervisor and its workers, safe under SIGKILL and ``os._exit``.
+
+Workers are forked and die at arbitrary moments, so no log channel may be *shared* between
+processes: a lock or a pipe stream shared with a process that can be SIGKILLed mid-write is a
+lock nobody releases and a stream nobody can resynchronise. (``multiprocessing-logging``, which
+the card named, is exactly that: one ``multiprocessing.Queue`` whose cross-process write lock a
+dying worker can take to its grave -- ``benchmarks/mp_logging_kill.py`` measures it.) Instead:
+
+* the parent (:func:`setup`) logs through ordinary handlers on the root logger, one line per
+  record: time, level, process identity (``supervisor[pid]`` or ``w1.0[pid]``), logger name;
+* each worker (:func:`worker_setup`, first thing after the fork) drops every inherited handler
+  and logs to a file of its own, ``<run_dir>/<identity>.log.jsonl``, one JSON object per line,
+  each written with a single unbuffered ``os.write`` on an ``O_APPEND`` descriptor. A kill can
+  at worst tear that worker's own last line; nobody else waits on it or reads past it;
+* the supervisor calls :func:`merge` (periodically and at the end) to tail those files and
+  re-emit each worker line through its own handlers, with the worker's time, level, logger name
+  and identity.
+
+These logs are for humans. The history and the properties never read them (they read the
+execution log, :mod:`harness.execlog`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+SUFFIX = ".log.jsonl"
+FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(who)s[%(process)s] %(name)s: %(message)s"
+DATEFMT = "%H:%M:%S"
+PARENT = "supervisor"
+
+
+def path_for(run_dir: Path, identity: str) -> Path:
+    return Path(run_dir) / f"{identity}{SUFFIX}"
+
+
+class _Identity(logging.Filter):
+    """Tags records made in this process with its identity (merged worker records carry theirs)."""
+
+    def __init__(self, who: str):
+        super().__init__()
+        self.who = who
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "who"):
+            record.who = self.who
+        return True
+
+
+def _formatter() -> logging.Formatter:
+    return logging.Formatter(FORMAT, DATEFMT)
+
+
+def setup(level: int, *, stream=None) -> None:
+    """The parent's logging: one human-readable stream handler on the root logger.
+
+    Idempotent: a second call replaces the handler this module installed, not the others.
+    """
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_pgjc", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler._pgjc = True
+    handler.setFormatter(_formatter())
+    handler.addFilter(_Identity(PARENT))
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+class WorkerFileHandler(logging.Handler):
+    """One JSON line per record, one ``os.write`` per line, ``O_APPEND``, no buffer, nothing shared."""
+
+    def __init__(self, path: Path, identity: str):
+        super().__init__()
+        self.identity = identity
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg = record.getMessage()
+            if record.exc_info:
+                msg = f"{msg}\n{logging.Formatter().formatException(record.exc_info)}"
+            elif record.exc_text:
+                msg = f"{msg}\n{record.exc_text}"
+            if record.stack_info:
+                msg = f"{msg}\n{record.stack_info}"
+            line = json.dumps({"t": record.created, "level": record.levelno, "name": record.name,
+                               "pid": record.process, "who": self.identity, "msg": msg}, default=str)
+            data = (line + "\n").encode("utf-8", "backslashreplace")
+            while data:  # a regular file takes it all at once; the loop is for the pathological case
+                data = data[os.write(self.fd, data):]
+        except Exception:
+            self.handleError(record)
+
+    def close(self) -> None:
+        try:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+        finally:
+            super().close()
+
+
+def worker_setup(run_dir: Path, identity: str) -> None:
+    """A forked worker's logging. Call first thing after the fork, before anything logs.
+
+    Every handler inherited from the parent is dropped (not closed, not flushed: they are the
+    parent's), on the root logger and on any named logger, so nothing in the child writes to a
+    stream, lock or queue it shares with another process. The root level is kept as inherited.
+    """
+    loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(lg, logging.Logger)]
+    for lg in loggers:
+        for h in list(lg.handlers):
+            lg.removeHandler(h)
+    handler = WorkerFileHandler(path_for(run_dir, identity), identity)
+    logging.getLogger().addHandler(handler)
+
+
+class Merger:
+    """Tails the worker log files of one run directory and re-emits their lines in this process."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.offsets: dict[Path, int] = {}
+
+    def poll(self, *, final: bool = False) -> int:
+        """Forward every complete new line; with *final*, also report torn last lines. Returns a count."""
+        n = 0
+        for p in sorted(self.run_dir.glob(f"*{SUFFIX}")):
+            off = self.offsets.get(p, 0)
+            try:
+                with open(p, "rb") as f:
+                    f.seek(off)
+                    data = f.read()
+            except OSError:
+                continue
+            end = data.rfind(b"\n") + 1
+            who = p.name[: -len(SUFFIX)]
+            for line in data[:end].splitlines():
+                if line.strip():
+                    _emit(line, who)
+                    n += 1
+            if final and data[end:]:
+                _emit_raw(who, f"torn last log line (process ended mid-write): {data[end:][:200]!r}")
+                end = len(data)
+                n += 1
+            self.offsets[p] = off + end
+        return n
+
+
+def _emit(line: bytes, who: str) -> None:
+    try:
+        d = json.loads(line)
+        rec = logging.makeLogRecord({
+            "name": str(d["name"]), "levelno": int(d["level"]), "levelname": logging.getLevelName(int(d["level"])),
+            "msg": str(d["msg"]), "args": None, "created": float(d["t"]), "process": d.get("pid"),
+            "processName": d.get("who", who), "who": d.get("who", who)})
+        rec.msecs = (rec.created - int(rec.created)) * 1000
+    except (ValueError, KeyError, TypeError):
+        _emit_raw(who, f"unreadable log line: {line[:200]!r}")
+        return
+    logger = logging.getLogger(rec.name)
+    if logger.isEnabledFor(rec.levelno):
+        logger.handle(rec)
+
+
+def _emit_raw(who: str, msg: str) -> None:
+    rec = logging.makeLogRecord({"name": "pgjc.logs", "levelno": logging.WARNING, "levelname": "WARNING",
+                                 "msg": msg, "args": None, "who": who, "process": "?"})
+    logging.getLogger("pgjc.logs").handle(rec)
+
+
+_mergers: dict[Path, Merger] = {}
+
+
+def merge(run_dir: Path, *, final: bool = False) -> int:
+    """Forward new worker log lines of *run_dir* to this process's handlers (see :class:`Merger`)."""
+    key = Path(run_dir).resolve()
+    m = _mergers.get(key)
+    if m is None:
+        m = _mergers[key] = Merger(key)
+    n = m.poll(final=final)
+    if final:
+        _mergers.pop(key, None)
+    return n
