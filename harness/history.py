@@ -46,7 +46,8 @@ class Execution:
     fenced: bool = False
     tenant: int | None = None
     fault: str | None = None
-    inherited: str | None = None  # app.tenant before the job set anything
+    inherited: str | None = None  # app.tenant before the job set anything (None: not set at all)
+    inherited_read: bool = False  # whether the execution got as far as reading it
     visible: int | None = None  # invoices visible to the job
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
@@ -74,7 +75,7 @@ class History:
     def executions(self) -> list[Execution]:
         """Every execution, in start order. An execution with no terminal event ends when its worker
         exited (outcome ``info``), or at the end of the run."""
-        exit_at = {x.worker: x.t for x in self.exits}
+        exit_at = self._death_times()
         current: dict[str, Execution] = {}
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
@@ -92,7 +93,7 @@ class History:
             if ex is None or r.get("job") != ex.job:
                 continue
             if ev == "tenant-inherited":
-                ex.inherited = r.get("value")
+                ex.inherited, ex.inherited_read = r.get("value"), True
             elif ev == "rows-visible":
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "effect":
@@ -109,6 +110,24 @@ class History:
         for ex in out:
             if ex.end is None:
                 ex.end = max(exit_at.get(ex.worker, self.t1), ex.start)
+        return out
+
+    def _death_times(self) -> dict[str, float]:
+        """When each exited worker really stopped. The supervisor notices an exit a tick late, and a
+        replacement may start the job in between: a worker that ended itself (crash, abandon) wrote
+        its last record right before, and one the supervisor killed died when it was killed."""
+        last: dict[str, float] = {}
+        for r in self.records:
+            last[r.get("worker")] = max(last.get(r.get("worker"), r["t"]), r["t"])
+        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == "kill"}
+        out = {}
+        for x in self.exits:
+            if x.worker in killed:
+                out[x.worker] = min(x.t, killed[x.worker])
+            elif not x.by_harness and x.signal is None and x.worker in last:
+                out[x.worker] = min(x.t, last[x.worker])  # os._exit right after its last line
+            else:
+                out[x.worker] = x.t
         return out
 
     def job_faults(self) -> dict[int, set[str]]:

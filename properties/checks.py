@@ -66,7 +66,7 @@ def tenant_isolation(h: History) -> Result:
     name = "tenant-isolation"
     executions = h.executions()
     informed = [ex for ex in executions
-                if ex.inherited is not None or ex.visible is not None or ex.foreign is not None]
+                if ex.inherited_read or ex.visible is not None or ex.foreign is not None]
     if not informed:
         return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
                              "tenant or the rows it could see")
