@@ -1,0 +1,97 @@
+"""``python run.py bench``: the figures the issues ask for, printed, never asserted.
+
+* database reset time (median of 50);
+* fault-free examples per second (5 jobs, 2 workers);
+* harness overhead per fault-free job against a bare psycopg loop running the same SQL on the same
+  database, one process, no supervisor (goal: at most 1.25x);
+* time to the first counterexample and to the end of shrinking, per acceptance case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import psycopg
+
+from faults import parse_faults
+from harness import db
+from harness.postgres import provision
+from harness.runner import Runner
+from harness.schedule import JobSpec, Schedule
+from harness.search import search
+from workers.body import Q as BODY
+from workers.lease import Q as LEASE
+
+CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
+    ("one-transaction", "crash", "local"), ("one-transaction", "raise", "local"),
+    ("one-transaction-handler", "crash", "local"), ("lease", "overrun", "local"), ("lease", "crash", "local"),
+    ("lease-fenced", "overrun", "local"), ("lease-heartbeat", "pause", "local"), ("lease", "", "session"),
+    ("lease", "", "reset-no-autocommit"),
+]
+
+
+def bare_loop(dsn: str, jobs: int, lease: float) -> float:
+    """The lease design's statements for *jobs* jobs in one process: seconds per job."""
+    with psycopg.connect(dsn) as conn:
+        t0 = time.perf_counter()
+        for _ in range(jobs):
+            job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
+            conn.commit()
+            conn.execute(BODY.inherited_tenant).fetchone()
+            conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
+            run = conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}).fetchone()[0]
+            conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()
+            conn.execute(LEASE.finish, {"id": job_id})
+            conn.execute(BODY.finish_run, {"run": run})
+            conn.commit()
+        return (time.perf_counter() - t0) / jobs
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="run.py bench")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")
+    p.add_argument("--postgres", default="local")
+    p.add_argument("--examples", type=int, default=10)
+    args = p.parse_args(argv)
+    out = sys.stdout
+    with provision(args.postgres) as database, Runner(database) as runner:
+        print(f"PostgreSQL: {database.server}", file=out)
+        resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
+        print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)
+
+        five = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 6)), workers=2, design="lease",
+                        time_scale=0.2)
+        n = 5 if args.quick else 20
+        t0 = time.perf_counter()
+        for _ in range(n):
+            runner.run(five)
+        print(f"fault-free examples per second (5 jobs, 2 workers, lease): {n / (time.perf_counter() - t0):.2f}",
+              file=out)
+
+        jobs = 200 if args.quick else 1000
+        sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
+                         workers=1, design="lease", time_scale=0.2)
+        h = runner.run(sched)
+        starts = [r["t"] for r in h.records if r["event"] == "started"]
+        ends = [r["t"] for r in h.records if r["event"] == "finished"]
+        harness_per_job = (max(ends) - min(starts)) / (len(starts) - 1 if len(starts) > 1 else 1)
+        whole_per_job = (h.t1 - h.t0) / jobs
+        runner.prepare(sched)
+        bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease))
+        print(f"per fault-free job ({jobs} jobs, 1 worker, lease): harness {harness_per_job * 1000:.3f} ms "
+              f"(whole run incl. fork and settle {whole_per_job * 1000:.3f} ms), bare psycopg loop "
+              f"{bare * 1000:.3f} ms: {harness_per_job / bare:.2f}x (goal <= 1.25x)", file=out)
+
+        if not args.quick:
+            print("\nsearch cases (time scale 0.2, seed 1):", file=out)
+            for design, faults, mode in CASES:
+                res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode,
+                             examples=args.examples, seed=1, time_scale=0.2)
+                first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
+                size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
+                print(f"  {design:<24} {faults or '-':<8} {mode:<20} first counterexample {first:>8}, "
+                      f"search+shrink {res.seconds:6.1f} s, {len(res.runs):3} runs, shrunk to {size} jobs", file=out)
+    return 0
