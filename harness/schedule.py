@@ -122,45 +122,45 @@ def load(path: str | Path) -> Schedule:
     return Schedule.from_dict(data, source=f"schedule file {p}")
 
 
-def _build(cls, data, where: str):
+def _build(cls, data, where: str, prefix: str = ""):
+    """*cls* from *data*; errors say ``<where>, field <prefix><name>``."""
     if not isinstance(data, dict):
-        raise UsageError(f"{where}: expected an object")
+        raise UsageError(f"{where}, field {prefix.rstrip('.') or '(top)'}: expected an object")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise UsageError(f"{where}: unknown field {unknown[0]!r}; known: {', '.join(sorted(names))}")
+        raise UsageError(f"{where}: unknown field {prefix}{unknown[0]!r}; known: {', '.join(sorted(names))}")
     kwargs = {}
     for f in dataclasses.fields(cls):
-        path = f"{where}, field {f.name}" if where.startswith("schedule") else f"{where}.{f.name}"
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise UsageError(f"{path}: missing")
+                raise UsageError(f"{where}, field {prefix}{f.name}: missing")
             continue
-        kwargs[f.name] = _value(hints[f.name], data[f.name], path)
+        kwargs[f.name] = _value(hints[f.name], data[f.name], where, f"{prefix}{f.name}")
     return cls(**kwargs)
 
 
-def _value(tp, v, path: str):
+def _value(tp, v, where: str, path: str):
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
             return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, v, path)
+        return _value(inner, v, where, path)
     if origin is tuple:
         if not isinstance(v, list):
-            raise UsageError(f"{path}: expected a list")
-        return tuple(_value(args[0], x, f"{path}[{i}]") for i, x in enumerate(v))
+            raise UsageError(f"{where}, field {path}: expected a list")
+        return tuple(_value(args[0], x, where, f"{path}[{i}]") for i, x in enumerate(v))
     if dataclasses.is_dataclass(tp):
-        return _build(tp, v, path)
+        return _build(tp, v, where, f"{path}.")
     if tp is float and isinstance(v, int | float) and not isinstance(v, bool):
         return float(v)
     if tp is int and isinstance(v, int) and not isinstance(v, bool):
         return v
     if tp is str and isinstance(v, str):
         return v
-    raise UsageError(f"{path}: expected {getattr(tp, '__name__', tp)}, got {json.dumps(v)}")
+    raise UsageError(f"{where}, field {path}: expected {getattr(tp, '__name__', tp)}, got {json.dumps(v)}")
 
 
 def _check(s: Schedule, where: str) -> None:

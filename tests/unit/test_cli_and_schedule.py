@@ -1,0 +1,106 @@
+"""User mistakes: one clear line, exit 2, nothing started. Schedules round-trip through JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from faults import CATALOGUE, parse_faults
+from harness import sqlfile
+from harness.errors import UsageError
+from harness.schedule import Event, JobSpec, Schedule, Timing, load
+from tests.conftest import run_cli
+
+
+def test_unknown_fault_lists_the_known_ones():
+    r = run_cli("--design", "lease", "--faults", "crash,meteor", timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert "unknown fault 'meteor'" in r.stderr and all(name in r.stderr for name in CATALOGUE)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--design", "nope"], "unknown design 'nope'"),
+    (["--design", "os:path"], "does not fit the design protocol"),
+    (["--tenant-mode", "global"], "unknown tenant mode 'global'"),
+    (["--examples", "0"], "--examples"),
+    (["--time-scale", "-1"], "--time-scale"),
+    (["--postgres", "mysql"], "expected local, docker"),
+    (["--bogus"], "unrecognized arguments"),
+])
+def test_usage_errors_exit_2_in_one_line(args, needle):
+    r = run_cli(*args, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def _write(tmp_path, data) -> str:
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(p)
+
+
+@pytest.mark.parametrize(("data", "needle"), [
+    ("{not json", "is not JSON"),
+    ({"jobs": []}, "field jobs: at least one job"),
+    ({"jobs": [{"id": 1, "fault": "kill"}]}, "field jobs[0].fault: 'kill' is not a job fault"),
+    ({"jobs": [{"id": 1, "duration": "long"}]}, "field jobs[0].duration: expected float"),
+    ({"jobs": [{"id": 1}], "workers": "two"}, "field workers: expected int"),
+    ({"jobs": [{"id": 1}], "events": [{"fault": "kill", "job": 7}]}, "field events[0].job: no job 7"),
+    ({"jobs": [{"id": 1, "point": "lunch"}]}, "field jobs[0].point: unknown point 'lunch'"),
+    ({"jobs": [{"id": 1}], "colour": "red"}, "unknown field 'colour'"),
+    ({"jobs": [{"id": 1}], "tenant_mode": "global"}, "field tenant_mode: unknown mode"),
+])
+def test_malformed_schedule_names_the_field(tmp_path, data, needle):
+    path = _write(tmp_path, data)
+    with pytest.raises(UsageError, match=None) as exc:
+        load(path)
+    assert needle in str(exc.value)
+    r = run_cli("--replay", path, timeout=60)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_schedule_file(tmp_path):
+    r = run_cli("--replay", str(tmp_path / "none.json"), timeout=60)
+    assert r.returncode == 2 and "cannot read schedule file" in r.stderr
+
+
+def test_schedule_round_trips_through_json(tmp_path):
+    s = Schedule(jobs=(JobSpec(1, tenant=None, fault="crash", point="after-effect"), JobSpec(2, duration=0.3)),
+                 workers=2, events=(Event("pause", 2, duration=3.0), Event("horizon", 1, variant="repeatable-read")),
+                 design="lease-fenced", tenant_mode="session", time_scale=0.1, timing=Timing(lease=2.0),
+                 dequeues=7)
+    p = tmp_path / "s.json"
+    p.write_text(s.to_json())
+    assert load(p) == s
+    assert s.faults() == ["crash", "horizon", "pause"]
+    assert s.seconds(2.0) == pytest.approx(0.2)
+
+
+def test_parse_faults():
+    assert [f.name for f in parse_faults("crash, overrun,crash")] == ["crash", "overrun"]
+    assert parse_faults("") == ()
+    with pytest.raises(UsageError, match="known faults"):
+        parse_faults("nope")
+
+
+def test_sqlfile_parser():
+    q = sqlfile.parse("-- name: a\n-- the first\nselect 1;\n\n-- name: b\nselect %(x)s;\n")
+    assert q == {"a": "select 1;", "b": "select %(x)s;"}
+    with pytest.raises(ValueError, match="defined twice"):
+        sqlfile.parse("-- name: a\nselect 1;\n-- name: a\nselect 2;\n")
+    with pytest.raises(ValueError, match="no statement"):
+        sqlfile.parse("-- name: a\n-- only a comment\n")
+
+
+def test_every_design_sql_is_resolved_at_import():
+    import workers.heartbeat
+    import workers.lease
+    import workers.one_transaction
+
+    assert "skip locked" in workers.one_transaction.Q.claim
+    assert "attempts = %(attempt)s" in workers.lease.Q.finish_fenced
+    with pytest.raises(LookupError):
+        workers.lease.Q.no_such_statement  # noqa: B018
