@@ -77,7 +77,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     """Search for a schedule that violates a property. *run* executes one schedule."""
     out = SearchOutcome()
     cache: dict[str, Run] = {}
-    state = {"after_failure": 0, "last_failing": None}
+    state = {"after_failure": 0, "last_failing": None, "generated": 0, "phase": "example"}
     t0 = time.monotonic()
 
     def execute(schedule: Schedule) -> Run:
@@ -88,7 +88,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
             r = Run(schedule, properties.check(history), history, time.monotonic() - t)
             cache[key] = r
             out.runs.append(r)
-            phase = "shrinking" if state["last_failing"] else "example"
+            phase = state["phase"]
             progress(f"{phase} {len(out.runs)}: {len(schedule.jobs)} jobs, {schedule.workers} workers, "
                      f"faults {','.join(schedule.faults()) or 'none'} -> "
                      f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
@@ -109,10 +109,12 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
                 out.shrink_budget_spent = True
                 return  # budget spent: not run, so not a counterexample
         r = execute(schedule)
+        if state["last_failing"] is None:
+            state["generated"] += 1
         if r.violated:
             if state["last_failing"] is None:
                 out.first_failure_seconds = time.monotonic() - t0
-            state["last_failing"] = r
+            state["last_failing"], state["phase"] = r, "shrinking"
             raise Violation(", ".join(r.violated))
 
     if seed is not None:
@@ -124,6 +126,16 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     except Flaky:
         out.flaky = True
         out.counterexample = state["last_failing"]
+    if out.counterexample is not None and state["generated"] < examples:
+        # Hypothesis stops generating at the first failure; the rest of the example budget still
+        # runs, so that every property is judged on as many schedules as the user asked for.
+        rest = sample_schedules(faults=faults, design=design, tenant_mode=tenant_mode,
+                                count=examples - state["generated"], seed=seed, time_scale=time_scale,
+                                workers=workers)
+        progress(f"exploring the other {len(rest)} examples of the budget")
+        state["phase"] = "example"
+        for schedule in rest:
+            execute(schedule)
     out.seconds = time.monotonic() - t0
     if out.counterexample is not None:
         progress("replaying the shrunk schedule once more")

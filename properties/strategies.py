@@ -31,6 +31,26 @@ def dequeue_budget(jobs: int, max_attempts: int) -> int:
     return 2 * jobs * max_attempts + 10
 
 
+def _job(job_faults):
+    """(fault, point, tenant, duration) of one job; the point is None for the fault's default."""
+
+    @st.composite
+    def job(draw):
+        fault = draw(st.sampled_from([None, *job_faults]))
+        point = None
+        if fault is not None:
+            p = draw(st.sampled_from(_points(CATALOGUE[fault].point)))
+            point = None if p == CATALOGUE[fault].point else p
+        return fault, point, draw(st.sampled_from(TENANTS)), draw(st.sampled_from(DURATIONS))
+
+    return job()
+
+
+def _event(sup_faults):
+    return st.tuples(st.sampled_from(sup_faults), st.integers(1, MAX_JOBS), st.sampled_from(_points("mid-work")),
+                     st.sampled_from(["xid", "repeatable-read"]))
+
+
 @st.composite
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
@@ -38,28 +58,17 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     """Schedules whose jobs and events carry only the given *faults* (catalogue entries)."""
     job_faults = [f.name for f in faults if f.kind == "job"]
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
-    n = draw(st.integers(1, max_jobs), label="jobs")
-    jobs = []
-    for i in range(1, n + 1):
-        fault = draw(st.sampled_from([None, *job_faults]), label=f"job {i} fault")
-        point = draw(st.sampled_from(_points(CATALOGUE[fault].point))) if fault else None
-        jobs.append(JobSpec(
-            id=i,
-            tenant=draw(st.sampled_from(TENANTS), label=f"job {i} tenant"),
-            duration=draw(st.sampled_from(DURATIONS), label=f"job {i} duration"),
-            fault=fault,
-            point=point if point != (CATALOGUE[fault].point if fault else None) else None,
-        ))
+    # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
+    # which is what "fewer jobs" needs. Ids follow queue order.
+    drawn = draw(st.lists(_job(job_faults), min_size=1, max_size=max_jobs), label="jobs")
+    jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p) for i, (f, p, t, d) in enumerate(drawn, 1)]
+    n = len(jobs)
     events = []
     if sup_faults:
-        for _ in range(draw(st.integers(0, min(MAX_EVENTS, n)), label="events")):
-            fault = draw(st.sampled_from(sup_faults))
-            events.append(Event(
-                fault=fault,
-                job=draw(st.integers(1, n)),
-                point=draw(st.sampled_from(_points("mid-work"))),
-                variant=draw(st.sampled_from(["xid", "repeatable-read"])) if fault == "horizon" else "xid",
-            ))
+        for fault, job, point, variant in draw(st.lists(_event(sup_faults), max_size=MAX_EVENTS), label="events"):
+            if job <= n:  # an event for a job that shrank away goes with it
+                events.append(Event(fault=fault, job=job, point=point,
+                                    variant=variant if fault == "horizon" else "xid"))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
     return Schedule(
         jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
