@@ -171,7 +171,7 @@ def test_sigkill_of_the_harness_leaves_nothing_behind():
             time.sleep(0.5)
         assert not _pids_of(run_dir), "postgres still running after the harness was killed"
         assert not run_dir.exists(), "run directory left behind"
-        workers = subprocess.run(["pgrep", "-f", f"run.py --design lease --faults overrun"], capture_output=True,
+        workers = subprocess.run(["pgrep", "-f", "run.py --design lease --faults overrun"], capture_output=True,
                                  text=True).stdout.split()
         assert workers == [], f"worker processes left behind: {workers}"
     finally:
