@@ -213,7 +213,27 @@ class Supervisor:
             pass
 
     def terminate_backend(self, pid: int) -> None:
-        self.admin.execute(Q.terminate, {"pid": pid})
+        self._db("pg_terminate_backend", lambda: self.admin.execute(Q.terminate, {"pid": pid}), None)
+
+    def _connect_admin(self) -> psycopg.Connection:
+        return psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5,
+                               options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                               application_name="pg-job-chaos/supervisor")
+
+    def _db(self, what: str, fn, default):
+        """Run one of the supervisor's own queries. A failure (timeout, lost connection) is a note in
+        the history, never the end of the run; a broken connection is replaced."""
+        try:
+            return fn()
+        except psycopg.Error as exc:
+            self.notes.append(f"supervisor: {what} failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            log.warning("%s", self.notes[-1])
+            if self.admin.closed or self.admin.broken:
+                try:
+                    self.admin = self._connect_admin()
+                except psycopg.Error:
+                    pass
+            return default
 
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:
@@ -284,7 +304,8 @@ class Supervisor:
     # --- sampling and quiescence --------------------------------------------------------------------
     def _sample(self, now: float) -> None:
         names = set(self.workers)
-        for pid, app, state, xid, xmin, age in self.admin.execute(Q.activity):
+        rows = self._db("sampling pg_stat_activity", lambda: self.admin.execute(Q.activity).fetchall(), [])
+        for pid, app, state, xid, xmin, age in rows:
             base = (app or "").split("/", 1)[0]
             role = "holder" if app == HOLDER_APP else "worker" if base in names else "other"
             self.samples.append({"t": now, "pid": pid, "app": app, "role": role, "state": state,
@@ -293,14 +314,12 @@ class Supervisor:
     def _quiet(self) -> bool:
         if any(w.alive and w.current is not None for w in self.workers.values()):
             return False
-        return self.design.pending(self.admin) == 0
+        return self._db("the quiescence check", lambda: self.design.pending(self.admin), None) == 0
 
     # --- the run ------------------------------------------------------------------------------------
     def run(self) -> SupervisorResult:
         """Run the schedule to its end. Never raises for anything a worker does; always kills what it forked."""
-        self.admin = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5,
-                                     options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-                                     application_name="pg-job-chaos/supervisor")
+        self.admin = self._connect_admin()
         tail = execlog.Tail(self.run_dir)
         t0 = time.monotonic()
         deadline = t0 + self.s.seconds(self.s.timing.deadline)

@@ -1,7 +1,7 @@
 """Logging survives workers that die mid-burst (issue 4, Logging).
 
 Forked children log in a burst -- short lines and, every 64th, an 8 KB one (longer than a pipe's
-atomic write) -- while some are SIGKILLed and some leave by ``os._exit(1)`` at arbitrary moments,
+atomic write) -- while some (logging in a tight loop) are SIGKILLed and some leave by ``os._exit(1)`` at arbitrary moments,
 round after round. After every round the parent logs a line of its own and checks, within a
 bound, that (a) its line reached its handlers, (b) every surviving child has a newer line there,
 and (c) nothing waits forever: every child is reaped, the whole scenario has a deadline.
@@ -59,22 +59,25 @@ class Collect(logging.Handler):
             return dict(self.last)
 
 
-def _child(backend: str, run_dir, name: str, exit_after: float | None) -> None:
-    """A worker's life as the harness lives it: set up logging first, burst, end by os._exit."""
+def _child(backend: str, run_dir, name: str, exit_after: float | None, tight: bool) -> None:
+    """A worker's life as the harness lives it: set up logging first, log, end by os._exit.
+
+    A *tight* child (a victim) logs without pause until it is killed or exits; a survivor logs in
+    bursts of 16 lines every 5 ms, so that the parent, which re-formats every line, keeps up.
+    """
     try:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if backend == "harness":
             logs.worker_setup(run_dir, name)
         log = logging.getLogger("pgjc.test.child")
         big = "x" * BIG
-        t0 = time.monotonic()
-        end = t0 + (exit_after if exit_after is not None else CHILD_LIFETIME)
+        end = time.monotonic() + (exit_after if exit_after is not None else CHILD_LIFETIME)
         seq = 0
         while time.monotonic() < end:
             seq += 1
             log.info("%s %d %s", name, seq, big if seq % 64 == 0 else "burst")
-            if seq % 16 == 0:
-                time.sleep(0.001)
+            if not tight and seq % 16 == 0:
+                time.sleep(0.005)
         os._exit(1 if exit_after is not None else 0)
     finally:
         os._exit(1)
@@ -89,10 +92,11 @@ class Scenario:
         self.rng = random.Random(4)
         self.parent = logging.getLogger("pgjc.test.parent")
 
-    def fork(self, exit_after: float | None = None) -> str:
+    def fork(self, exit_after: float | None = None, *, tight: bool = True) -> str:
         self.serial += 1
         name = f"w{self.serial}.0"
-        p = self.mp.Process(target=_child, args=(self.backend, self.run_dir, name, exit_after), daemon=False)
+        p = self.mp.Process(target=_child, args=(self.backend, self.run_dir, name, exit_after, tight),
+                            daemon=False)
         p.start()
         self.procs[name] = p
         return name
@@ -112,7 +116,7 @@ class Scenario:
             time.sleep(0.01)
 
     def run(self, sink: Collect) -> None:
-        survivors = [self.fork() for _ in range(SURVIVORS)]
+        survivors = [self.fork(tight=False) for _ in range(SURVIVORS)]
         for r in range(1, ROUNDS + 1):
             killed = [self.fork(), self.fork()]
             exiting = self.fork(exit_after=self.rng.uniform(0.005, 0.04))

@@ -48,7 +48,7 @@ def test_reset_cost_traps(run):
     assert '"_pg3_0" does not exist' in rows["discard-all"]["error"]
     assert rows["discard-all-unprepared"]["errors"] == [0, 0]
     slow = rows["reset-no-autocommit"]
-    assert slow["errors"] == [0, 0]
+    assert slow["errors"] == [0, 0], slow
     assert all(c >= slow["jobs"] for c in slow["connections_opened"])  # a new connection per job
     for variant in ("session", "local", "reset", "discard-all-unprepared"):
         assert rows[variant]["connections_opened"] == [1, 1]
