@@ -98,6 +98,22 @@ class QueueDesign:
             self.on_error(ctx, ex, exc)
             return True
 
+    def body_in_transaction(self, ctx, ex, *, begin_after_tenant: bool) -> None:
+        """Steps 2-7 of the job body with one work transaction open from the ``job_runs`` insert to
+        the finish, as the article measured. *begin_after_tenant*: on an autocommit pool, open that
+        transaction after the tenant is set (a session-level setting then outlives it)."""
+        ex.read_inherited()
+        ex.point("before-tenant")
+        ex.set_tenant()
+        if begin_after_tenant and ctx.mode.autocommit:
+            ex.conn.execute("begin")
+        ex.insert_run()
+        ex.point("after-insert")
+        ex.read_invoices()
+        ex.work()
+        ex.effect()
+        ex.point("before-finish")
+
     def claim(self, ctx, conn):
         raise NotImplementedError
 

@@ -40,17 +40,7 @@ class Lease(QueueDesign):
     def work(self, ctx, ex) -> None:
         conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
-        ex.read_inherited()
-        ex.point("before-tenant")
-        ex.set_tenant()  # session-autocommit: outside the transaction below, so it outlives it
-        if ctx.mode.autocommit:
-            conn.execute("begin")
-        ex.insert_run()
-        ex.point("after-insert")
-        ex.read_invoices()
-        ex.work()
-        ex.effect()
-        ex.point("before-finish")
+        self.body_in_transaction(ctx, ex, begin_after_tenant=True)
         self.finish(ex)
         ex.finish_run()
         conn.commit()

