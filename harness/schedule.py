@@ -58,6 +58,7 @@ class Timing:
     max_runtime: float = 5.0  # lease-heartbeat abandons a job after this long
     restart_delay: float | None = None  # default: the design's (0 for one-transaction, 1.1 for leases)
     deadline: float = 60.0  # the run ends here whatever happens
+    stall: float | None = None  # end when nothing happened for this long (default: see Schedule.stall)
     strike_wait: float = 30.0  # a worker waits at most this long for the supervisor at a strike point
 
 
@@ -72,7 +73,7 @@ class Schedule:
     timing: Timing = field(default_factory=Timing)
     max_attempts: int = 3
     dequeues: int | None = None  # per worker; then it exits by itself ("drained")
-    restarts: int = 10  # restart budget for the whole run
+    restarts: int | None = None  # restart budget for the whole run (default: see restart_budget)
     pool_size: int = 1
 
     def seconds(self, article_seconds: float) -> float:
@@ -82,6 +83,24 @@ class Schedule:
     @property
     def heartbeat(self) -> float:
         return self.timing.heartbeat if self.timing.heartbeat is not None else self.timing.lease / 4
+
+    @property
+    def restart_budget(self) -> int:
+        """Enough for every job to kill ``max_attempts`` workers, plus one per worker: a design that
+        keeps its blast radius bounded never runs out; one that does not is cut off here."""
+        if self.restarts is not None:
+            return self.restarts
+        return self.max_attempts * len(self.jobs) + self.workers
+
+    @property
+    def stall(self) -> float:
+        """Article seconds with no new record in the execution log after which the run ends
+        ("stalled": a hung worker nobody replaces). Longer than a max runtime, a few leases and the
+        longest job, so that no design that is still making progress is cut off."""
+        if self.timing.stall is not None:
+            return self.timing.stall
+        longest = max((j.duration for j in self.jobs), default=0.0)
+        return self.timing.max_runtime + 4 * self.timing.lease + 2 * longest
 
     def faults(self) -> list[str]:
         names = [j.fault for j in self.jobs if j.fault] + [e.fault for e in self.events]

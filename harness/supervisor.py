@@ -269,11 +269,11 @@ class Supervisor:
             return
         log.info("%s ended: %s%s", w.identity, w.exit.outcome, f" during job {job}" if job else "")
         if w.exit.outcome != "drained":
-            if self._restarts_used < self.s.restarts:
+            if self._restarts_used < self.s.restart_budget:
                 self._restarts_used += 1
                 self._restarts_due.append((now + self.restart_delay, w.slot, w.generation + 1))
             else:
-                self.notes.append(f"restart budget ({self.s.restarts}) spent; {w.identity} not replaced")
+                self.notes.append(f"restart budget ({self.s.restart_budget}) spent; {w.identity} not replaced")
 
     # --- the log ----------------------------------------------------------------------------------
     def _on_record(self, r: dict) -> None:
@@ -324,7 +324,8 @@ class Supervisor:
         t0 = time.monotonic()
         deadline = t0 + self.s.seconds(self.s.timing.deadline)
         ended_by = "deadline"
-        next_sample = next_check = t0
+        next_sample = next_check = last_activity = t0
+        stall = self.s.seconds(self.s.stall)
         quiet_since = None
         try:
             for slot in range(1, self.s.workers + 1):
@@ -334,6 +335,7 @@ class Supervisor:
                 for r in tail.poll():
                     self.records.append(r)
                     self._on_record(r)
+                    last_activity = now
                 self._reap(now)
                 while self._later and self._later[0][0] <= now:
                     heapq.heappop(self._later)[2]()
@@ -354,6 +356,10 @@ class Supervisor:
                         quiet_since = None
                 if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self._later:
                     ended_by = "workers-exhausted"
+                    break
+                if now - last_activity >= stall and not self._later:
+                    ended_by = "stalled"
+                    self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
                     break
                 if now >= deadline:
                     ended_by = "deadline"

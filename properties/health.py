@@ -50,6 +50,8 @@ def progress(h: History) -> Result:
         lines.append(f"job {job} (no fault) {ended}{after}")
         jobs.append(job)
     if lines:
+        if h.ended_by not in ("quiescent", "unknown"):
+            lines[0] += f" (the run ended: {h.ended_by})"
         return violated(name, lines, jobs)
     return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
 
@@ -73,6 +75,8 @@ def terminal_states(h: History) -> Result:
         lines.append(f"job {row['id']} {how}, attempts {row.get('attempts')}")
         jobs.append(row["id"])
     if lines:
+        if h.ended_by not in ("quiescent", "unknown"):  # say how the run ended: it may explain the state
+            lines[0] += f" (the run ended: {h.ended_by})"
         return violated(name, lines, jobs)
     counts = Counter(row.get("status") for row in h.jobs)
     return held(name, ", ".join(f"{counts[s]} {s}" for s in TERMINAL if counts[s]))

@@ -70,8 +70,11 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
                 events.append(Event(fault=fault, job=job, point=point,
                                     variant=variant if fault == "horizon" else "xid"))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
-    return Schedule(
+    sched = Schedule(
         jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
         time_scale=time_scale, timing=timing or Timing(), max_attempts=max_attempts,
         dequeues=dequeue_budget(n, max_attempts),
     )
+    if timing is None:  # room for every job's every attempt; a stall ends a hung run sooner
+        sched = sched.replace(timing=Timing(deadline=max(60.0, 15.0 * n * max_attempts)))
+    return sched

@@ -150,11 +150,13 @@ class Scenario:
 
 @pytest.fixture
 def root_logging():
-    """The root logger with no handler (pytest's own would keep every burst line), restored after."""
+    """The root logger, restored after the test (handlers, level).
+
+    The test itself calls :func:`_bare` first: pytest adds its own handlers to the root logger for
+    the call phase, after fixtures are set up, and they would keep (and format) every burst line.
+    """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    for h in handlers:
-        root.removeHandler(h)
     yield root
     for h in list(root.handlers):
         if h not in handlers:
@@ -165,8 +167,14 @@ def root_logging():
     root.setLevel(level)
 
 
+def _bare(root: logging.Logger) -> None:
+    for h in list(root.handlers):
+        root.removeHandler(h)
+
+
 @pytest.mark.timeout(120)
 def test_harness_logging_survives_workers_killed_mid_burst(tmp_path, root_logging):
+    _bare(root_logging)
     out = io.StringIO()
     logs.setup(logging.INFO, stream=out)
     sink = Collect()
@@ -205,11 +213,12 @@ def test_multiprocessing_logging_loses_everything_after_a_kill(tmp_path, root_lo
     mpl = pytest.importorskip("multiprocessing_logging")
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("multiprocessing-logging needs the fork start method")
+    _bare(root_logging)
     sink = Collect()
     root_logging.addHandler(sink)
     root_logging.setLevel(logging.INFO)
     mpl.install_mp_handler(root_logging)
-    handler = next(h for h in root_logging.handlers if isinstance(h, mpl.MultiProcessingHandler))
+    (handler,) = root_logging.handlers
     sc = Scenario("multiprocessing-logging", tmp_path)
     try:
         sc.run(sink)
