@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _logging(args) -> None:
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    from harness import logs
+
+    logs.setup(level)
     logging.getLogger("psycopg.pool").setLevel(max(level, logging.ERROR))
 
 

@@ -53,6 +53,18 @@ def parse_lines(data: bytes) -> tuple[list[dict], int]:
     return out, end
 
 
+def read_new(path: Path, offset: int) -> tuple[bytes, bytes] | None:
+    """The complete lines of *path* after *offset*, and the torn tail after them (None: unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return None
+    end = data.rfind(b"\n") + 1
+    return data[:end], data[end:]
+
+
 class Tail:
     """Incremental reader of every log file in a directory (the supervisor polls it)."""
 
@@ -64,13 +76,10 @@ class Tail:
         new = []
         for p in sorted(self.run_dir.glob(f"*{SUFFIX}")):
             off = self.offsets.get(p, 0)
-            try:
-                with open(p, "rb") as f:
-                    f.seek(off)
-                    data = f.read()
-            except OSError:
+            got = read_new(p, off)
+            if got is None:
                 continue
-            recs, used = parse_lines(data)
+            recs, used = parse_lines(got[0])
             self.offsets[p] = off + used
             new.extend(recs)
         new.sort(key=lambda r: r["t"])

@@ -28,6 +28,8 @@ import os
 import sys
 from pathlib import Path
 
+from harness.execlog import read_new
+
 SUFFIX = ".log.jsonl"
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(who)s[%(process)s] %(name)s: %(message)s"
 DATEFMT = "%H:%M:%S"
@@ -134,23 +136,21 @@ class Merger:
         n = 0
         for p in sorted(self.run_dir.glob(f"*{SUFFIX}")):
             off = self.offsets.get(p, 0)
-            try:
-                with open(p, "rb") as f:
-                    f.seek(off)
-                    data = f.read()
-            except OSError:
+            got = read_new(p, off)
+            if got is None:
                 continue
-            end = data.rfind(b"\n") + 1
+            complete, torn = got
             who = p.name[: -len(SUFFIX)]
-            for line in data[:end].splitlines():
+            for line in complete.splitlines():
                 if line.strip():
                     _emit(line, who)
                     n += 1
-            if final and data[end:]:
-                _emit_raw(who, f"torn last log line (process ended mid-write): {data[end:][:200]!r}")
-                end = len(data)
+            used = len(complete)
+            if final and torn:
+                _emit_raw(who, f"torn last log line (process ended mid-write): {torn[:200]!r}")
+                used += len(torn)
                 n += 1
-            self.offsets[p] = off + end
+            self.offsets[p] = off + used
         return n
 
 

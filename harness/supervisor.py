@@ -30,7 +30,7 @@ from pathlib import Path
 import psycopg
 
 from faults.catalogue import CATALOGUE, EXIT_CRASH
-from harness import execlog, sqlfile
+from harness import execlog, logs, sqlfile
 from harness.history import WorkerExit
 from harness.schedule import Schedule
 from workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
@@ -46,6 +46,7 @@ REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
 STATEMENT_TIMEOUT_MS = 5000  # the supervisor's own queries can never hang a run
 SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
 HOLDER_APP = "pg-job-chaos/holder"
+LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (harness/logs.py)
 PR_SET_PDEATHSIG = 1
 
 
@@ -106,6 +107,7 @@ def _worker_entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: 
     code = EXIT_WORKER_ERROR
     ctx = None
     try:
+        logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
         os.setpgid(0, 0)
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:
@@ -321,10 +323,11 @@ class Supervisor:
         """Run the schedule to its end. Never raises for anything a worker does; always kills what it forked."""
         self.admin = self._connect_admin()
         tail = execlog.Tail(self.run_dir)
+        merger = logs.Merger(self.run_dir)
         t0 = time.monotonic()
         deadline = t0 + self.s.seconds(self.s.timing.deadline)
         ended_by = "deadline"
-        next_sample = next_check = last_activity = t0
+        next_sample = next_check = next_merge = last_activity = t0
         stall = self.s.seconds(self.s.stall)
         quiet_since = None
         try:
@@ -336,6 +339,9 @@ class Supervisor:
                     self.records.append(r)
                     self._on_record(r)
                     last_activity = now
+                if now >= next_merge:
+                    merger.poll()
+                    next_merge = now + LOG_MERGE_EVERY
                 self._reap(now)
                 while self._later and self._later[0][0] <= now:
                     heapq.heappop(self._later)[2]()
@@ -371,6 +377,7 @@ class Supervisor:
             for r in tail.poll():
                 self.records.append(r)
                 self._on_record(r)
+            merger.poll(final=True)
             self.admin.close()
         t1 = time.monotonic()
         log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)

@@ -28,21 +28,21 @@ def client():
     """A Docker client whose engine answered a ping, or :class:`HarnessError`."""
     import docker
 
-    c = None
+    c, reason = None, None
     try:
         c = docker.from_env(timeout=10)
         c.ping()
         return c
     except Exception as exc:  # the SDK raises several unrelated types for "no engine"
-        if c is not None:
-            c.close()
-        # The SDK leaves the socket of a failed version probe unclosed; collect it here, quietly,
-        # rather than let a ResourceWarning surface later in unrelated code.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise HarnessError(f"no Docker engine answers ({reason}); use --postgres local or a DSN") from None
+    if c is not None:
+        c.close()
+    # The SDK leaves the socket of a failed version probe unclosed; collect it here (after the
+    # exception and its frames are gone), quietly, rather than let a ResourceWarning surface later.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    raise HarnessError(f"no Docker engine answers ({reason}); use --postgres local or a DSN")
 
 
 def _owner() -> str:
