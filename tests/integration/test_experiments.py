@@ -87,10 +87,13 @@ def test_overrun_fence_keeps_one_run_heartbeat_one_execution(run):
 
 def test_vacuum_held_back_only_by_a_transaction_that_wrote(run):
     rows = _by(run("vacuum")["rows"], "way")
+    # A ratio, not zero: a transaction of someone else's that happens to be open when VACUUM runs
+    # (autovacuum's own ANALYZE takes a snapshot) can keep a handful of versions; a held horizon
+    # keeps about one per short job.
     for way in ("one-transaction (FOR UPDATE)", "long transaction that wrote"):
-        assert rows[way]["not_yet_removable"] > 0 and rows[way]["long_job_open_at_vacuum"]
+        assert rows[way]["not_yet_removable"] >= rows[way]["short_jobs"] / 2 and rows[way]["long_job_open_at_vacuum"]
     for way in ("nothing held", "lease, work outside a transaction", "READ COMMITTED, only read"):
-        assert rows[way]["not_yet_removable"] == 0
+        assert rows[way]["not_yet_removable"] <= rows[way]["short_jobs"] / 20
     assert all(r["long_job_error"] is None for r in rows.values())
 
 
