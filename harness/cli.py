@@ -189,7 +189,8 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
     print(ce.schedule.to_json())
     print(f"saved to {path}\nreplay with: {replay}\n\ntimeline of that run:")
     print(report.timeline(ce.history))
-    others = [n for n in out.aggregate() if out.aggregate()[n].status == "violated" and n not in ce.violated]
+    aggregate = out.aggregate()
+    others = [n for n, r in aggregate.items() if r.status == "violated" and n not in ce.violated]
     for n in others:
         small = out.smallest_for(n)
         if small is not None:
