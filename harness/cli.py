@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 import traceback
@@ -56,8 +57,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum, frame):
+    # SIGTERM unwinds like Ctrl-C does, so every `finally` runs: workers killed, server stopped,
+    # temp directory removed (the janitor would do it too, but a clean exit says so itself).
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         if argv and argv[0] == "experiment":
             from harness import experiments
