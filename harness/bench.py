@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import time
@@ -17,7 +18,7 @@ import time
 import psycopg
 
 from faults import parse_faults
-from harness import db
+from harness import db, logs
 from harness.postgres import provision
 from harness.runner import Runner
 from harness.schedule import JobSpec, Schedule
@@ -56,6 +57,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--postgres", default="local")
     p.add_argument("--examples", type=int, default=10)
     args = p.parse_args(argv)
+    logs.setup(logging.WARNING)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # reset-no-autocommit warns once per job, by design
     out = sys.stdout
     with provision(args.postgres) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
@@ -74,16 +77,20 @@ def main(argv: list[str]) -> int:
         jobs = 200 if args.quick else 1000
         sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
                          workers=1, design="lease", time_scale=0.2)
-        h = runner.run(sched)
-        starts = [r["t"] for r in h.records if r["event"] == "started"]
-        ends = [r["t"] for r in h.records if r["event"] == "finished"]
-        harness_per_job = (max(ends) - min(starts)) / (len(starts) - 1 if len(starts) > 1 else 1)
-        whole_per_job = (h.t1 - h.t0) / jobs
-        runner.prepare(sched)
-        bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease))
-        print(f"per fault-free job ({jobs} jobs, 1 worker, lease): harness {harness_per_job * 1000:.3f} ms "
-              f"(whole run incl. fork and settle {whole_per_job * 1000:.3f} ms), bare psycopg loop "
-              f"{bare * 1000:.3f} ms: {harness_per_job / bare:.2f}x (goal <= 1.25x)", file=out)
+        ratios = []
+        for _ in range(3):  # alternate, and take the median: this machine is noisy
+            h = runner.run(sched)
+            starts = [r["t"] for r in h.records if r["event"] == "started"]
+            ends = [r["t"] for r in h.records if r["event"] == "finished"]
+            harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
+            runner.prepare(sched)
+            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease))
+            ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
+        ratio, harness_per_job, bare, whole = sorted(ratios)[1]
+        print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of 3 alternating pairs): harness "
+              f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), bare "
+              f"psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
+              f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
 
         if not args.quick:
             print("\nsearch cases (time scale 0.2, seed 1):", file=out)
@@ -93,5 +100,5 @@ def main(argv: list[str]) -> int:
                 first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
                 size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
                 print(f"  {design:<24} {faults or '-':<8} {mode:<20} first counterexample {first:>8}, "
-                      f"search+shrink {res.seconds:6.1f} s, {len(res.runs):3} runs, shrunk to {size} jobs", file=out)
+                      f"{args.examples} examples + shrink {res.seconds:6.1f} s, {len(res.runs):3} runs, shrunk to {size} jobs", file=out)
     return 0

@@ -41,11 +41,13 @@ log = logging.getLogger("pgjc.supervisor")
 
 EXIT_DRAINED = 0
 EXIT_WORKER_ERROR = 70
-TICK = 0.005  # seconds between polls of the logs and the children
+TICK = 0.01  # seconds between polls of the logs and the children (the faults wait for us: no race)
 REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
 STATEMENT_TIMEOUT_MS = 5000  # the supervisor's own queries can never hang a run
 SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
 HOLDER_APP = "pg-job-chaos/holder"
+SAMPLES_PER_LEASE = 4  # pg_stat_activity samples per lease (see sample_every)
+MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
 LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (harness/logs.py)
 PR_SET_PDEATHSIG = 1
 
@@ -161,7 +163,9 @@ class Supervisor:
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.default_restart_delay if delay is None else delay)
         self.poll = schedule.seconds(schedule.timing.poll)
-        self.sample_every = max(0.02, min(self.poll, schedule.seconds(schedule.timing.lease) / 8))
+        # The horizon property flags a transaction older than half a lease; sampling four times a
+        # lease sees any that lasts three quarters of one, and costs the workers little CPU.
+        self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
 
     # --- the API faults use -----------------------------------------------------------------------
     def record(self, fault: str, event, stop: Stop, **fields) -> None:
