@@ -160,17 +160,21 @@ def pool_hygiene(h: History) -> Result:
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
     name = "pool-hygiene"
-    connects = Counter(r.get("worker") for r in h.records if r.get("event") == "connect")
+    # A connection of the worker's own (the heartbeat's, "purpose") has a budget of one per purpose,
+    # like a pool of one: counted under "<worker>/<purpose>".
+    connects = Counter(r.get("worker") + (f"/{r['purpose']}" if r.get("purpose") else "")
+                       for r in h.records if r.get("event") == "connect")
     terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
     pool = h.schedule.get("pool_size")
     greedy = {}
     if pool is not None:
         greedy = {w: n for w, n in sorted(connects.items(), key=lambda kv: str(kv[0]))
-                  if n > pool + RECONNECT_SLACK + terminated[w]}
+                  if n > (1 if "/" in w else pool) + RECONNECT_SLACK + terminated[w.split("/")[0]]}
     broken = sorted((r for r in h.records if "prepared statement" in str(r.get("error") or "").lower()),
                     key=lambda r: r["t"])
     if greedy or broken:
-        lines = [f"{w} opened {n} connections for a pool of {pool}" for w, n in greedy.items()]
+        lines = [f"{w} opened {n} connections for a pool of {pool}" if "/" not in w else
+                 f"{w} opened {n} connections where one would do" for w, n in greedy.items()]
         if broken:
             first = broken[0]
             lines.append(f"{plural(len(broken), 'prepared-statement error')}, the first "

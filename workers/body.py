@@ -86,6 +86,7 @@ class WorkerContext:
         self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
         self.dequeues = 0
         self.pool = None
+        self._own: dict[str, psycopg.Connection] = {}
 
     # --- connections ---------------------------------------------------------------------------
     def open_pool(self):
@@ -97,10 +98,15 @@ class WorkerContext:
     def _on_connect(self, conn: psycopg.Connection) -> None:
         self.log.write("connect", backend=conn.info.backend_pid)
 
-    def connect(self, *, purpose: str, autocommit: bool = True) -> psycopg.Connection:
-        """A connection of the worker's own, outside the pool (the heartbeat's)."""
-        return psycopg.connect(self.spec.worker_dsn, autocommit=autocommit,
-                               application_name=f"{self.identity}/{purpose}")
+    def own_connection(self, purpose: str) -> psycopg.Connection:
+        """A connection of the worker's own, outside the pool (the heartbeat's), opened once and kept
+        for the worker's life; a broken one is replaced on the next call."""
+        conn = self._own.get(purpose)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._own[purpose] = psycopg.connect(
+                self.spec.worker_dsn, autocommit=True, application_name=f"{self.identity}/{purpose}")
+            self.log.write("connect", backend=conn.info.backend_pid, purpose=purpose)
+        return conn
 
     # --- the loop ---------------------------------------------------------------------------------
     def may_dequeue(self) -> bool:

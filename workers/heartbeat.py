@@ -35,7 +35,7 @@ class Heartbeat:
 
     def __init__(self, ctx, ex):
         self.ctx, self.ex = ctx, ex
-        self.conn = ctx.connect(purpose="heartbeat")
+        self.conn = ctx.own_connection("heartbeat")
         self.lost = False
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the thread and the synchronous beat share the connection
@@ -48,8 +48,7 @@ class Heartbeat:
 
     def __exit__(self, *exc):
         self._stop.set()
-        self._thread.join(timeout=5)
-        self.conn.close()
+        self._thread.join(timeout=5)  # the connection stays open for the worker's next job
 
     def beat(self) -> bool:
         """Extend the lease now; False (and ``lost``) when the row has a newer attempt."""

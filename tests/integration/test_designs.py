@@ -113,3 +113,10 @@ def test_plugin_design_loads_and_bad_one_is_named():
         workers.load_design("harness.errors:UsageError")
     with pytest.raises(UsageError, match="built-in designs"):
         workers.load_design("no-such-design")
+
+
+def test_heartbeat_keeps_one_connection_of_its_own(runner):
+    jobs = tuple(JobSpec(i, duration=0.0) for i in range(1, 11))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="lease-heartbeat", time_scale=SCALE))
+    connects = [r for r in h.records if r["event"] == "connect"]
+    assert sorted(r.get("purpose") or "pool" for r in connects) == ["heartbeat", "pool"]

@@ -354,6 +354,24 @@ def test_pool_hygiene_terminate_faults_allow_reconnects():
     assert one("pool-hygiene", sane(records=connects, injected=[terminate])).status == HELD
 
 
+def test_pool_hygiene_own_connection_has_a_budget_of_one():
+    pool = [rec(0.1, "w1.0", "connect", backend=1)]
+    kept = pool + [rec(0.2, "w1.0", "connect", backend=2, purpose="heartbeat")]
+    assert one("pool-hygiene", sane(records=kept)).status == HELD  # one pool connection + one heartbeat
+    churn = pool + [rec(i / 10, "w1.0", "connect", backend=i, purpose="heartbeat") for i in range(2, 12)]
+    result = one("pool-hygiene", sane(records=churn))
+    assert result.status == VIOLATED
+    assert result.evidence == "w1.0/heartbeat opened 10 connections where one would do"
+
+
+def test_tenant_isolation_counts_a_null_inherited_tenant_as_read():
+    # current_setting('app.tenant', true) is NULL on a fresh session: read, and clean.
+    records = [rec(1.0, "w1.0", "started", job=1, attempt=1, tenant=1),
+               rec(1.1, "w1.0", "tenant-inherited", job=1, attempt=1, value=None),
+               rec(1.2, "w1.0", "fault", job=1, attempt=1, fault="crash", point="before-tenant")]
+    assert one("tenant-isolation", sane(records=records)).status == HELD
+
+
 def test_pool_hygiene_prepared_statement_error_is_quoted():
     error = 'InvalidSqlStatementName: prepared statement "_pg3_0" does not exist'
     records = [rec(0.5, "w1.0", "connect", backend=1),
