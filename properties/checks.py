@@ -12,7 +12,7 @@ from collections import defaultdict
 from itertools import combinations
 
 from harness.history import Execution, History
-from properties.core import Result, decides, held, unknown, violated
+from properties.core import Result, decides, held, over_limits, unknown, violated
 
 RETRY_ADVICE = "retries re-send: make the effect idempotent"
 
@@ -162,16 +162,10 @@ def attempts_counted(h: History) -> Result:
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     rows = job_rows(h)
-    lines, jobs, missing = [], [], []
     groups = by_job(h.executions())
-    for job, execs in sorted(groups.items()):
-        counted = (rows.get(job) or {}).get("attempts")
-        if counted is None:
-            missing.append(job)
-        elif len(execs) > counted:
-            lines.append(f"job {job} executed {plural(len(execs), 'time')}, "
-                         f"counted {plural(counted, 'time')}")
-            jobs.append(job)
+    lines, jobs, missing = over_limits(
+        {job: len(execs) for job, execs in groups.items()}, lambda job: (rows.get(job) or {}).get("attempts"),
+        lambda job, n, counted: f"job {job} executed {plural(n, 'time')}, counted {plural(counted, 'time')}")
     if lines:
         return violated(name, lines, jobs)
     if missing:
@@ -187,15 +181,10 @@ def bounded_attempts(h: History) -> Result:
     schedule's) times. Count: jobs."""
     name = "bounded-attempts"
     rows = job_rows(h)
-    lines, jobs, missing = [], [], []
     groups = by_job(h.executions())
-    for job, execs in sorted(groups.items()):
-        limit = max_attempts_of(h, job, rows)
-        if limit is None:
-            missing.append(job)
-        elif len(execs) > limit:
-            lines.append(f"job {job} executed {plural(len(execs), 'time')} (max_attempts {limit})")
-            jobs.append(job)
+    lines, jobs, missing = over_limits(
+        {job: len(execs) for job, execs in groups.items()}, lambda job: max_attempts_of(h, job, rows),
+        lambda job, n, limit: f"job {job} executed {plural(n, 'time')} (max_attempts {limit})")
     if lines:
         return violated(name, lines, jobs)
     if missing:

@@ -105,6 +105,21 @@ def violated(name: str, lines: Sequence[str], jobs: Iterable[int], *, count: int
                   tuple(j for j in jobs if j is not None), evidence + suffix)
 
 
+def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],
+                describe: Callable[[int, int, int], str]) -> tuple[list[str], list[int], list[int]]:
+    """Per job, in id order: a line for every count above its limit, the offending jobs, and the
+    jobs with no limit to compare against (the caller decides: unknown)."""
+    lines, jobs, missing = [], [], []
+    for job, n in sorted(counts.items()):
+        limit = limit_of(job)
+        if limit is None:
+            missing.append(job)
+        elif n > limit:
+            lines.append(describe(job, n, limit))
+            jobs.append(job)
+    return lines, jobs, missing
+
+
 def is_empty(history) -> bool:
     """No jobs table and no execution: nothing any property can decide from."""
     return not history.jobs and not history.executions()

@@ -10,7 +10,7 @@ from collections import Counter
 
 from harness.history import Execution, History
 from properties.checks import end_of, job_rows, max_attempts_of, plural
-from properties.core import VIOLATED, Result, decides, held, unknown, violated
+from properties.core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
 
@@ -95,15 +95,10 @@ def bounded_blast_radius(h: History) -> Result:
     if not deaths:
         return held(name, "vacuous: no worker died during a job")
     rows = job_rows(h)
-    lines, jobs, missing = [], [], []
-    for job, n in sorted(deaths.items()):
-        limit = max_attempts_of(h, job, rows)
-        if limit is None:
-            missing.append(job)
-        elif n > limit:
-            lines.append(f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
-                         f"(max_attempts {limit})")
-            jobs.append(job)
+    lines, jobs, missing = over_limits(
+        deaths, lambda job: max_attempts_of(h, job, rows),
+        lambda job, n, limit: f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
+                              f"(max_attempts {limit})")
     if lines:
         return violated(name, lines, jobs)
     if missing:
