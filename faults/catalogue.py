@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from faults import supervisor
 from harness.errors import UsageError
 
 # The named points of a job's life, in the order a job body reaches them.
@@ -50,15 +51,6 @@ def _hang(ex) -> None:
         time.sleep(3600)
 
 
-def _supervisor(name: str):
-    def inject(sup, event, stop):
-        from faults import supervisor
-
-        return getattr(supervisor, name.replace("-", "_"))(sup, event, stop)
-
-    return inject
-
-
 _FAULTS = [
     Fault("raise", "job", "the job raises a Python exception", strike=_raise),
     Fault("sql-error", "job", "the job runs select 1/0", strike=_sql_error),
@@ -66,11 +58,11 @@ _FAULTS = [
     Fault("hang", "job", "the job never finishes; the process stays alive", strike=_hang),
     Fault("overrun", "job", "the work lasts 1.5 leases", point=None, work_lease_factor=1.5),
     Fault("slow", "job", "the work lasts 0.75 of a lease", point=None, work_lease_factor=0.75),
-    Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=_supervisor("kill")),
-    Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=_supervisor("pause")),
+    Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=supervisor.kill),
+    Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=supervisor.pause),
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
-          inject=_supervisor("horizon")),
-    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=_supervisor("terminate")),
+          inject=supervisor.horizon),
+    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
 

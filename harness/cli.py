@@ -123,10 +123,6 @@ def _dispatch(args) -> int:
     for d in ([args.design] if args.design else []) + (designs if args.compare else []):
         load_design(d)
     progress = (lambda s: None) if args.quiet else (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
-
-    from harness.postgres import parse_spec
-
-    parse_spec(args.postgres)
     with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
         progress(f"PostgreSQL: {database.server}")
         if replay is not None:

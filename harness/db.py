@@ -19,7 +19,6 @@ Q = sqlfile.load(
     "reset_queue", "final_jobs", "final_runs",
 )
 
-TENANTS = 100
 INVOICES_TOTAL = 103_707  # sum(floor(20000 / t) for t in 1..100)
 
 

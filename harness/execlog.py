@@ -90,6 +90,3 @@ def read_all(run_dir: Path) -> list[dict]:
     """Every record in *run_dir*, in time order."""
     return Tail(run_dir).poll()
 
-
-def now() -> float:
-    return time.monotonic()

@@ -14,9 +14,9 @@ from rich.table import Table
 
 import properties
 from harness.history import History
+from properties.checks import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
-IDEMPOTENCE_HINT = "retries re-send: make the effect idempotent"
 
 
 def _render(table: Table) -> str:
@@ -54,13 +54,10 @@ def matrix(per_design: dict[str, dict]) -> str:
 
 def notes_for(results: dict) -> list[str]:
     """Plain sentences a user must not miss."""
-    out = []
     r = results.get("at-most-once-effects")
-    if r is not None and r.status == "violated" and IDEMPOTENCE_HINT not in r.evidence:
-        out.append(f"at-most-once-effects: {IDEMPOTENCE_HINT}, or fence the world too.")
-    elif r is not None and r.status == "violated":
-        out.append(f"at-most-once-effects is violated: no retrying design keeps it; {IDEMPOTENCE_HINT}.")
-    return out
+    if r is not None and r.status == "violated":
+        return [f"at-most-once-effects is violated: no retrying design keeps it; {RETRY_ADVICE}."]
+    return []
 
 
 def timeline(h: History, *, limit: int = 200) -> str:

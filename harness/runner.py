@@ -30,7 +30,6 @@ class Runner:
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self.runs = 0
-        self.reset_seconds: list[float] = []
 
     def close(self) -> None:
         self.admin.close()
@@ -47,7 +46,7 @@ class Runner:
         if design.name not in self._installed:
             design.install(self.admin)
             self._installed.add(design.name)
-        self.reset_seconds.append(db.reset(self.admin))
+        db.reset(self.admin)
         with self.admin.transaction():
             design.enqueue(self.admin, schedule.jobs, max_attempts=schedule.max_attempts)
         return design

@@ -64,9 +64,6 @@ class Queries:
     def __getattr__(self, name: str) -> str:  # only called for names that are not set
         raise LookupError(f"{self._path.name} has no query named {name!r}; it has {sorted(self._queries)}")
 
-    def names(self) -> list[str]:
-        return sorted(self._queries)
-
 
 def load(module_file: str, filename: str, *required: str) -> Queries:
     """Load *filename* from the directory of *module_file* (pass ``__file__``).

@@ -133,7 +133,6 @@ class Execution:
         self.point_name: str | None = None
         self.run_id: int | None = None
         self.t_started = time.monotonic()
-        self.wall_started = None
 
     def _log(self, event: str, **fields) -> None:
         self.ctx.log.write(event, job=self.job.id, attempt=self.job.attempt, **fields)

@@ -20,7 +20,7 @@ import time
 
 import psycopg
 
-from workers.base import describe
+from workers.body import describe
 from workers.lease import FencedOut, LeaseFenced, Q
 
 EXIT_ABANDONED = 75  # the worker gave up a job after max runtime (EX_TEMPFAIL)

@@ -46,19 +46,19 @@ def client():
 
 
 def _owner() -> str:
-    from harness.postgres.local import _start_time
+    from harness.postgres.local import process_start_time
 
-    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start_time(os.getpid())}"
 
 
 def _owner_dead(owner: str) -> bool:
-    from harness.postgres.local import _start_time
+    from harness.postgres.local import process_start_time
 
     try:
         host, pid, start = owner.split(":")
     except ValueError:
         return False
-    return host == socket.gethostname() and _start_time(int(pid)) != start
+    return host == socket.gethostname() and process_start_time(int(pid)) != start
 
 
 def sweep(c) -> list[str]:

@@ -61,7 +61,7 @@ def run_as_user() -> str | None:
     raise HarnessError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """Process start time in clock ticks (field 22 of /proc/PID/stat): tells a reused pid apart."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -79,7 +79,7 @@ def _owner_alive(run_dir: Path) -> bool:
             return time.time() - run_dir.stat().st_mtime < 300
         except OSError:
             return False
-    return _start_time(int(pid_s)) == start
+    return process_start_time(int(pid_s)) == start
 
 
 def sweep() -> list[str]:
@@ -166,7 +166,7 @@ def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] |
     keys = []
     if janitor is not None:
         keys.append(janitor.register("rmtree", path=str(run_dir)))
-    (run_dir / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    (run_dir / "owner").write_text(f"{os.getpid()} {process_start_time(os.getpid())}\n")
     try:
         return _init_and_start(bins, run_dir, user, janitor, keys, settings or {})
     except BaseException:
