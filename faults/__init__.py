@@ -10,11 +10,14 @@ Two kinds:
   outside (``kill``, ``pause``, ``horizon``, ``terminate``) and then lets the worker go on. The
   trigger is what the history shows, never a wall-clock guess, so a schedule replays the same way.
 
-Adding a fault is adding one :class:`Fault` to :data:`CATALOGUE`.
+Adding a fault is adding one :class:`Fault` to :data:`CATALOGUE`; a supervisor fault is written
+against :class:`SupervisorAPI`, the typed interface the supervisor offers (``faults/api.py``).
 """
 
 from __future__ import annotations
 
-from faults.catalogue import CATALOGUE, POINTS, Fault, parse_faults
+from core.schedule import POINTS
+from faults.api import Stop, SupervisorAPI
+from faults.catalogue import CATALOGUE, Fault, check_schedule, parse_faults
 
-__all__ = ["CATALOGUE", "POINTS", "Fault", "parse_faults"]
+__all__ = ["CATALOGUE", "POINTS", "Fault", "Stop", "SupervisorAPI", "check_schedule", "parse_faults"]

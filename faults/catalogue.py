@@ -1,5 +1,5 @@
-"""The catalogue itself. Job faults get an :class:`~workers.body.Execution`; supervisor faults
-get the :class:`~harness.supervisor.Supervisor` (see ``faults/supervisor.py``)."""
+"""The catalogue itself. Job faults get the running execution (``workers.body.Execution``);
+supervisor faults get the :class:`~faults.api.SupervisorAPI` the supervisor offers them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.errors import UsageError
+from core.schedule import Event, Schedule
 from faults import supervisor
-from harness.errors import UsageError
-
-# The named points of a job's life, in the order a job body reaches them.
-POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
+from faults.api import Stop, SupervisorAPI
 
 EXIT_CRASH = 1
 
@@ -29,7 +28,7 @@ class Fault:
     point: str | None = "mid-work"  # default strike point; None: the fault changes the work itself
     strike: Callable | None = None  # job faults: strike(execution) at the point
     work_lease_factor: float | None = None  # overrun/slow: work lasts this many leases
-    inject: Callable | None = None  # supervisor faults: inject(supervisor, event, stop) -> release
+    inject: Callable[[SupervisorAPI, Event, Stop], None] | None = None  # supervisor faults
 
 
 def _raise(ex) -> None:
@@ -87,3 +86,17 @@ def parse_faults(text: str) -> tuple[Fault, ...]:
         if f not in out:
             out.append(f)
     return tuple(out)
+
+
+def check_schedule(s: Schedule, bad: Callable[[str], None]) -> None:
+    """A :data:`core.schedule.Validator`: every fault a schedule names is in the catalogue, of its kind."""
+    job_faults = ", ".join(n for n, x in CATALOGUE.items() if x.kind == "job")
+    sup_faults = ", ".join(n for n, x in CATALOGUE.items() if x.kind == "supervisor")
+    for i, j in enumerate(s.jobs):
+        f = CATALOGUE.get(j.fault) if j.fault is not None else None
+        if j.fault is not None and (f is None or f.kind != "job"):
+            bad(f"jobs[{i}].fault: {j.fault!r} is not a job fault; job faults: {job_faults}")
+    for i, e in enumerate(s.events):
+        f = CATALOGUE.get(e.fault)
+        if f is None or f.kind != "supervisor":
+            bad(f"events[{i}].fault: {e.fault!r} is not a supervisor fault; supervisor faults: {sup_faults}")

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import statistics
 import sys
@@ -17,11 +16,11 @@ import time
 
 import psycopg
 
+from core.schedule import JobSpec, Schedule
 from faults import parse_faults
-from harness import db, logs
+from harness import db, scales
 from harness.postgres import provision
 from harness.runner import Runner
-from harness.schedule import JobSpec, Schedule
 from harness.search import search
 from workers.body import Q as BODY
 from workers.lease import Q as LEASE
@@ -51,22 +50,27 @@ def bare_loop(dsn: str, jobs: int, lease: float) -> float:
         return (time.perf_counter() - t0) / jobs
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="run.py bench")
+def add_parser(sub, parents) -> None:
+    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli`)."""
+    p = sub.add_parser("bench", parents=parents, help="print the figures the issues ask for",
+                       description="Benchmarks: printed, never asserted.")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")
-    p.add_argument("--postgres", default="local")
-    p.add_argument("--examples", type=int, default=10)
-    args = p.parse_args(argv)
-    logs.setup(logging.WARNING)
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # reset-no-autocommit warns once per job, by design
+    p.add_argument("--examples", type=int, default=10, help="examples per search case (default 10)")
+    p.set_defaults(command=command)
+
+
+def command(args, progress) -> int:
+    # reset-no-autocommit makes the pool warn once per job, by design
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
-    with provision(args.postgres) as database, Runner(database) as runner:
+    scale = scales.BENCH
+    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
         print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)
 
         five = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 6)), workers=2, design="lease",
-                        time_scale=0.2)
+                        time_scale=scale)
         n = 5 if args.quick else 20
         t0 = time.perf_counter()
         for _ in range(n):
@@ -76,7 +80,7 @@ def main(argv: list[str]) -> int:
 
         jobs = 200 if args.quick else 1000
         sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
-                         workers=1, design="lease", time_scale=0.2)
+                         workers=1, design="lease", time_scale=scale)
         ratios = []
         for _ in range(3):  # alternate, and take the median: this machine is noisy
             h = runner.run(sched)
@@ -93,10 +97,10 @@ def main(argv: list[str]) -> int:
               f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
 
         if not args.quick:
-            print("\nsearch cases (time scale 0.2, seed 1):", file=out)
+            print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
             for design, faults, mode in CASES:
                 res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode,
-                             examples=args.examples, seed=1, time_scale=0.2)
+                             examples=args.examples, seed=1, time_scale=scale)
                 first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
                 size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
                 print(f"  {design:<24} {faults or '-':<8} {mode:<20} first counterexample {first:>8}, "

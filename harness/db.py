@@ -11,12 +11,12 @@ import time
 import psycopg
 from psycopg import sql
 
-from harness import sqlfile
+from core import sqlfile
 
 Q = sqlfile.load(
     __file__, "schema.sql",
     "create_tables", "load_data", "enable_rls", "create_worker_role", "grant_worker",
-    "reset_queue", "final_jobs", "final_runs",
+    "reset_queue", "final_runs",
 )
 
 INVOICES_TOTAL = 103_707  # sum(floor(20000 / t) for t in 1..100)

@@ -16,52 +16,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from core import procs
 
 # Order of cleanup on EOF: stop what writes before removing where it writes.
 _ORDER = ("killpg", "dropdb", "container", "postgres", "rmtree")
-STOP_GRACE = 20.0  # seconds a fast shutdown gets before an immediate one
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_postgres(pid: int, *, grace: float = STOP_GRACE) -> None:
-    """Fast shutdown (SIGINT), then immediate (SIGQUIT) after *grace*; never SIGKILL."""
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGQUIT, grace)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:  # reap if it is our child; harmless otherwise
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                pass
-            if not _alive(pid):
-                return
-            time.sleep(0.05)
 
 
 def _do(task: dict) -> None:
     op = task["op"]
     if op == "killpg":
-        try:
-            os.killpg(task["pgid"], signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        procs.killpg(task["pgid"], signal.SIGKILL)
     elif op == "postgres":
-        stop_postgres(task["pid"])
+        procs.stop_server(task["pid"])
     elif op == "rmtree":
         subprocess.run(["rm", "-rf", "--one-file-system", task["path"]], check=False)
     elif op == "dropdb":

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 import properties
-from harness.history import History
+from core.history import History
 from properties.checks import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}

@@ -2,31 +2,34 @@
 
 One :class:`Runner` per database: it keeps one admin connection, resets the queue between runs
 (invoices untouched), installs each design's extra schema once, and turns a supervisor's result
-plus the final tables into a :class:`~harness.history.History`.
+plus the final tables into a :class:`~core.history.History`.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
 
 import psycopg
 
+from core.cleanup import Cleanup
+from core.history import History
+from core.schedule import Schedule
 from harness import db
-from harness.history import History
 from harness.postgres import Database
-from harness.schedule import Schedule
 from harness.supervisor import Supervisor
 from workers import load_design
+
+log = logging.getLogger("pgjc.runner")
 
 RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
 
 
 class Runner:
-    def __init__(self, database: Database, *, keep_logs: Path | None = None):
+    def __init__(self, database: Database):
         self.database = database
-        self.keep_logs = keep_logs
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self.runs = 0
@@ -58,24 +61,25 @@ class Runner:
         RUNS_BASE.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=RUNS_BASE))
         janitor = self.database.janitor
-        key = janitor.register("rmtree", path=str(run_dir)) if janitor else None
-        try:
+        with Cleanup(log) as cleanup:
+            if janitor is not None:
+                key = janitor.register("rmtree", path=str(run_dir))
+                cleanup.push("telling the janitor", lambda: janitor.forget(key))
+            cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, design, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor).run()
             jobs = design.final_states(self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]
-        finally:
-            if self.keep_logs is not None:
-                shutil.copytree(run_dir, self.keep_logs / run_dir.name, dirs_exist_ok=True)
-            shutil.rmtree(run_dir, ignore_errors=True)
-            if janitor and key:
-                janitor.forget(key)
         for r in runs:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None
+        notes = list(result.notes) + [
+            f"{r['worker']} waited {schedule.timing.strike_wait:g} s at job {r.get('job')} {r.get('point')} for "
+            "the supervisor and went on without it (a strike may be missing)"
+            for r in result.records if r.get("event") == "point-timeout"]
         return History(
             schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
-            samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=result.notes,
+            samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
         )

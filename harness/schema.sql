@@ -68,12 +68,6 @@ grant usage on all sequences in schema public to {worker};
 -- Between runs: empty the queue and the execution counter; invoices stay.
 truncate jobs, job_runs restart identity;
 
--- name: final_jobs
--- The queue as the run left it, for the history.
-select id, tenant_id, status, attempts, max_attempts, locked_until, last_error,
-       locked_until is not null and locked_until < clock_timestamp() as lease_expired
-  from jobs order by id;
-
 -- name: final_runs
 -- Every committed execution, for the history.
 select job_id, worker, attempt, started, finished from job_runs order by id;

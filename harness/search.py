@@ -23,8 +23,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
 import properties
-from harness.history import History
-from harness.schedule import Schedule
+from core.history import History
+from core.schedule import Schedule
 from properties.strategies import schedules
 
 SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)

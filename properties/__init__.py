@@ -1,4 +1,4 @@
-"""The invariants: pure functions of a :class:`~harness.history.History`, one per guarantee.
+"""The invariants: pure functions of a :class:`~core.history.History`, one per guarantee.
 
 :data:`PROPERTIES` maps each name to its check, in the order of the design's table
 (``tenant-isolation`` ... ``pool-hygiene``); :func:`check` runs them on one history and
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from harness.errors import UsageError
-from harness.history import History
+from core.errors import UsageError
+from core.history import History
 from properties import checks, health
 from properties.core import HELD, UNKNOWN, VIOLATED, Result, aggregate, worst
 
@@ -40,7 +40,7 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
 
     A property that raises, or returns something other than a :class:`Result`, yields
     ``unknown`` with "could not decide: <ExcType>: <msg>" -- never held. Raises
-    :class:`~harness.errors.UsageError` for a name that is not a property, listing the known ones.
+    :class:`~core.errors.UsageError` for a name that is not a property, listing the known ones.
     """
     names = list(PROPERTIES) if names is None else [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]

@@ -1,6 +1,6 @@
 """The safety properties: what each execution saw and did, and how the tables counted it.
 
-Each is a pure function of a :class:`~harness.history.History` returning a
+Each is a pure function of a :class:`~core.history.History` returning a
 :class:`~properties.core.Result`. They decide from the execution log (the world, which no
 rollback takes back) against the final ``jobs`` and ``job_runs`` tables. The liveness and
 resource properties are in ``properties/health.py``.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import combinations
 
-from harness.history import Execution, History
+from core.history import Execution, History
 from properties.core import Result, decides, held, over_limits, unknown, violated
 
 RETRY_ADVICE = "retries re-send: make the effect idempotent"

@@ -135,7 +135,6 @@ def decides(name: str) -> Callable:
                 return unknown(name, "empty history: no jobs and no executions")
             return fn(history)
 
-        check.property_name = name
         return check
 
     return wrap

@@ -1,6 +1,6 @@
 """The liveness and resource properties: where jobs ended, what poison cost, what workers held.
 
-Pure functions of a :class:`~harness.history.History`, like the safety properties in
+Pure functions of a :class:`~core.history.History`, like the safety properties in
 ``properties/checks.py``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.history import Execution, History
+from core.history import Execution, History
 from properties.checks import end_of, job_rows, max_attempts_of, plural
 from properties.core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 

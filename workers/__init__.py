@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import importlib
 
-from harness.errors import UsageError
+from core.errors import UsageError
 from workers.base import PROTOCOL, QueueDesign
 from workers.heartbeat import LeaseHeartbeat
 from workers.lease import Lease, LeaseFenced
 from workers.one_transaction import OneTransaction, OneTransactionHandler
-from workers.tenant import MODES, TenantMode
+from workers.tenant import MODES, TenantMode, check_schedule
 
 DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat)}
 
-__all__ = ["DESIGNS", "MODES", "QueueDesign", "TenantMode", "load_design"]
+__all__ = ["DESIGNS", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design"]
 
 
 def load_design(spec: str):
@@ -36,6 +36,8 @@ def load_design(spec: str):
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}") from None
+    except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
+        raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

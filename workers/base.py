@@ -10,7 +10,7 @@ A design is how a job is claimed, worked, finished and failed. To plug one in
 ``install(conn)``
     extra schema on the admin connection, after the article's tables exist (may do nothing).
 ``enqueue(conn, jobs, *, max_attempts)``
-    queue :class:`~harness.schedule.JobSpec` s in order.
+    queue :class:`~core.schedule.JobSpec` s in order.
 ``run_worker(ctx)``
     the worker loop, in the forked worker; call the body's steps through
     ``ctx.execution(conn, claimed)``; return when ``ctx.may_dequeue()`` is false.
@@ -18,6 +18,9 @@ A design is how a job is claimed, worked, finished and failed. To plug one in
     how many jobs this design's workers may still act on (the supervisor's quiescence test).
 ``final_states(conn) -> list[dict]``
     every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
+``exit_outcomes`` (optional, ``{exit code: outcome}``)
+    exit codes the design's worker uses on purpose, named for the history (the heartbeat's
+    ``{75: "abandoned after max runtime"}``); the supervisor knows only its own.
 
 Anything else it needs (tables, queue library) is its own business; hosting an existing queue
 library (procrastinate, pgqueuer) means wrapping its worker loop so that each job runs the body.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from psycopg.types.json import Jsonb
 
-from harness import sqlfile
+from core import sqlfile
 from workers.body import describe
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
@@ -35,15 +38,12 @@ Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
 PROTOCOL = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
 
 
-class JobFailed(Exception):
-    """Raised by a design when an execution did not finish (the cause is chained)."""
-
-
 class QueueDesign:
     """Base of the built-in designs: the shared ``jobs`` table, one pool borrow per dequeue."""
 
     name = "base"
     default_restart_delay = 0.0
+    exit_outcomes: dict[int, str] = {}  # the design's own exit codes, named (see the heartbeat)
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 
     def install(self, conn) -> None:

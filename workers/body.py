@@ -25,10 +25,10 @@ from pathlib import Path
 
 import psycopg
 
+from core import sqlfile
+from core.execlog import ExecLog, path_for
+from core.schedule import Schedule
 from faults.catalogue import CATALOGUE
-from harness import sqlfile
-from harness.execlog import ExecLog, path_for
-from harness.schedule import Schedule
 from workers.tenant import MODES
 
 Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant", "insert_run",

@@ -81,6 +81,7 @@ class Heartbeat:
 
 class LeaseHeartbeat(LeaseFenced):
     name = "lease-heartbeat"
+    exit_outcomes = {EXIT_ABANDONED: "abandoned after max runtime"}
     PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"  # the sweep acts on the rest
 
     def work(self, ctx, ex) -> None:

@@ -10,7 +10,7 @@ and rolls back (its ``job_runs`` row disappears), but both did the work.
 
 from __future__ import annotations
 
-from harness import sqlfile
+from core import sqlfile
 from workers.base import QueueDesign
 from workers.body import Claimed, describe
 

@@ -9,7 +9,7 @@ attempts in a new transaction (dead at ``max_attempts``); it cannot help when th
 
 from __future__ import annotations
 
-from harness import sqlfile
+from core import sqlfile
 from workers.base import QueueDesign
 from workers.body import Claimed, describe
 

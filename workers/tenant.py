@@ -84,3 +84,9 @@ MODES: dict[str, TenantMode] = {m.name: m for m in [
     TenantMode("discard-all-unprepared", local=False, reset=_reset_autocommit("DISCARD ALL"),
                prepare_threshold=None, summary="DISCARD ALL with prepare_threshold=None"),
 ]}
+
+
+def check_schedule(s, bad: Callable[[str], None]) -> None:
+    """A :data:`core.schedule.Validator`: the schedule's tenant mode exists."""
+    if s.tenant_mode not in MODES:
+        bad(f"tenant_mode: unknown mode {s.tenant_mode!r}; modes: {', '.join(MODES)}")

@@ -8,13 +8,13 @@ beside the article's.
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import json
-import sys
 import time
 from pathlib import Path
 
-from harness.errors import ChaosError
+from core.errors import UsageError
+from harness import scales
 from harness.experiments.common import Context, print_to_stderr, table
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue")
@@ -30,17 +30,13 @@ _RUNNERS = {  # name -> (module, function)
     "rls-queue": ("rls_queue", "rls_queue"),
 }
 
-__all__ = ["NAMES", "main", "render", "run_experiment"]
+__all__ = ["NAMES", "add_parser", "command", "render", "run_experiment"]
 
 
 def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None, plot_dir: Path | None = None,
                    progress=print_to_stderr, time_scale: float | None = None) -> dict:
     """Run one experiment against a provisioned database; a JSON-serialisable result."""
-    import importlib
-
     if name not in _RUNNERS:
-        from harness.errors import UsageError
-
         raise UsageError(f"unknown experiment {name!r}; experiments: {', '.join(NAMES)}, all")
     module, function = _RUNNERS[name]
     fn = getattr(importlib.import_module(f"harness.experiments.{module}"), function)
@@ -72,51 +68,38 @@ def render(result: dict) -> str:
     return "\n".join(out)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="run.py experiment",
-                                description="Reproduce one of the article's measurements (or all).")
-    p.add_argument("name", metavar="NAME", help=f"one of: {', '.join(NAMES)}, all")
+def add_parser(sub, parents) -> None:
+    """``run.py experiment NAME``: the subcommand's arguments (see :mod:`harness.cli`)."""
+    p = sub.add_parser("experiment", parents=parents, help="reproduce one of the article's measurements",
+                       description="Reproduce one of the article's measurements (or all).")
+    p.add_argument("name", metavar="NAME", choices=(*NAMES, "all"), help=f"one of: {', '.join(NAMES)}, all")
     p.add_argument("--quick", action="store_true", help="smaller counts, for CI")
     p.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
     p.add_argument("--plot", metavar="DIR", type=Path, help="write PNG charts (horizon, reset-cost, vacuum)")
-    p.add_argument("--postgres", default="local", metavar="SPEC", help="local (default), docker[:IMAGE] or a DSN")
-    p.add_argument("--pg-bin", metavar="DIR", help="directory of the PostgreSQL server binaries")
     p.add_argument("--jobs", type=int, metavar="N", help="job count (horizon: queued jobs; vacuum: short jobs)")
     p.add_argument("--time-scale", type=float, metavar="X",
-                   help="multiply the article's durations (default 1, 0.25 with --quick)")
-    return p
+                   help=f"multiply the article's durations (default {scales.EXPERIMENT:g}, "
+                        f"{scales.EXPERIMENT_QUICK:g} with --quick)")
+    p.set_defaults(command=command)
 
 
-def main(argv: list[str]) -> int:
-    argv = list(argv)
-    if argv and argv[0] == "experiment":
-        argv = argv[1:]
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    names = list(NAMES) if args.name == "all" else [args.name]
-    if args.name != "all" and args.name not in NAMES:
-        print(f"unknown experiment {args.name!r}; experiments: {', '.join(NAMES)}, all", file=sys.stderr)
-        return 2
-    if (args.jobs is not None and args.jobs < 10) or (args.time_scale is not None and args.time_scale <= 0):
-        print("--jobs must be at least 10 and --time-scale greater than 0", file=sys.stderr)
-        return 2
+def command(args, progress) -> int:
+    """Run the experiments *args* names; print each result; exit code 0 (a measurement has no verdict)."""
     from harness.postgres import provision
 
+    if args.jobs is not None and args.jobs < 10:
+        raise UsageError("--jobs must be at least 10")
+    if args.time_scale is not None and args.time_scale <= 0:
+        raise UsageError("--time-scale must be greater than 0")
+    names = list(NAMES) if args.name == "all" else [args.name]
     results: dict[str, dict] = {}
-    try:
-        with provision(args.postgres, pg_bin=args.pg_bin) as database:
-            print_to_stderr(f"experiments on {database.server}")
-            for name in names:
-                result = run_experiment(name, database, quick=args.quick, jobs=args.jobs, plot_dir=args.plot,
-                                        time_scale=args.time_scale)
-                results[name] = result
-                print(render(result), flush=True)
-                print(flush=True)
-    except ChaosError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    with provision(args.postgres, pg_bin=args.pg_bin) as database:
+        progress(f"experiments on {database.server}")
+        for name in names:
+            results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs, plot_dir=args.plot,
+                                           time_scale=args.time_scale, progress=progress)
+            print(render(results[name]), flush=True)
+            print(flush=True)
     if args.json is not None:
         payload = results[names[0]] if args.name != "all" else {"experiments": results}
         args.json.parent.mkdir(parents=True, exist_ok=True)

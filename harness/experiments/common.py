@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import scales
 from harness.postgres import Database
 
 
@@ -24,15 +25,11 @@ class Context:
     jobs: int | None = None  # --jobs: overrides the experiment's job count (horizon)
     plot_dir: Path | None = None
     progress: Callable[[str], None] = print_to_stderr
-    time_scale: float | None = None  # None: 1.0 at full scale, QUICK_SCALE with --quick
-
-    QUICK_SCALE = 0.25
+    time_scale: float | None = None  # None: harness.scales.experiment(quick)
 
     @property
     def scale(self) -> float:
-        if self.time_scale is not None:
-            return self.time_scale
-        return self.QUICK_SCALE if self.quick else 1.0
+        return self.time_scale if self.time_scale is not None else scales.experiment(self.quick)
 
     def pick(self, full, quick):
         return quick if self.quick else full

@@ -14,7 +14,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from harness import sqlfile
+from core import sqlfile
 from harness.experiments.common import Context, median_ms, plot
 
 Q = sqlfile.load(__file__, "horizon.sql", "create", "partial_index", "drop", "dequeue_delete",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import psycopg
 
-from harness import db, sqlfile
+from core import sqlfile
+from core.schedule import JobSpec
+from harness import db
 from harness.experiments.common import Context
-from harness.schedule import JobSpec
 from workers.body import Q as BODY
 from workers.lease import Lease
 from workers.lease import Q as LEASE

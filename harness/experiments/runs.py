@@ -1,14 +1,14 @@
 """Experiments 3, 4 and 5: poison, crash and overrun, as schedules run by the harness itself.
 
-Each is a :class:`~harness.schedule.Schedule` run by :class:`~harness.runner.Runner` with the
-built-in designs and faults; the figures are read from the :class:`~harness.history.History`.
+Each is a :class:`~core.schedule.Schedule` run by :class:`~harness.runner.Runner` with the
+built-in designs and faults; the figures are read from the :class:`~core.history.History`.
 """
 
 from __future__ import annotations
 
+from core.schedule import JobSpec, Schedule, Timing
 from harness.experiments.common import Context
 from harness.runner import Runner
-from harness.schedule import JobSpec, Schedule, Timing
 from workers.lease import Q as LEASE
 
 POISON, HEALTHY = 1, 2

@@ -12,7 +12,7 @@ import time
 
 import psycopg
 
-from harness import sqlfile
+from core import sqlfile
 from harness.experiments.common import Context, median_ms, plot
 from workers.body import Q as BODY
 from workers.tenant import MODES

@@ -16,7 +16,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from harness import sqlfile
+from core import sqlfile
 from harness.experiments.common import Context, plot
 from workers.body import Q as BODY
 

@@ -9,15 +9,19 @@ of its own with a worker role of its own, and removes all of it at exit.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from dataclasses import dataclass
 
+from core.cleanup import Cleanup
+from core.errors import UsageError
 from harness import db
-from harness.errors import HarnessError, UsageError
 from harness.janitor import Janitor
 from harness.postgres import dsn as dsn_backend
 
 __all__ = ["Database", "provision", "parse_spec"]
+
+log = logging.getLogger("pgjc.postgres")
 
 
 @dataclass(frozen=True)
@@ -48,22 +52,25 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[str, str] | None = None):
     """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
 
-    Raises :class:`HarnessError` when the server cannot be started or reached.
+    Raises :class:`HarnessError` when the server cannot be started or reached. A cleanup step that
+    fails after an earlier error is logged; the earlier error is the one raised.
     """
     kind, arg = parse_spec(spec)
     janitor = Janitor()
-    server = None
-    created = None
-    try:
+    with Cleanup(log) as cleanup:
+        cleanup.push("closing the janitor", janitor.close)
         if kind == "local":
             from harness.postgres import local
 
             server = local.start(pg_bin=pg_bin, janitor=janitor, settings=settings)
-            base_dsn, where = server.admin_dsn, server.describe()
         elif kind == "docker":
             from harness.postgres import docker
 
             server = docker.start(arg, janitor=janitor)
+        else:
+            server = None
+        if server is not None:
+            cleanup.push("stopping the server", lambda: server.stop(janitor))
             base_dsn, where = server.admin_dsn, server.describe()
         else:
             base_dsn, where = arg, f"PostgreSQL at {dsn_backend.where(arg)}"
@@ -71,24 +78,16 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[
         database, role, password = f"pgjc_{suffix}", f"pgjc_{suffix}_worker", secrets.token_hex(16)
         # Registered before it exists: dropping what does not exist is harmless, missing it is not.
         drop_key = janitor.register("dropdb", dsn=base_dsn, database=database, role=role)
+
+        def drop() -> None:
+            dsn_backend.drop_database(base_dsn, database, role)
+            janitor.forget(drop_key)  # only once it is gone: otherwise the janitor still drops it
+
+        cleanup.push(f"dropping database {database}", drop)
         dsn_backend.create_database(base_dsn, database, role, password)
-        created = (base_dsn, database, role, drop_key)
         admin_dsn = dsn_backend.with_db(base_dsn, dbname=database)
         worker_dsn = dsn_backend.with_db(base_dsn, dbname=database, user=role, password=password)
         db.install(admin_dsn, database=database, worker_role=role)
         with dsn_backend.connect_admin(admin_dsn) as conn:
             version = conn.info.server_version
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor)
-    finally:
-        try:
-            if created:
-                base_dsn, database, role, drop_key = created
-                with contextlib.suppress(HarnessError):
-                    dsn_backend.drop_database(base_dsn, database, role)
-                janitor.forget(drop_key)
-            if server is not None:
-                server.stop(janitor)
-        finally:
-            janitor.close()
-
-

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
+from core.procs import process_start_time
 
 DEFAULT_IMAGE = "postgres:17.10"
 LABEL = "pg-job-chaos"
@@ -46,14 +47,10 @@ def client():
 
 
 def _owner() -> str:
-    from harness.postgres.local import process_start_time
-
     return f"{socket.gethostname()}:{os.getpid()}:{process_start_time(os.getpid())}"
 
 
 def _owner_dead(owner: str) -> bool:
-    from harness.postgres.local import process_start_time
-
     try:
         host, pid, start = owner.split(":")
     except ValueError:

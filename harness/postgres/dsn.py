@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import conninfo, sql
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 
 CONNECT_TIMEOUT = 5  # seconds; an unreachable server must fail fast
 

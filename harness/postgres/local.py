@@ -12,7 +12,6 @@ owned by that user. Nothing is left behind:
 
 from __future__ import annotations
 
-import ctypes
 import os
 import pwd
 import secrets
@@ -27,14 +26,13 @@ from pathlib import Path
 
 import psycopg
 
-from harness.errors import HarnessError
-from harness.janitor import stop_postgres
+from core.errors import HarnessError
+from core.procs import die_with_parent, process_start_time, stop_server
 from harness.postgres import binaries
 
 RUNS_DIR = Path(tempfile.gettempdir()) / "pg-job-chaos"
 READY_TIMEOUT = 60.0  # seconds for a fresh server to accept connections
 ADMIN = "pgjc_admin"
-PR_SET_PDEATHSIG = 1
 
 # Settings for a throwaway server. Durability is irrelevant; the article ran "default settings",
 # so nothing here changes the planner, VACUUM or locking behaviour.
@@ -61,15 +59,6 @@ def run_as_user() -> str | None:
     raise HarnessError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
-def process_start_time(pid: int) -> str | None:
-    """Process start time in clock ticks (field 22 of /proc/PID/stat): tells a reused pid apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def _owner_alive(run_dir: Path) -> bool:
     try:
         pid_s, start = (run_dir / "owner").read_text().split()
@@ -93,7 +82,7 @@ def sweep() -> list[str]:
         pidfile = run_dir / "data" / "postmaster.pid"
         try:
             pid = int(pidfile.read_text().splitlines()[0])
-            stop_postgres(pid, grace=10.0)
+            stop_server(pid, grace=10.0)
         except (OSError, ValueError, IndexError):
             pass
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -109,9 +98,7 @@ def _free_port() -> int:
 
 def _tie_to_parent(parent: int):
     def preexec() -> None:  # runs in the child after setuid; keep it async-signal-simple
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
+        if not die_with_parent(signal.SIGINT, parent):  # the parent died before prctl took effect
             os._exit(1)
 
     return preexec
@@ -139,7 +126,7 @@ class LocalServer:
 
     def stop(self, janitor=None) -> None:
         if self.proc.poll() is None:
-            stop_postgres(self.proc.pid)
+            stop_server(self.proc.pid)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -221,7 +208,7 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
             return server
         except HarnessError:
             if proc.poll() is None:
-                stop_postgres(proc.pid)
+                stop_server(proc.pid)
             if janitor is not None:
                 janitor.forget(server.janitor_keys[0])
             if attempt == 2 or "could not bind" not in log.read_text(errors="replace"):

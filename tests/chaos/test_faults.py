@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.schedule import Event, JobSpec, Schedule, Timing
+from core.schedule import Event, JobSpec, Schedule, Timing
 
 pytestmark = pytest.mark.chaos
 

@@ -6,7 +6,7 @@ round after round. After every round the parent logs a line of its own and check
 bound, that (a) its line reached its handlers, (b) every surviving child has a newer line there,
 and (c) nothing waits forever: every child is reaped, the whole scenario has a deadline.
 
-The same scenario runs against the harness's logging (``harness.logs``: a file per worker,
+The same scenario runs against the harness's logging (``core.logs``: a file per worker,
 merged by the parent), which must pass, and against ``multiprocessing-logging`` (the card's
 package, fork start method), which must fail: a child killed while its queue feeder thread
 holds the queue's cross-process write lock leaves the lock held forever, and every other
@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from harness import logs
+from core import logs
 
 pytestmark = pytest.mark.chaos
 
@@ -91,6 +91,7 @@ class Scenario:
         self.serial = 0
         self.rng = random.Random(4)
         self.parent = logging.getLogger("pgjc.test.parent")
+        self.merger = logs.Merger(run_dir)
 
     def fork(self, exit_after: float | None = None, *, tight: bool = True) -> str:
         self.serial += 1
@@ -103,7 +104,7 @@ class Scenario:
 
     def pump(self) -> None:
         if self.backend == "harness":
-            logs.merge(self.run_dir)
+            self.merger.poll()
 
     def wait_for(self, sink: Collect, want: dict[str, int], timeout: float) -> list[str]:
         end = time.monotonic() + timeout
@@ -185,7 +186,7 @@ def test_harness_logging_survives_workers_killed_mid_burst(tmp_path, root_loggin
         sc.run(sink)
     finally:
         sc.kill_all()
-    logs.merge(tmp_path, final=True)
+    logs.Merger(tmp_path).poll(final=True)
     elapsed = time.monotonic() - t0
     assert elapsed < 60, f"the scenario took {elapsed:.1f} s"
 

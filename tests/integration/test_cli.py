@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import properties
-from harness.schedule import JobSpec, Schedule
+from core.schedule import JobSpec, Schedule
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 import workers
-from harness.schedule import JobSpec, Schedule
+from core.schedule import JobSpec, Schedule
 from workers.tenant import MODES
 
 pytestmark = pytest.mark.integration
@@ -105,12 +105,12 @@ def test_every_tenant_mode_is_usable(runner):
 
 
 def test_plugin_design_loads_and_bad_one_is_named():
-    from harness.errors import UsageError
+    from core.errors import UsageError
 
     d = workers.load_design("workers.lease:LeaseFenced")
     assert d.name == "lease-fenced"
     with pytest.raises(UsageError, match="missing"):
-        workers.load_design("harness.errors:UsageError")
+        workers.load_design("core.errors:UsageError")
     with pytest.raises(UsageError, match="built-in designs"):
         workers.load_design("no-such-design")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from harness.errors import HarnessError
+from core.errors import HarnessError
 from harness.postgres import docker, provision
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]

@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from core.errors import HarnessError
 from harness import db
-from harness.errors import HarnessError
 from harness.postgres import dsn as dsn_backend
 from harness.postgres import local, provision
 from tests.conftest import ROOT, run_cli
@@ -194,7 +194,7 @@ def test_sweep_removes_directories_of_dead_owners(tmp_path, monkeypatch):
 
 
 def test_sql_files_resolve_names_at_import():
-    from harness import sqlfile
+    from core import sqlfile
 
     with pytest.raises(LookupError):
         sqlfile.load(db.__file__, "schema.sql", "no_such_query")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 
+from core import sqlfile
+from core.errors import UsageError
+from core.schedule import Event, JobSpec, Schedule, Timing
+from harness.schedules import load
 from faults import CATALOGUE, parse_faults
-from harness import sqlfile
-from harness.errors import UsageError
-from harness.schedule import Event, JobSpec, Schedule, Timing, load
 from tests.conftest import run_cli
 
 
@@ -95,12 +99,57 @@ def test_sqlfile_parser():
         sqlfile.parse("-- name: a\n-- only a comment\n")
 
 
-def test_every_design_sql_is_resolved_at_import():
-    import workers.heartbeat
+def test_a_design_naming_a_query_its_sql_file_lacks_fails_at_import(tmp_path, monkeypatch):
+    (tmp_path / "my_design_sql.sql").write_text("-- name: claim\nselect 1;\n")
+    (tmp_path / "my_design.py").write_text(
+        "from core import sqlfile\nQ = sqlfile.load(__file__, 'my_design_sql.sql', 'claim', 'finish')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(LookupError, match=r"missing queries \['finish'\]"):
+        importlib.import_module("my_design")
     import workers.lease
-    import workers.one_transaction
 
-    assert "skip locked" in workers.one_transaction.Q.claim
-    assert "attempts = %(attempt)s" in workers.lease.Q.finish_fenced
-    with pytest.raises(LookupError):
+    with pytest.raises(LookupError, match="has no query named 'no_such_statement'"):
         workers.lease.Q.no_such_statement  # noqa: B018
+
+
+def test_sqlfile_params():
+    assert sqlfile.params("select %(a)s, %(b)s where x = %(a)s and y like '%%'") == {"a", "b"}
+    assert sqlfile.params("select 1") == set()
+
+
+def _sql_calls():
+    """Every ``X.execute(Q.name, {...})`` / ``executemany`` with a dict literal in the project:
+    (file, line, statement, the dict's keys)."""
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted(root.glob("*/**/*.py")):
+        if path.parts[len(root.parts)] in ("tests", "benchmarks"):
+            continue
+        module = None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("execute", "executemany") and node.args):
+                continue
+            q = node.args[0]
+            if not (isinstance(q, ast.Attribute) and isinstance(q.value, ast.Name)):
+                continue
+            params = node.args[1] if len(node.args) > 1 else None
+            if isinstance(params, ast.ListComp):
+                params = params.elt
+            if params is not None and not isinstance(params, ast.Dict):
+                continue
+            if module is None:
+                rel = path.relative_to(root).with_suffix("")
+                module = importlib.import_module(".".join(rel.parts))
+            queries = getattr(module, q.value.id, None)
+            if not isinstance(queries, sqlfile.Queries):
+                continue
+            keys = {k.value for k in params.keys} if params is not None else set()
+            yield f"{path.relative_to(root)}:{node.lineno}", getattr(queries, q.attr), keys
+
+
+def test_every_query_call_passes_exactly_the_parameters_its_statement_names():
+    calls = list(_sql_calls())
+    assert len(calls) > 20  # the scan finds the designs' and the supervisor's calls
+    bad = [f"{where}: passes {sorted(keys)}, statement names {sorted(sqlfile.params(stmt))}"
+           for where, stmt, keys in calls if keys != sqlfile.params(stmt)]
+    assert not bad, "\n".join(bad)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import properties
-from harness.errors import UsageError
-from harness.history import History, WorkerExit
+from core.errors import UsageError
+from core.history import History, WorkerExit
 from properties import HELD, PROPERTIES, UNKNOWN, VIOLATED, Result, aggregate, check, worst
 from properties.checks import RETRY_ADVICE
 

@@ -1,4 +1,4 @@
--- The supervisor's own statements (harness/supervisor.py), run as the admin role.
+-- The supervisor's own statements (harness/supervisor/admin.py), run as the admin role.
 
 -- name: activity
 -- Sessions of our database other than the supervisor's, with their transaction state, for the

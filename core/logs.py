@@ -12,12 +12,12 @@ dying worker can take to its grave -- ``benchmarks/mp_logging_kill.py`` measures
   and logs to a file of its own, ``<run_dir>/<identity>.log.jsonl``, one JSON object per line,
   each written with a single unbuffered ``os.write`` on an ``O_APPEND`` descriptor. A kill can
   at worst tear that worker's own last line; nobody else waits on it or reads past it;
-* the supervisor calls :func:`merge` (periodically and at the end) to tail those files and
+* the supervisor polls a :class:`Merger` (periodically and at the end) to tail those files and
   re-emit each worker line through its own handlers, with the worker's time, level, logger name
   and identity.
 
 These logs are for humans. The history and the properties never read them (they read the
-execution log, :mod:`harness.execlog`).
+execution log, :mod:`core.execlog`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from harness.execlog import read_new
+from core.execlog import read_new
 
 SUFFIX = ".log.jsonl"
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(who)s[%(process)s] %(name)s: %(message)s"
@@ -175,17 +175,3 @@ def _emit_raw(who: str, msg: str) -> None:
                                  "msg": msg, "args": None, "who": who, "process": "?"})
     logging.getLogger("pgjc.logs").handle(rec)
 
-
-_mergers: dict[Path, Merger] = {}
-
-
-def merge(run_dir: Path, *, final: bool = False) -> int:
-    """Forward new worker log lines of *run_dir* to this process's handlers (see :class:`Merger`)."""
-    key = Path(run_dir).resolve()
-    m = _mergers.get(key)
-    if m is None:
-        m = _mergers[key] = Merger(key)
-    n = m.poll(final=final)
-    if final:
-        _mergers.pop(key, None)
-    return n

@@ -16,6 +16,12 @@ import re
 from pathlib import Path
 
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$")
+_PARAM = re.compile(r"%\(([A-Za-z_][A-Za-z0-9_]*)\)s")
+
+
+def params(statement: str) -> set[str]:
+    """The ``%(name)s`` placeholders of *statement* (``%%`` is a literal percent sign)."""
+    return set(_PARAM.findall(statement.replace("%%", "")))
 
 
 def parse(text: str, *, source: str = "<sql>") -> dict[str, str]:

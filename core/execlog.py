@@ -85,8 +85,3 @@ class Tail:
         new.sort(key=lambda r: r["t"])
         return new
 
-
-def read_all(run_dir: Path) -> list[dict]:
-    """Every record in *run_dir*, in time order."""
-    return Tail(run_dir).poll()
-

@@ -1,0 +1,20 @@
+"""The base layer: what every other part of pg-job-chaos imports, and which imports none of them.
+
+* :mod:`core.errors` -- one exception tree and the exit codes;
+* :mod:`core.sqlfile` -- named SQL statements in ``.sql`` files, resolved at import;
+* :mod:`core.schedule` -- a run as plain data (jobs, events, timing), JSON round-trippable, and the
+  named strike points of a job's life;
+* :mod:`core.execlog` -- the execution log, what each execution did in the world;
+* :mod:`core.history` -- everything one run did, and the executions derived from it;
+* :mod:`core.logs`, :mod:`core.procs`, :mod:`core.cleanup` -- logging safe under SIGKILL, process
+  helpers (die with the parent, process start time, stop a server), cleanup that keeps the first error.
+
+Layers above: :mod:`faults` (the fault catalogue), then :mod:`workers` and :mod:`properties`, then
+:mod:`harness` (orchestration). ``tests/unit/test_layers.py`` keeps the rule.
+"""
+
+from core.errors import ChaosError, HarnessError, UsageError
+from core.history import History
+from core.schedule import POINTS, Event, JobSpec, Schedule, Timing
+
+__all__ = ["POINTS", "ChaosError", "Event", "HarnessError", "History", "JobSpec", "Schedule", "Timing", "UsageError"]

@@ -1,0 +1,62 @@
+"""What the supervisor offers a supervisor fault: the typed interface faults are written against.
+
+The supervisor (``harness.supervisor``) implements :class:`SupervisorAPI`; a fault in
+``faults/supervisor.py`` gets it, the schedule's :class:`~core.schedule.Event` and the
+:class:`Stop` (the worker waiting at the event's point). This layer defines the interface and
+the supervisor depends on it, never the other way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.schedule import Event
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A worker waiting at a strike point: who, which process and session, which execution, where."""
+
+    worker: str
+    pid: int
+    backend: int | None  # the worker's PostgreSQL session at the point (None: not connected)
+    job: int
+    attempt: int | None
+    point: str
+
+
+class Holder(Protocol):
+    """An open session of the supervisor's that holds a transaction (the horizon fault)."""
+
+    @property
+    def backend_pid(self) -> int: ...
+
+
+class SupervisorAPI(Protocol):
+    """The supervisor's side of a strike. Every method is safe on a worker that is already gone."""
+
+    def record(self, fault: str, event: Event, stop: Stop, **fields) -> None:
+        """Add one entry to the history's ``injected`` list (and the supervisor's log)."""
+
+    def event_seconds(self, event: Event) -> float:
+        """The event's duration in real seconds (default: two leases, "longer than the lease")."""
+
+    def signal_worker(self, worker: str, sig: int) -> None:
+        """Send *sig* to the worker's whole process group (its threads and children)."""
+
+    def go(self, worker: str) -> None:
+        """Let a worker waiting at a point go on."""
+
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        """Call *fn* from the supervisor's loop after *delay* real seconds (before the run ends)."""
+
+    def open_holder(self, variant: str) -> Holder:
+        """Open a session holding a transaction: ``xid`` (it wrote) or ``repeatable-read`` (a snapshot)."""
+
+    def close_holder(self, holder: Holder) -> None:
+        """End a holder's transaction and session."""
+
+    def terminate_backend(self, pid: int) -> None:
+        """``pg_terminate_backend`` on a worker's session."""

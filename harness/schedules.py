@@ -1,0 +1,23 @@
+"""Schedules as the orchestration layer reads them: the base layer's structure checks plus the
+names only the layers above it know (the fault catalogue, the tenant modes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faults
+import workers
+from core import schedule as base
+from core.schedule import Schedule
+
+VALIDATORS: tuple[base.Validator, ...] = (faults.check_schedule, workers.check_schedule)
+
+
+def load(path: str | Path) -> Schedule:
+    """A schedule file, fully checked; a :class:`~core.errors.UsageError` names the file and field."""
+    return base.load(path, validators=VALIDATORS)
+
+
+def from_dict(data: dict, *, source: str = "schedule") -> Schedule:
+    """A schedule from JSON data, fully checked."""
+    return Schedule.from_dict(data, source=source, validators=VALIDATORS)

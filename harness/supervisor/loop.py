@@ -1,0 +1,193 @@
+"""The supervisor's main loop: one run of one schedule, from the first fork to the last reap.
+
+Each tick (:data:`TICK`): read new execution-log records (a ``point`` record may strike), forward
+worker log lines, reap exits, run due timers, restart the dead (each restart a new identity,
+within the restart budget), sample ``pg_stat_activity``, and decide whether the run is over:
+quiescent, workers exhausted, stalled, or at the deadline -- a wall-clock bound it enforces itself.
+Then it kills what is left by process group. It never raises for anything a worker does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core import execlog, logs
+from core.cleanup import Cleanup
+from core.history import WorkerExit
+from core.schedule import Schedule
+from harness.supervisor import process
+from harness.supervisor.admin import Admin
+from harness.supervisor.strikes import Strikes
+from workers.body import WorkerSpec
+
+log = logging.getLogger("pgjc.supervisor")
+
+TICK = 0.01  # seconds between polls of the logs and the children (the faults wait for us: no race)
+SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
+SAMPLES_PER_LEASE = 4  # pg_stat_activity samples per lease (see sample_every)
+MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
+LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core/logs.py)
+
+
+@dataclass
+class SupervisorResult:
+    records: list[dict]
+    exits: list[WorkerExit]
+    injected: list[dict]
+    samples: list[dict]
+    ended_by: str
+    t0: float
+    t1: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Supervisor:
+    def __init__(self, schedule: Schedule, design, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
+                 janitor=None):
+        self.s, self.design = schedule, design
+        self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
+        self.run_dir = Path(run_dir)
+        self.janitor = janitor
+        self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
+        self.workers: dict[str, process.WorkerProcess] = {}
+        self.records: list[dict] = []
+        self.samples: list[dict] = []
+        self.notes: list[str] = []
+        self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
+        self._restarts_used = 0
+        self._janitor_keys: dict[str, str] = {}
+        self.watch = frozenset((e.job, e.point) for e in schedule.events)
+        delay = schedule.timing.restart_delay
+        self.restart_delay = schedule.seconds(design.default_restart_delay if delay is None else delay)
+        self.poll = schedule.seconds(schedule.timing.poll)
+        # The horizon property flags a transaction older than half a lease; sampling four times a
+        # lease sees any that lasts three quarters of one, and costs the workers little CPU.
+        self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
+
+    def run(self) -> SupervisorResult:
+        """Run the schedule to its end; always kills what it forked. A cleanup step that fails after
+        an error is logged, and the first error is the one raised."""
+        t0 = time.monotonic()
+        with Cleanup(log) as cleanup:
+            admin = Admin(self.admin_dsn, self.notes)
+            cleanup.push("closing the admin session", admin.close)
+            self.strikes = Strikes(self.s, self.workers, admin)
+            tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
+            cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
+            cleanup.push("reading the last records", lambda: self._read(tail))
+            cleanup.push("ending the workers", self._shutdown)
+            for slot in range(1, self.s.workers + 1):
+                self._spawn(slot, 0)
+            ended_by = self._loop(t0, admin, tail, merger)
+        t1 = time.monotonic()
+        log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)
+        return SupervisorResult(self.records, [w.exit for w in self.workers.values()], self.strikes.injected,
+                                self.samples, ended_by, t0, t1, self.notes)
+
+    def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> str:
+        deadline, stall = t0 + self.s.seconds(self.s.timing.deadline), self.s.seconds(self.s.stall)
+        next_sample = next_check = next_merge = last_activity = t0
+        quiet_since = None
+        while True:
+            now = time.monotonic()
+            if self._read(tail):
+                last_activity = now
+            if now >= next_merge:
+                merger.poll()
+                next_merge = now + LOG_MERGE_EVERY
+            self._reap(now)
+            self.strikes.run_due(now)
+            self._restart_due(now)
+            if now >= next_sample:
+                self.samples += admin.sample(now, self.workers)
+                next_sample = now + self.sample_every
+            if now >= next_check:
+                next_check = now + self.poll
+                quiet_since = (quiet_since or now) if self._quiet(admin) else None
+                if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
+                    return "quiescent"
+            if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self.strikes.pending:
+                return "workers-exhausted"
+            if now - last_activity >= stall and not self.strikes.pending:
+                self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
+                return "stalled"
+            if now >= deadline:
+                self.notes.append(f"deadline of {self.s.timing.deadline} article seconds reached")
+                return "deadline"
+            time.sleep(TICK)
+
+    # --- workers ------------------------------------------------------------------------------------
+    def _spawn(self, slot: int, generation: int) -> None:
+        identity = f"w{slot}.{generation}"
+        spec = WorkerSpec(identity, self.s, self.worker_dsn, self.run_dir, self.watch)
+        close = (self.janitor.fd,) if self.janitor is not None else ()
+        w = process.spawn(spec, self.design, slot=slot, generation=generation, close_fds=close)
+        if self.janitor is not None:
+            self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)
+        self.workers[identity] = w
+        log.debug("started %s (pid %s)", identity, w.pid)
+
+    def _reap(self, now: float) -> None:
+        for w in self.workers.values():
+            if w.reaped():
+                self._exited(w, now, by_harness=False)
+
+    def _exited(self, w: process.WorkerProcess, now: float, *, by_harness: bool) -> None:
+        x = w.record_exit(now, by_harness=by_harness, declared=self.declared)
+        if self.janitor is not None and w.identity in self._janitor_keys:
+            self.janitor.forget(self._janitor_keys.pop(w.identity))
+        if by_harness:
+            return
+        log.info("%s ended: %s%s", w.identity, x.outcome, f" during job {x.job}" if x.job else "")
+        if x.outcome == "drained":
+            return
+        if self._restarts_used < self.s.restart_budget:
+            self._restarts_used += 1
+            self._restarts_due.append((now + self.restart_delay, w.slot, w.generation + 1))
+        else:
+            self.notes.append(f"restart budget ({self.s.restart_budget}) spent; {w.identity} not replaced")
+
+    def _restart_due(self, now: float) -> None:
+        for due in [d for d in self._restarts_due if d[0] <= now]:
+            self._restarts_due.remove(due)
+            self._spawn(due[1], due[2])
+
+    def _shutdown(self) -> None:
+        now = time.monotonic()
+        self._reap(now)  # what died by itself is not "ended by the harness"
+        live = [w for w in self.workers.values() if w.alive]
+        process.kill_all(live)
+        for w in live:
+            self._exited(w, now, by_harness=True)
+        self.strikes.close()
+
+    # --- the log ----------------------------------------------------------------------------------
+    def _read(self, tail: execlog.Tail) -> bool:
+        """New execution-log records into the history; True when there were any."""
+        new = tail.poll()
+        for r in new:
+            self.records.append(r)
+            self._on_record(r)
+        return bool(new)
+
+    def _on_record(self, r: dict) -> None:
+        w = self.workers.get(r.get("worker"))
+        if w is None:
+            return
+        ev = r.get("event")
+        if ev == "started":
+            w.current = (r["job"], r.get("attempt"))
+        elif ev in ("finished", "failed", "fenced"):
+            w.current = None
+        elif ev == "worker-error":
+            w.error = r.get("error")
+        elif ev == "point" and w.alive:
+            self.strikes.at_point(w, r)
+
+    def _quiet(self, admin: Admin) -> bool:
+        if any(w.alive and w.current is not None for w in self.workers.values()):
+            return False
+        return admin.pending(self.design) == 0

@@ -1,0 +1,145 @@
+"""Worker processes: fork, die with the supervisor, reap, name the exit (rq's ``fork_work_horse``).
+
+* :func:`spawn` forks one worker with an explicit ``fork`` context; the child sets its own process
+  group, asks to die with us (``PR_SET_PDEATHSIG``), closes the janitor's pipe, and leaves only
+  through ``os._exit``;
+* :meth:`WorkerProcess.reaped` notices an exit; :func:`classify` turns an exit status into a named
+  outcome ("exit 1", "killed by SIGKILL", or one the design declares in ``exit_outcomes``);
+* :func:`kill_all` ends what is left, by process group, stopped processes included.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from core import logs, procs
+from core.history import WorkerExit
+from faults.catalogue import EXIT_CRASH
+from workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
+
+EXIT_DRAINED = 0
+EXIT_WORKER_ERROR = 70
+REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
+OUTCOMES = {EXIT_DRAINED: "drained", EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
+_FORK = multiprocessing.get_context("fork")
+
+
+def classify(code: int | None, declared: Mapping[int, str] = {}) -> str:  # noqa: B006 (read only)
+    """A child's exit status as a named outcome; *declared* are the design's own exit codes."""
+    if code is None:
+        return "unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return {**OUTCOMES, **declared}.get(code, f"exit {code}")
+
+
+@dataclass
+class WorkerProcess:
+    """One forked worker. A restart is a new ``WorkerProcess`` with a new identity."""
+
+    identity: str
+    slot: int
+    generation: int
+    proc: multiprocessing.process.BaseProcess
+    current: tuple[int, int] | None = None  # (job, attempt) being executed, per its log
+    exit: WorkerExit | None = None
+    error: str | None = None  # the worker-error line it logged, if any
+
+    @property
+    def alive(self) -> bool:
+        return self.exit is None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def reaped(self) -> bool:
+        """True once the process has ended (the exit is not yet recorded: see :meth:`record_exit`)."""
+        return self.alive and self.proc.exitcode is not None
+
+    def record_exit(self, now: float, *, by_harness: bool, declared: Mapping[int, str]) -> WorkerExit:
+        code = self.proc.exitcode
+        job, attempt = self.current or (None, None)
+        self.exit = WorkerExit(self.identity, self.proc.pid, now, classify(code, declared),
+                               code if code and code > 0 else None, -code if code and code < 0 else None,
+                               by_harness, job, attempt, self.error)
+        self.proc.join(0)
+        return self.exit
+
+    def signal_group(self, sig: int) -> None:
+        if self.alive:
+            procs.killpg(self.proc.pid, sig)
+
+    def go(self) -> None:
+        """Let it go on from a strike point (the worker waits on :data:`STRIKE_SIGNAL`)."""
+        if self.alive:
+            try:
+                os.kill(self.proc.pid, STRIKE_SIGNAL)
+            except ProcessLookupError:
+                pass
+
+
+def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) -> None:
+    """The child's whole life. It never returns: every path ends in ``os._exit``."""
+    code = EXIT_WORKER_ERROR
+    ctx = None
+    try:
+        logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
+        os.setpgid(0, 0)
+        if not procs.die_with_parent(signal.SIGKILL, parent):
+            os._exit(EXIT_WORKER_ERROR)
+        for fd in close_fds:  # the janitor's pipe: if we held it, the janitor would never see EOF
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
+        ctx = WorkerContext(spec)
+        ctx.log.write("worker-start")
+        design.run_worker(ctx)
+        ctx.log.write("worker-exit", reason="drained")
+        code = EXIT_DRAINED
+    except BaseException as exc:
+        try:
+            if ctx is not None:
+                worker_error(ctx.log, exc)
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
+
+
+def spawn(spec: WorkerSpec, design, *, slot: int, generation: int, close_fds: tuple[int, ...]) -> WorkerProcess:
+    """Fork one worker running *design* per *spec*; it is in its own process group when this returns."""
+    proc = _FORK.Process(target=_entry, args=(spec, design, close_fds, os.getpid()), name=spec.identity,
+                         daemon=False)
+    proc.start()
+    try:
+        os.setpgid(proc.pid, proc.pid)  # the child does it too: whoever runs first wins
+    except (PermissionError, ProcessLookupError):
+        pass
+    return WorkerProcess(spec.identity, slot, generation, proc)
+
+
+def kill_all(workers: list[WorkerProcess]) -> None:
+    """SIGCONT then SIGKILL every live worker's group (a stopped process must not stay stopped),
+    then wait for each, bounded."""
+    for w in workers:
+        if w.alive:
+            w.signal_group(signal.SIGCONT)
+            w.signal_group(signal.SIGKILL)
+    for w in workers:
+        if w.alive:
+            w.proc.join(REAP_TIMEOUT)
+
+

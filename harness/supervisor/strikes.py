@@ -1,0 +1,97 @@
+"""The supervisor's side of supervisor faults: :class:`Strikes` implements
+:class:`faults.api.SupervisorAPI`, and decides which events strike when a worker reports a point.
+
+A worker that reaches a watched point writes a ``point`` record and waits; :meth:`Strikes.at_point`
+counts the occurrence, runs every event due there (a ``kill`` last: nothing runs after it), and
+otherwise lets the worker go on at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from core.schedule import Event, Schedule
+from faults.api import Stop
+from faults.catalogue import CATALOGUE
+from harness.supervisor.admin import Admin, Holder
+from harness.supervisor.process import WorkerProcess
+
+log = logging.getLogger("pgjc.supervisor")
+
+
+class Strikes:
+    """What faults may do to the run, and the timers they leave behind (``later``)."""
+
+    def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin):
+        self.s = schedule
+        self.workers = workers
+        self.admin = admin
+        self.injected: list[dict] = []
+        self._later: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._seen: dict[tuple[int, str], int] = {}
+        self._holders: list[Holder] = []
+
+    # --- faults.api.SupervisorAPI -------------------------------------------------------------------
+    def record(self, fault: str, event: Event, stop: Stop, **fields) -> None:
+        self.injected.append({"t": time.monotonic(), "fault": fault, "job": stop.job, "attempt": stop.attempt,
+                              "worker": stop.worker, "point": stop.point, **fields})
+        log.info("%s %s at job %s attempt %s (%s)", fault, stop.worker, stop.job, stop.attempt, stop.point)
+
+    def event_seconds(self, event: Event) -> float:
+        d = event.duration if event.duration is not None else 2 * self.s.timing.lease
+        return self.s.seconds(d)
+
+    def signal_worker(self, worker: str, sig: int) -> None:
+        self.workers[worker].signal_group(sig)
+
+    def go(self, worker: str) -> None:
+        self.workers[worker].go()
+
+    def later(self, delay: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), fn))
+
+    def open_holder(self, variant: str) -> Holder:
+        holder = Holder(self.admin.dsn, variant)
+        self._holders.append(holder)
+        return holder
+
+    def close_holder(self, holder: Holder) -> None:
+        if holder in self._holders:
+            self._holders.remove(holder)
+        holder.close()
+
+    def terminate_backend(self, pid: int) -> None:
+        self.admin.terminate(pid)
+
+    # --- the supervisor's side ----------------------------------------------------------------------
+    def at_point(self, w: WorkerProcess, r: dict) -> None:
+        """A ``point`` record: strike what is due at this occurrence, else let the worker go on."""
+        key = (r["job"], r["point"])
+        n = self._seen[key] = self._seen.get(key, 0) + 1
+        due = [e for e in self.s.events if (e.job, e.point, e.occurrence) == (*key, n)]
+        if not due:
+            w.go()
+            return
+        stop = Stop(w.identity, w.pid, r.get("backend"), r["job"], r.get("attempt"), r["point"])
+        for e in sorted(due, key=lambda e: e.fault == "kill"):  # a kill last: nothing runs after it
+            CATALOGUE[e.fault].inject(self, e, stop)
+
+    def run_due(self, now: float) -> None:
+        while self._later and self._later[0][0] <= now:
+            heapq.heappop(self._later)[2]()
+
+    @property
+    def pending(self) -> bool:
+        """Timers still to run: the run is not over while a pause waits to resume."""
+        return bool(self._later)
+
+    def close(self) -> None:
+        """Release every holder; drop the timers (the workers they would touch are gone)."""
+        for holder in list(self._holders):
+            self.close_holder(holder)
+        self._later.clear()
