@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from harness.experiments import NAMES, main, render, run_experiment
+from harness.cli import main
+from harness.experiments import NAMES, render, run_experiment
 
 pytestmark = pytest.mark.integration
 
@@ -132,8 +133,15 @@ def test_names_and_cli_errors(capsys):
 
 
 def test_main_writes_json_and_plots(tmp_path, capsys):
+    import matplotlib.image
+
     out = tmp_path / "r.json"
-    assert main(["experiment", "rls-queue", "--quick", "--json", str(out), "--plot", str(tmp_path)]) == 0
+    assert main(["experiment", "reset-cost", "--quick", "-q", "--json", str(out), "--plot", str(tmp_path)]) == 0
     data = json.loads(out.read_text())
-    assert data["experiment"] == "rls-queue" and data["rows"]
+    assert data["experiment"] == "reset-cost" and data["rows"]
     assert "article" in capsys.readouterr().out
+    assert data["plots"] and sorted(data["plots"]) == sorted(str(p) for p in tmp_path.glob("*.png"))
+    for png in data["plots"]:
+        image = matplotlib.image.imread(png)  # a real PNG, or this raises
+        assert image.shape[0] > 100 and image.shape[1] > 100, png
+        assert len({tuple(px) for px in image.reshape(-1, image.shape[-1])[::97]}) > 2, f"{png} is blank"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -23,11 +24,25 @@ from tests.conftest import ROOT, run_cli
 pytestmark = pytest.mark.integration
 
 
+def _real_uid(pid: int) -> int:
+    """The real uid of a process, as the kernel has it (``Uid:`` real, effective, saved, fs)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def test_local_server_runs_as_an_unprivileged_user(database):
     assert "PostgreSQL" in database.server
-    if os.geteuid() == 0:
-        assert "as user postgres" in database.server or "as user nobody" in database.server
     with psycopg.connect(database.admin_dsn) as conn:
+        backend = conn.info.backend_pid  # a backend of our server, and its postmaster
+        postmaster = _parent(backend)
+        assert "postgres" in Path(f"/proc/{postmaster}/cmdline").read_text()
+        uids = {_real_uid(backend), _real_uid(postmaster)}
+        expected = pwd.getpwnam(local.run_as_user()).pw_uid if os.geteuid() == 0 else os.getuid()
+        assert uids == {expected} and (os.geteuid() != 0 or expected != 0), uids
         assert conn.execute("select current_setting('is_superuser')").fetchone()[0] == "on"
         assert conn.execute("select count(*) from invoices").fetchone()[0] == db.INVOICES_TOTAL == 103_707
 
@@ -147,6 +162,12 @@ def _pids_of(run_dir: Path) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
+def _harness_processes() -> list[str]:
+    """run.py and its forked workers (a fork keeps the parent's command line)."""
+    return subprocess.run(["pgrep", "-f", "run.py --design lease --faults overrun"], capture_output=True,
+                          text=True).stdout.split()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killing_the_harness_leaves_nothing_behind(sig):
@@ -163,7 +184,10 @@ def test_killing_the_harness_leaves_nothing_behind(sig):
                     run_dir = d
             time.sleep(0.2)
         assert run_dir is not None, "the harness did not start its server"
-        time.sleep(3)  # let it fork workers and run
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_harness_processes()) < 2:  # run.py and a worker
+            time.sleep(0.1)
+        assert len(_harness_processes()) >= 2, "no worker was forked"
         os.kill(proc.pid, sig)
         proc.wait(30)
         if sig != signal.SIGKILL:  # it unwinds and cleans up itself, and says it was stopped
@@ -173,9 +197,7 @@ def test_killing_the_harness_leaves_nothing_behind(sig):
             time.sleep(0.5)
         assert not _pids_of(run_dir), "postgres still running after the harness was killed"
         assert not run_dir.exists(), "run directory left behind"
-        workers = subprocess.run(["pgrep", "-f", "run.py --design lease --faults overrun"], capture_output=True,
-                                 text=True).stdout.split()
-        assert workers == [], f"worker processes left behind: {workers}"
+        assert _harness_processes() == [], "worker processes left behind"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -12,8 +12,8 @@ import pytest
 from core import sqlfile
 from core.errors import UsageError
 from core.schedule import Event, JobSpec, Schedule, Timing
-from harness.schedules import load
 from faults import CATALOGUE, parse_faults
+from harness.schedules import load
 from tests.conftest import run_cli
 
 
