@@ -26,6 +26,10 @@ DEFAULT_EXAMPLES = 10
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # --design must never be read as --designs
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # argparse's usage errors: one line, exit 2
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
 
@@ -40,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
     runs = _Parser(add_help=False)  # what search, replay and compare share
     runs.add_argument("--tenant-mode", help=f"{' | '.join(MODES)} (default local)")
     runs.add_argument("--time-scale", type=float, metavar="X",
-                      help=f"multiply every duration (the article's lease is 1 s; default {scales.SEARCH:g})")
+                      help=f"multiply every duration (the article's lease is 1 s; default {scales.SEARCH:g}; "
+                           "replay: the schedule's own)")
     runs.add_argument("--json", metavar="FILE", help="write the results as JSON (format in the README)")
     runs.add_argument("--junit", metavar="FILE", help="write one JUnit test case per property")
 
@@ -96,10 +101,21 @@ def normalise(argv: list[str]) -> list[str]:
     return [command, *out]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding like Ctrl-C does, so every ``finally`` runs: workers killed, server
+    stopped, temp directory removed (the janitor would do it too, but a clean exit says so itself).
+
+    Hazard: it must be a KeyboardInterrupt. Hypothesis treats a SystemExit raised inside a test as
+    the test failing (deterministic, like any exception), so a SystemExit here ended a search early
+    and reported "held" with exit 0; a KeyboardInterrupt it lets through."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.exit_code = 128 + signum
+
+
 def _terminated(signum, frame):
-    # SIGTERM unwinds like Ctrl-C does, so every `finally` runs: workers killed, server stopped,
-    # temp directory removed (the janitor would do it too, but a clean exit says so itself).
-    raise SystemExit(128 + signum)
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,16 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     signal.signal(signal.SIGTERM, _terminated)
     try:
-        args = parser().parse_args(normalise(argv))
+        try:
+            args = parser().parse_args(normalise(argv))
+        except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
         progress = (lambda s: None) if args.quiet else (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
         return args.command(args, progress)
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("pg-job-chaos: interrupted; everything it started has been removed", file=sys.stderr)
-        return 130
+        return getattr(exc, "exit_code", 130)
     except Exception:  # a bug of ours, not the user's: say so, with the traceback for the report
         traceback.print_exc()
         print("pg-job-chaos: the harness itself failed (above); please report it", file=sys.stderr)

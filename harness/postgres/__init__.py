@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 
 from core.cleanup import Cleanup
-from core.errors import UsageError
+from core.errors import HarnessError, UsageError
 from harness import db
 from harness.janitor import Janitor
 from harness.postgres import dsn as dsn_backend
@@ -80,11 +80,15 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[
         drop_key = janitor.register("dropdb", dsn=base_dsn, database=database, role=role)
 
         def drop() -> None:
-            dsn_backend.drop_database(base_dsn, database, role)
+            try:
+                dsn_backend.drop_database(base_dsn, database, role)
+            except HarnessError as exc:  # the run's verdict stands; say what is left, and where
+                log.warning("could not drop database %s and role %s: %s", database, role, exc)
+                return
             janitor.forget(drop_key)  # only once it is gone: otherwise the janitor still drops it
 
-        cleanup.push(f"dropping database {database}", drop)
         dsn_backend.create_database(base_dsn, database, role, password)
+        cleanup.push(f"dropping database {database}", drop)
         admin_dsn = dsn_backend.with_db(base_dsn, dbname=database)
         worker_dsn = dsn_backend.with_db(base_dsn, dbname=database, user=role, password=password)
         db.install(admin_dsn, database=database, worker_role=role)

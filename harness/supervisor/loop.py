@@ -184,7 +184,7 @@ class Supervisor:
             w.current = None
         elif ev == "worker-error":
             w.error = r.get("error")
-        elif ev == "point" and w.alive:
+        elif ev == "point":
             self.strikes.at_point(w, r)
 
     def _quiet(self, admin: Admin) -> bool:

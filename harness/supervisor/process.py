@@ -37,7 +37,7 @@ def classify(code: int | None, declared: Mapping[int, str] = {}) -> str:  # noqa
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
-    return {**OUTCOMES, **declared}.get(code, f"exit {code}")
+    return {**declared, **OUTCOMES}.get(code, f"exit {code}")  # a design cannot rename ours
 
 
 @dataclass

@@ -72,7 +72,9 @@ class Strikes:
     def at_point(self, w: WorkerProcess, r: dict) -> None:
         """A ``point`` record: strike what is due at this occurrence, else let the worker go on."""
         key = (r["job"], r["point"])
-        n = self._seen[key] = self._seen.get(key, 0) + 1
+        n = self._seen[key] = self._seen.get(key, 0) + 1  # counted even for a worker already gone
+        if not w.alive:
+            return
         due = [e for e in self.s.events if (e.job, e.point, e.occurrence) == (*key, n)]
         if not due:
             w.go()
