@@ -96,11 +96,26 @@ class DockerServer:
             janitor.forget(self.janitor_key)
 
 
+def has_image(c, image: str) -> bool:
+    """Whether *image* is in the engine's local store (nothing is fetched)."""
+    import docker
+
+    try:
+        c.images.get(image)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
 def start(image: str | None = None, *, janitor=None) -> DockerServer:
     c = client()
     sweep(c)
     image = image or DEFAULT_IMAGE
     password = secrets.token_hex(16)
+    if not has_image(c, image):
+        # Never pulled implicitly: the harness makes no traffic beyond the machine on its own.
+        raise HarnessError(f"image {image} is not on this machine; build or pull it first "
+                           f"(docker pull {image})")
     try:
         ctr = c.containers.run(
             image, detach=True, environment={"POSTGRES_PASSWORD": password},

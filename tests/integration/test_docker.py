@@ -23,6 +23,8 @@ def engine():
 
 
 def test_docker_backend_runs_the_article_database_and_removes_its_container(engine):
+    if not docker.has_image(engine, docker.DEFAULT_IMAGE):  # no registry is reachable: never pull
+        pytest.skip(f"image {docker.DEFAULT_IMAGE} is not on this machine")
     with provision("docker") as db:
         with psycopg.connect(db.worker_dsn) as conn:
             conn.execute("select set_config('app.tenant', '3', false)")
