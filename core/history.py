@@ -51,6 +51,7 @@ class Execution:
     visible: int | None = None  # invoices visible to the job
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
+    effect_times: list[float] = field(default_factory=list)  # when each effect was sent
     faults: list[dict] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
 
@@ -98,6 +99,7 @@ class History:
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "effect":
                 ex.effects += 1
+                ex.effect_times.append(r["t"])
             elif ev == "fault":
                 ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
             elif ev in TERMINAL_EVENTS and ex.end is None:

@@ -70,9 +70,11 @@ def test_lease_crash_leaves_a_job_running(runner):
 def test_lease_fenced_overrun_fence_holds_but_effects_repeat(runner):
     out, r = _search(runner, "lease-fenced", "overrun")
     assert r["single-commit"].status == "held"
-    assert _status(r, "at-most-once-effects", "no-overlap", "horizon") == dict.fromkeys(
-        ("at-most-once-effects", "no-overlap", "horizon"), "violated")
+    assert _status(r, "at-most-once-effects", "no-overlap", "horizon", "no-stale-effect") == dict.fromkeys(
+        ("at-most-once-effects", "no-overlap", "horizon", "no-stale-effect"), "violated")
     assert len(out.counterexample.schedule.jobs) <= 2
+    # the zombie: the first execution sends its effect after the second claimed the job
+    assert "sent its effect" in r["no-stale-effect"].evidence and "after" in r["no-stale-effect"].evidence
 
 
 def test_lease_heartbeat_overrun_holds_everything(runner):
@@ -92,6 +94,8 @@ def test_lease_heartbeat_in_job_faults_hold_all_but_effects(runner):
 def test_lease_heartbeat_pause_overlaps_but_the_fence_holds(runner):
     out, r = _search(runner, "lease-heartbeat", "pause")
     assert _status(r, "no-overlap", "single-commit") == {"no-overlap": "violated", "single-commit": "held"}
+    # the lease check right before the effect stops a paused worker from sending late
+    assert r["no-stale-effect"].status == "held", r["no-stale-effect"].evidence
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("session", "violated"), ("local", "held")])
