@@ -83,12 +83,18 @@ def test_lease_heartbeat_overrun_holds_everything(runner):
     assert all(x.status == "held" for x in r.values()), {n: x.evidence for n, x in r.items() if x.status != "held"}
 
 
-def test_lease_heartbeat_in_job_faults_hold_all_but_effects(runner):
+def test_false_alarms_lease_heartbeat_under_in_job_faults(runner):
+    """The false-alarm check: lease-heartbeat under every in-job fault violates exactly these two,
+    each for a reason of its own, and nothing else (20 examples here; 100 measured, see the README)."""
     out, r = _search(runner, "lease-heartbeat", "raise,sql-error,crash,overrun,hang", examples=20)
     not_held = {n: x for n, x in r.items() if x.status != "held"}
-    assert set(not_held) <= {"at-most-once-effects"}, {n: x.evidence for n, x in not_held.items()}
-    if not_held:
-        assert "retries re-send: make the effect idempotent" in not_held["at-most-once-effects"].evidence
+    assert set(not_held) == {"at-most-once-effects", "horizon"}, {n: x.evidence for n, x in not_held.items()}
+    assert all(x.status == "violated" for x in not_held.values())
+    assert "retries re-send: make the effect idempotent" in not_held["at-most-once-effects"].evidence
+    # a hang inside the short finishing transaction holds its xid until max runtime abandons it
+    hang = out.smallest_for("horizon")
+    assert [j.fault for j in hang.schedule.jobs if j.fault] == ["hang"], hang.schedule.to_json()
+    assert {j.point for j in hang.schedule.jobs if j.fault} <= {"after-insert", "before-finish"}
 
 
 def test_lease_heartbeat_pause_overlaps_but_the_fence_holds(runner):
