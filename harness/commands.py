@@ -73,8 +73,9 @@ def search(args, progress) -> int:
     faults = _check_drawn(args)
     if args.design:
         load_design(args.design)
+    options = _search_options(args)  # an unreachable example database fails before anything starts
     with _runner(args, progress) as runner:
-        return _search(args, runner, faults, progress)
+        return _search(args, runner, faults, progress, options)
 
 
 def compare(args, progress) -> int:
@@ -85,8 +86,9 @@ def compare(args, progress) -> int:
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     for d in designs:
         load_design(d)
+    options = _search_options(args)
     with _runner(args, progress) as runner:
-        return _compare(args, runner, faults, designs, progress)
+        return _compare(args, runner, faults, designs, progress, options)
 
 
 def _replay(args, runner, schedule) -> int:
@@ -111,7 +113,7 @@ def _replay(args, runner, schedule) -> int:
     return _exit_code(results)
 
 
-def _search(args, runner, faults, progress) -> int:
+def _search(args, runner, faults, progress, options: dict) -> int:
     from harness.search import search
 
     design = args.design or "lease"
@@ -121,8 +123,7 @@ def _search(args, runner, faults, progress) -> int:
     progress(f"searching: design {design}, tenant mode {mode}, faults {names}, {args.examples} examples, "
              f"time scale {scale}")
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
-                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                 **_search_options(args))
+                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
     results = out.aggregate()
     print(report.property_table(results, title=(
         f"{design} ({mode}) under faults {names}: {len(out.runs)} runs ({out.small_scope_runs} small-scope) "
@@ -168,14 +169,13 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
             "flaky": out.flaky}
 
 
-def _compare(args, runner, faults, designs, progress) -> int:
+def _compare(args, runner, faults, designs, progress, options: dict) -> int:
     from harness.comparison import compare
 
     mode = args.tenant_mode or "local"
     scale = args.time_scale or scales.SEARCH
     c = compare(runner.run, designs=designs, faults=faults, tenant_mode=mode, examples=args.examples,
-                seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                **_search_options(args))
+                seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
     print(report.matrix(c.results, decided_by=c.decided_by))
     outdir = Path(args.out)
     files = []
