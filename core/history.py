@@ -51,6 +51,7 @@ class Execution:
     visible: int | None = None  # invoices visible to the job
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
+    effect_times: list[float] = field(default_factory=list)  # when each effect was sent
     faults: list[dict] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
 
@@ -98,6 +99,7 @@ class History:
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "effect":
                 ex.effects += 1
+                ex.effect_times.append(r["t"])
             elif ev == "fault":
                 ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
             elif ev in TERMINAL_EVENTS and ex.end is None:
@@ -138,6 +140,41 @@ class History:
                 out.setdefault(j["id"], set()).add(j["fault"])
         for e in self.schedule.get("events", []):
             out.setdefault(e["job"], set()).add(e["fault"])
+        return out
+
+    def fault_fates(self) -> list[dict]:
+        """What became of every fault the schedule placed: ``{"fault", "job", "point", "fate"}`` with
+        fate ``struck``, ``never reached`` (no execution got to its point: its job crashed earlier,
+        finished elsewhere, ...) or ``worker gone`` (a supervisor event whose point was reached by a
+        worker that died before the strike). Coverage, not a verdict: in a random schedule a fault
+        that never fires is normal."""
+        out = []
+        struck_jobs = {(r.get("job"), r.get("point")) for r in self.records if r.get("event") == "fault"}
+        struck_any = {r.get("job"): r.get("point") for r in self.records if r.get("event") == "fault"}
+        for j in self.schedule.get("jobs", []):
+            if not j.get("fault"):
+                continue
+            point = j.get("point")
+            hit = (j["id"], point) in struck_jobs if point else j["id"] in struck_any
+            changes_work = not hit and point is None and any(
+                r.get("event") == "started" and r.get("job") == j["id"] for r in self.records)
+            fate = "struck" if hit or changes_work else "never reached"
+            out.append({"fault": j["fault"], "job": j["id"], "point": point or struck_any.get(j["id"]) or "default",
+                        "fate": fate})
+        reached: dict[tuple[int, str], int] = {}
+        for r in self.records:
+            if r.get("event") == "point":
+                reached[(r.get("job"), r.get("point"))] = reached.get((r.get("job"), r.get("point")), 0) + 1
+        injected = {(x.get("fault"), x.get("job"), x.get("point")) for x in self.injected}
+        for e in self.schedule.get("events", []):
+            key = (e["job"], e["point"])
+            if (e["fault"], e["job"], e["point"]) in injected:
+                fate = "struck"
+            elif reached.get(key, 0) >= e.get("occurrence", 1):
+                fate = "worker gone"
+            else:
+                fate = "never reached"
+            out.append({"fault": e["fault"], "job": e["job"], "point": e["point"], "fate": fate})
         return out
 
     # --- JSON --------------------------------------------------------------------------------------

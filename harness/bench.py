@@ -99,10 +99,37 @@ def command(args, progress) -> int:
         if not args.quick:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
             for design, faults, mode in CASES:
-                res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode,
-                             examples=args.examples, seed=1, time_scale=scale)
-                first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
-                size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
-                print(f"  {design:<24} {faults or '-':<8} {mode:<20} first counterexample {first:>8}, "
-                      f"{args.examples} examples + shrink {res.seconds:6.1f} s, {len(res.runs):3} runs, shrunk to {size} jobs", file=out)
+                _search_case(runner, out, design, faults, mode, None, args.examples, scale)
+            planted = _planted()
+            if planted:
+                print(f"\nplanted bugs (tests/chaos/planted.py; time scale {scale:g}, seed 1):", file=out)
+                for bug, faults, prop in planted:
+                    _search_case(runner, out, f"tests.chaos.planted:{bug}", faults, "local", prop, args.examples,
+                                 scale)
     return 0
+
+
+def _planted() -> list[tuple[str, str, str]]:
+    """The planted bugs are test fixtures: measured from a checkout, skipped from an installed copy."""
+    try:
+        from tests.chaos.test_planted import CASES as PLANTED
+    except ImportError:
+        return []
+    return PLANTED
+
+
+def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | None, examples: int,
+                 scale: float) -> None:
+    res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode, examples=examples,
+                 seed=1, time_scale=scale)
+    if prop is not None:
+        hit = next((r for r in res.runs if prop in r.violated), None)
+        first = f"{sum(r.seconds for r in res.runs[:res.runs.index(hit) + 1]):.1f} s" if hit else "NOT FOUND"
+        size = len(res.smallest_for(prop).schedule.jobs) if hit else "-"
+    else:
+        first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
+        size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
+    per_minute = 60 * len(res.runs) / res.seconds if res.seconds else 0
+    print(f"  {design.rpartition(':')[2]:<26} {faults or '-':<8} {prop or mode:<20} first counterexample {first:>9}, "
+          f"{res.small_scope_runs} small-scope + {examples} examples + shrink {res.seconds:6.1f} s, "
+          f"{len(res.runs):3} runs ({per_minute:.0f}/min), shrunk to {size} jobs", file=out)

@@ -56,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
     drawn.add_argument("--seed", type=int, help="Hypothesis seed, for a reproducible search")
     drawn.add_argument("--workers", type=int, help="fix the number of workers (default: searched, 1-3)")
     drawn.add_argument("--list-faults", action="store_true", help="list the fault catalogue and exit")
+    drawn.add_argument("--budget", type=float, metavar="SECONDS",
+                       help="stop starting new schedules after this long (shrinking and the report still run)")
+    drawn.add_argument("--shard", type=_shard, metavar="I/N", help="run the I-th of N disjoint parts (1-based)")
+    drawn.add_argument("--example-db", metavar="DIR|redis://HOST:PORT/DB",
+                       help="Hypothesis's example database (default ~/.cache/pg-job-chaos); a Redis URL shares "
+                            "it between shards")
+    drawn.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
 
     p = _Parser(prog="run.py", description=(
         "Chaos harness for PostgreSQL job workers: searches for schedules of faults that break a design's "
@@ -63,7 +70,6 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
     s = sub.add_parser("search", parents=[common, runs, drawn], help="search for a violating schedule (default)")
     s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | package.module:attr (default lease)")
-    s.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
     s.set_defaults(command=commands.search)
     r = sub.add_parser("replay", parents=[common, runs], help="run one saved schedule and check it")
     r.add_argument("file", metavar="FILE")
@@ -75,6 +81,17 @@ def parser() -> argparse.ArgumentParser:
     experiments.add_parser(sub, [common])
     bench.add_parser(sub, [common])
     return p
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``I/N`` (1-based) -> ``(I-1, N)``."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: expected I/N, e.g. 2/4") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: I must be between 1 and N")
+    return i - 1, n
 
 
 def normalise(argv: list[str]) -> list[str]:

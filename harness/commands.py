@@ -35,6 +35,8 @@ def _check_drawn(args):
         raise UsageError("--examples must be at least 1")
     if args.workers is not None and not 1 <= args.workers <= 50:
         raise UsageError("--workers must be between 1 and 50")
+    if args.budget is not None and args.budget <= 0:
+        raise UsageError("--budget must be greater than 0 seconds")
     return faults
 
 
@@ -71,8 +73,9 @@ def search(args, progress) -> int:
     faults = _check_drawn(args)
     if args.design:
         load_design(args.design)
+    options = _search_options(args)  # an unreachable example database fails before anything starts
     with _runner(args, progress) as runner:
-        return _search(args, runner, faults, progress)
+        return _search(args, runner, faults, progress, options)
 
 
 def compare(args, progress) -> int:
@@ -83,8 +86,9 @@ def compare(args, progress) -> int:
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     for d in designs:
         load_design(d)
+    options = _search_options(args)
     with _runner(args, progress) as runner:
-        return _compare(args, runner, faults, designs, progress)
+        return _compare(args, runner, faults, designs, progress, options)
 
 
 def _replay(args, runner, schedule) -> int:
@@ -109,7 +113,7 @@ def _replay(args, runner, schedule) -> int:
     return _exit_code(results)
 
 
-def _search(args, runner, faults, progress) -> int:
+def _search(args, runner, faults, progress, options: dict) -> int:
     from harness.search import search
 
     design = args.design or "lease"
@@ -119,18 +123,23 @@ def _search(args, runner, faults, progress) -> int:
     progress(f"searching: design {design}, tenant mode {mode}, faults {names}, {args.examples} examples, "
              f"time scale {scale}")
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
-                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress)
+                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
     results = out.aggregate()
     print(report.property_table(results, title=(
-        f"{design} ({mode}) under faults {names}: {len(out.runs)} runs in {out.seconds:.1f} s")))
+        f"{design} ({mode}) under faults {names}: {len(out.runs)} runs ({out.small_scope_runs} small-scope) "
+        f"in {out.seconds:.1f} s")))
     for n in report.notes_for(results):
         print(n)
+    never = out.never_struck(faults)
+    for line in report.coverage_lines(out.coverage(), never, budget_spent=out.budget_spent):
+        print(line)
     counter = None
     if out.counterexample is not None:
         counter = _show_counterexample(args, out, design, names)
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
                   "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
-                  "counterexample": counter}, {design: results})
+                  "counterexample": counter, "small_scope_runs": out.small_scope_runs,
+                  "coverage": out.coverage(), "never_struck": never, "budget_spent": out.budget_spent}, {design: results})
     return _exit_code(results)
 
 
@@ -160,29 +169,45 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
             "flaky": out.flaky}
 
 
-def _compare(args, runner, faults, designs, progress) -> int:
-    from harness.search import sample_schedules
+def _compare(args, runner, faults, designs, progress, options: dict) -> int:
+    from harness.comparison import compare
 
     mode = args.tenant_mode or "local"
     scale = args.time_scale or scales.SEARCH
-    scheds = sample_schedules(faults=faults, design=designs[0], tenant_mode=mode, count=args.examples,
-                              seed=args.seed, time_scale=scale, workers=args.workers)
-    per_design = {}
-    for d in designs:
-        runs = []
-        for i, s in enumerate(scheds, 1):
-            h = runner.run(s.replace(design=d))
-            runs.append(properties.check(h))
-            bad = [n for n, r in runs[-1].items() if r.status == "violated"]
-            progress(f"{d} {i}/{len(scheds)}: {'violated ' + ','.join(bad) if bad else 'all held'}")
-        per_design[d] = properties.aggregate(runs)
-    print(report.matrix(per_design))
+    c = compare(runner.run, designs=designs, faults=faults, tenant_mode=mode, examples=args.examples,
+                seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
+    print(report.matrix(c.results, decided_by=c.decided_by))
+    outdir = Path(args.out)
+    files = []
+    for i, deciding in enumerate(c.schedules, 1):
+        outdir.mkdir(parents=True, exist_ok=True)
+        path = outdir / f"compare-S{i}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(deciding.schedule.to_json() + "\n")
+        files.append(str(path))
+        print(f"S{i}: {deciding.origin}: {len(deciding.schedule.jobs)} jobs, {deciding.schedule.workers} workers, "
+              f"faults {','.join(deciding.schedule.faults()) or 'none'}; replay: python run.py --replay {path} "
+              f"--design DESIGN")
     _write(args, {"faults": [f.name for f in faults], "tenant_mode": mode,
-                  "schedules": [s.to_dict() for s in scheds],
-                  "designs": {d: {"properties": report.results_json(r)} for d, r in per_design.items()}},
-           per_design)
-    violated = any(r.status == properties.VIOLATED for res in per_design.values() for r in res.values())
+                  "schedules": [d.schedule.to_dict() for d in c.schedules],
+                  "origins": [d.origin for d in c.schedules], "files": files,
+                  "designs": {d: {"properties": report.results_json(r),
+                                  "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
+                              for d, r in c.results.items()}},
+           c.results)
+    violated = any(r.status == properties.VIOLATED for res in c.results.values() for r in res.values())
     return EXIT_VIOLATED if violated else EXIT_HELD
+
+
+def _search_options(args) -> dict:
+    """--budget, --shard and --example-db as the search takes them."""
+    from harness.exampledb import open_database
+
+    opts: dict = {"budget": args.budget}
+    if args.shard:
+        opts["shard"] = args.shard
+    if args.example_db:
+        opts["database"] = open_database(args.example_db)
+    return opts
 
 
 def _write(args, data: dict, suites: dict) -> None:

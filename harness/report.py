@@ -35,11 +35,13 @@ def property_table(results: dict, *, title: str) -> str:
     return _render(t)
 
 
-def matrix(per_design: dict[str, dict]) -> str:
-    """properties x designs, each cell held / VIOLATED (count)."""
+def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]] | None = None) -> str:
+    """properties x designs, each cell held / VIOLATED (count), and with *decided_by* the schedule
+    that decided a violation (``S3``: the third of the comparison's schedules)."""
     designs = list(per_design)
     names = list(properties.PROPERTIES)
-    t = Table(title="properties x designs (same schedules on every design)", title_justify="left")
+    t = Table(title="properties x designs (each searched, every counterexample replayed on every design)",
+              title_justify="left")
     t.add_column("property")
     for d in designs:
         t.add_column(d)
@@ -47,9 +49,25 @@ def matrix(per_design: dict[str, dict]) -> str:
         cells = []
         for d in designs:
             r = per_design[d].get(n)
-            cells.append("-" if r is None else SYMBOL[r.status] + (f" ({r.count})" if r.status == "violated" else ""))
+            cell = "-" if r is None else SYMBOL[r.status] + (f" ({r.count})" if r.status == "violated" else "")
+            if decided_by and n in decided_by.get(d, {}):
+                cell += f" S{decided_by[d][n] + 1}"
+            cells.append(cell)
         t.add_row(n, *cells)
     return _render(t)
+
+
+def coverage_lines(coverage: dict[str, dict[str, int]], never: list[str], *, budget_spent: bool) -> list[str]:
+    """Fault coverage beside the verdicts: per fault, the points it struck at and in how many runs.
+    An allowed fault that struck in no run at all is said plainly: nothing was learnt about it."""
+    out = []
+    if coverage:
+        parts = [f"{fault} " + ", ".join(f"{p} {n}" for p, n in points.items()) for fault, points in coverage.items()]
+        out.append("coverage (runs each fault struck in, per point): " + "; ".join(parts))
+    out += [f"WARNING: fault {f} struck in no run of this search: nothing was tested against it" for f in never]
+    if budget_spent:
+        out.append("--budget ran out before the example budget: fewer schedules ran than asked for")
+    return out
 
 
 def notes_for(results: dict) -> list[str]:

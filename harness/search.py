@@ -14,7 +14,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -25,7 +24,11 @@ from hypothesis.errors import Flaky
 import properties
 from core.history import History
 from core.schedule import Schedule
+from harness import smallscope
+from harness.outcome import Run, SearchOutcome
 from properties.strategies import schedules
+
+__all__ = ["Run", "SearchOutcome", "sample_schedules", "search"]
 
 SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
@@ -35,70 +38,69 @@ class Violation(AssertionError):
     """Raised inside the Hypothesis test when a run violates a property."""
 
 
-@dataclass
-class Run:
-    schedule: Schedule
-    results: dict
-    history: History
-    seconds: float
-
-    @property
-    def violated(self) -> list[str]:
-        return [n for n, r in self.results.items() if r.status == properties.VIOLATED]
-
-
-@dataclass
-class SearchOutcome:
-    runs: list[Run] = field(default_factory=list)
-    counterexample: Run | None = None
-    replayed: Run | None = None  # the counterexample run again, uncached
-    flaky: bool = False
-    shrink_budget_spent: bool = False
-    seconds: float = 0.0
-    first_failure_seconds: float | None = None
-
-    def aggregate(self) -> dict:
-        return properties.aggregate([r.results for r in self.runs])
-
-    def smallest_for(self, name: str) -> Run | None:
-        """The smallest observed schedule that violated *name* (jobs, then workers, then faults)."""
-        hits = [r for r in self.runs if name in r.violated]
-        return min(hits, key=lambda r: (len(r.schedule.jobs), r.schedule.workers, len(r.schedule.faults()),
-                                        len(r.schedule.events)), default=None)
-
-
 def database_dir(key: str) -> Path:
     return CACHE_DIR / "hypothesis" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mode: str, examples: int,
            seed: int | None, time_scale: float, workers: int | None = None,
-           progress: Callable[[str], None] = lambda s: None) -> SearchOutcome:
-    """Search for a schedule that violates a property. *run* executes one schedule."""
+           progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
+           budget: float | None = None, database=None, shard: tuple[int, int] | None = None) -> SearchOutcome:
+    """Search for a schedule that violates a property. *run* executes one schedule.
+
+    First the small-scope pass (:mod:`harness.smallscope`, outside the example budget), then
+    *examples* random schedules from Hypothesis, shrinking the first violation it finds (with a
+    *seed*, reproducibly -- and then, as Hypothesis does, without its example database). *budget*
+    (seconds) stops both passes from starting new schedules once spent; shrinking and the final
+    replay still run. *database* is Hypothesis's example database (default: a directory under
+    :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts of the search.
+    """
     out = SearchOutcome()
     cache: dict[str, Run] = {}
     state = {"after_failure": 0, "last_failing": None, "generated": 0, "phase": "example"}
     t0 = time.monotonic()
+    stop_at = t0 + budget if budget is not None else None
 
-    def execute(schedule: Schedule) -> Run:
+    def spent() -> bool:
+        if stop_at is not None and time.monotonic() >= stop_at:
+            out.budget_spent = True
+        return out.budget_spent
+
+    def execute(schedule: Schedule, label: str = "") -> Run:
         key = schedule.to_json()
         if key not in cache:
             t = time.monotonic()
             history = run(schedule)
-            r = Run(schedule, properties.check(history), history, time.monotonic() - t)
+            r = Run(schedule, properties.check(history), history, time.monotonic() - t, label)
             cache[key] = r
             out.runs.append(r)
-            phase = state["phase"]
-            progress(f"{phase} {len(out.runs)}: {len(schedule.jobs)} jobs, {schedule.workers} workers, "
-                     f"faults {','.join(schedule.faults()) or 'none'} -> "
+            what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
+                             f"{','.join(schedule.faults()) or 'none'}")
+            progress(f"{state['phase']} {len(out.runs)}: {what} -> "
                      f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
+            if r.violated and out.first_failure_seconds is None:
+                out.first_failure_seconds = time.monotonic() - t0
         return cache[key]
+
+    index, shards = shard or (0, 1)
+    if small_scope:
+        state["phase"] = "small scope"
+        cases = smallscope.schedules(faults=faults, design=design, tenant_mode=tenant_mode,
+                                     time_scale=time_scale, workers=workers)
+        for k, (label, schedule) in enumerate(cases):
+            if k % shards == index and not spent():
+                execute(schedule, label)
+                out.small_scope_runs += 1
+        state["phase"] = "example"
 
     strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
                          workers=workers)
     key = f"{design}|{tenant_mode}|{','.join(sorted(f.name for f in faults))}|{time_scale}|{workers}"
+    if database is None:
+        database = DirectoryBasedExampleDatabase(database_dir(key))
+    share = -(-examples // shards)  # this shard's part of the example budget
 
-    @settings(max_examples=examples, deadline=None, database=DirectoryBasedExampleDatabase(database_dir(key)),
+    @settings(max_examples=share, deadline=None, database=database,
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
               phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], print_blob=False)
     @given(strategy)
@@ -108,37 +110,43 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
             if state["after_failure"] > SHRINK_RUNS:
                 out.shrink_budget_spent = True
                 return  # budget spent: not run, so not a counterexample
+        if state["last_failing"] is None and schedule.to_json() not in cache and spent():
+            return  # --budget spent: generated, not run (the report says so)
         r = execute(schedule)
         if state["last_failing"] is None:
             state["generated"] += 1
         if r.violated:
-            if state["last_failing"] is None:
-                out.first_failure_seconds = time.monotonic() - t0
             state["last_failing"], state["phase"] = r, "shrinking"
             raise Violation(", ".join(r.violated))
 
     if seed is not None:
-        test = hypothesis_seed(seed)(test)
+        # Hazard: Hypothesis's @seed also switches the example database off -- a seeded search
+        # neither reads nor saves examples. Shards that share a database must run unseeded.
+        test = hypothesis_seed(seed * shards + index)(test)
     try:
         test()
     except Violation:
-        out.counterexample = state["last_failing"]
+        pass
     except Flaky:
         out.flaky = True
-        out.counterexample = state["last_failing"]
-    if out.counterexample is not None and state["generated"] < examples:
+    if state["last_failing"] is not None and state["generated"] < share and not spent():
         # Hypothesis stops generating at the first failure; the rest of the example budget still
         # runs, so that every property is judged on as many schedules as the user asked for.
         rest = sample_schedules(faults=faults, design=design, tenant_mode=tenant_mode,
-                                count=examples - state["generated"], seed=seed, time_scale=time_scale,
+                                count=share - state["generated"], seed=seed, time_scale=time_scale,
                                 workers=workers)
         progress(f"exploring the other {len(rest)} examples of the budget")
         state["phase"] = "example"
         for schedule in rest:
+            if spent():
+                break
             execute(schedule)
     out.seconds = time.monotonic() - t0
+    # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
+    failing = [r for r in out.runs if r.violated]
+    out.counterexample = min(failing, key=lambda r: r.size) if failing else None
     if out.counterexample is not None:
-        progress("replaying the shrunk schedule once more")
+        progress("replaying the counterexample once more")
         history = run(out.counterexample.schedule)
         out.replayed = Run(out.counterexample.schedule, properties.check(history), history, 0.0)
         out.runs.append(out.replayed)

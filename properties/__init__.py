@@ -1,7 +1,7 @@
 """The invariants: pure functions of a :class:`~core.history.History`, one per guarantee.
 
 :data:`PROPERTIES` maps each name to its check, in the order of the design's table
-(``tenant-isolation`` ... ``pool-hygiene``); :func:`check` runs them on one history and
+(``tenant-isolation`` ... ``no-stale-effect``); :func:`check` runs them on one history and
 :func:`aggregate` composes the verdicts of many runs, worst first. Each check returns a
 :class:`Result`: held, violated or unknown (it could not decide: never held), with a count, the
 offending job ids and one line of evidence. Safety properties live in ``properties/checks.py``,
@@ -32,6 +32,7 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "bounded-blast-radius": health.bounded_blast_radius,
     "horizon": health.horizon,
     "pool-hygiene": health.pool_hygiene,
+    "no-stale-effect": checks.no_stale_effect,
 }
 
 

@@ -31,11 +31,24 @@ def by_job(executions: list[Execution]) -> dict[int, list[Execution]]:
     return dict(out)
 
 
-def max_attempts_of(h: History, job: int, rows: dict[int, dict]) -> int | None:
-    """The job's ``max_attempts`` from its jobs row, else the schedule's; None when neither says."""
-    row = rows.get(job) or {}
-    value = row.get("max_attempts")
-    return value if value is not None else h.schedule.get("max_attempts")
+def max_attempts_of(h: History, job: int) -> int | None:
+    """The ``max_attempts`` the job was enqueued with: the schedule's, the configuration. Never the
+    jobs row's, which the design under test may change (None when the schedule does not say)."""
+    value = h.schedule.get("max_attempts")
+    return value if isinstance(value, int) else None
+
+
+def limit_changes(h: History, jobs: list[int], rows: dict[int, dict]) -> str:
+    """Evidence for a design that changed a job's limit: "; max_attempts raised from 3 to 5 by the
+    design (job 1)" -- empty when every offending job's row still says what it was enqueued with."""
+    changed: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for job in jobs:
+        configured, row = max_attempts_of(h, job), (rows.get(job) or {}).get("max_attempts")
+        if configured is not None and isinstance(row, int) and row != configured:
+            changed[(configured, row)].append(job)
+    return "".join(f"; max_attempts {'raised' if new > old else 'lowered'} from {old} to {new} by the design "
+                   f"({'job' if len(js) == 1 else 'jobs'} {', '.join(map(str, js))})"
+                   for (old, new), js in sorted(changed.items()))
 
 
 def end_of(h: History, ex: Execution) -> float:
@@ -177,19 +190,45 @@ def attempts_counted(h: History) -> Result:
 
 @decides("bounded-attempts")
 def bounded_attempts(h: History) -> Result:
-    """Violated by every job that executed more than its ``max_attempts`` (jobs row, else the
-    schedule's) times. Count: jobs."""
+    """Violated by every job that executed more times than the ``max_attempts`` it was enqueued
+    with (the schedule's; a design that raises the column does not raise the limit, and the
+    evidence says it did). Count: jobs."""
     name = "bounded-attempts"
-    rows = job_rows(h)
     groups = by_job(h.executions())
     lines, jobs, missing = over_limits(
-        {job: len(execs) for job, execs in groups.items()}, lambda job: max_attempts_of(h, job, rows),
+        {job: len(execs) for job, execs in groups.items()}, lambda job: max_attempts_of(h, job),
         lambda job, n, limit: f"job {job} executed {plural(n, 'time')} (max_attempts {limit})")
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
     if missing:
-        return unknown(name, f"no max_attempts for job {missing[0]} in the jobs table or the schedule")
+        return unknown(name, f"the schedule gives no max_attempts (job {missing[0]})")
     if not groups:
         return held(name, "vacuous: no execution started")
     most = max(len(execs) for execs in groups.values())
     return held(name, f"at most {plural(most, 'execution')} per job, within max_attempts")
+
+
+@decides("no-stale-effect")
+def no_stale_effect(h: History) -> Result:
+    """Violated by every execution that sent its external effect after another execution of the
+    same job had started (a newer claim): a zombie's effect, which a lease check right before the
+    effect prevents. A retry after the effect is ``at-most-once-effects``' business. Count:
+    executions."""
+    name = "no-stale-effect"
+    lines, jobs = [], []
+    sent = 0
+    for job, execs in sorted(by_job(h.executions()).items()):
+        for ex in execs:
+            sent += len(ex.effect_times)
+            newer = [o for o in execs if o is not ex and ex.start < o.start < max(ex.effect_times, default=ex.start)]
+            if not newer:
+                continue
+            first = min(newer, key=lambda o: o.start)
+            late = max(ex.effect_times) - first.start
+            lines.append(f"job {job}: {who(ex)} sent its effect {late * 1000:.0f} ms after {who(first)} started")
+            jobs.append(job)
+    if lines:
+        return violated(name, lines, jobs)
+    if not sent:
+        return held(name, "vacuous: no execution sent an effect")
+    return held(name, f"{plural(sent, 'effect')}, none after a newer attempt started")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from core.history import Execution, History
-from properties.checks import end_of, job_rows, max_attempts_of, plural
+from properties.checks import end_of, job_rows, limit_changes, max_attempts_of, plural
 from properties.core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
@@ -84,7 +84,7 @@ def terminal_states(h: History) -> Result:
 
 @decides("bounded-blast-radius")
 def bounded_blast_radius(h: History) -> Result:
-    """Violated by every job in flight when more than its ``max_attempts`` worker processes died
+    """Violated by every job in flight when more than its configured ``max_attempts`` worker processes died
     (exits not caused by the end of the run and not drained). Count: jobs. Unknown when no worker
     exit was recorded at all."""
     name = "bounded-blast-radius"
@@ -94,15 +94,14 @@ def bounded_blast_radius(h: History) -> Result:
                                    if not x.by_harness and x.outcome != "drained" and x.job is not None)
     if not deaths:
         return held(name, "vacuous: no worker died during a job")
-    rows = job_rows(h)
     lines, jobs, missing = over_limits(
-        deaths, lambda job: max_attempts_of(h, job, rows),
+        deaths, lambda job: max_attempts_of(h, job),
         lambda job, n, limit: f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
                               f"(max_attempts {limit})")
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
     if missing:
-        return unknown(name, f"no max_attempts for job {missing[0]} in the jobs table or the schedule")
+        return unknown(name, f"the schedule gives no max_attempts (job {missing[0]})")
     return held(name, f"{plural(sum(deaths.values()), 'worker death')} during jobs, "
                       "none beyond max_attempts per job")
 

@@ -16,7 +16,7 @@ TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
 DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)
 MAX_JOBS = 12
 MAX_WORKERS = 3
-MAX_EVENTS = 2
+MAX_EVENTS = 3
 
 
 def _points(default: str | None) -> list[str]:
@@ -46,8 +46,10 @@ def _job(job_faults):
     return job()
 
 
-def _event(sup_faults):
-    return st.tuples(st.sampled_from(sup_faults), st.integers(1, MAX_JOBS), st.sampled_from(_points("mid-work")),
+def _event(sup_faults, jobs: int):
+    """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
+    event drawn for a job that is not there would be dropped, and small schedules would lose most."""
+    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), st.sampled_from(_points("mid-work")),
                      st.sampled_from(["xid", "repeatable-read"]))
 
 
@@ -65,10 +67,13 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     n = len(jobs)
     events = []
     if sup_faults:
-        for fault, job, point, variant in draw(st.lists(_event(sup_faults), max_size=MAX_EVENTS), label="events"):
-            if job <= n:  # an event for a job that shrank away goes with it
-                events.append(Event(fault=fault, job=job, point=point,
-                                    variant=variant if fault == "horizon" else "xid"))
+        # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
+        seen: dict[tuple[int, str], int] = {}
+        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n), max_size=MAX_EVENTS),
+                                               label="events"):
+            occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
+            events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
+                                variant=variant if fault == "horizon" else "xid"))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
     sched = Schedule(
         jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,

@@ -33,6 +33,8 @@ class LeaseLost(Exception):
 class Heartbeat:
     """Extends one claimed attempt's lease from a thread, on a connection of its own."""
 
+    SQL = Q.heartbeat  # extends only the attempt this worker claimed
+
     def __init__(self, ctx, ex):
         self.ctx, self.ex = ctx, ex
         self.conn = ctx.own_connection("heartbeat")
@@ -56,8 +58,8 @@ class Heartbeat:
             if self.lost:
                 return False
             try:
-                cur = self.conn.execute(Q.heartbeat, {"id": self.ex.job.id, "attempt": self.ex.job.attempt,
-                                                       "lease": self.ctx.lease})
+                cur = self.conn.execute(self.SQL, {"id": self.ex.job.id, "attempt": self.ex.job.attempt,
+                                                   "lease": self.ctx.lease})
             except psycopg.Error as exc:
                 self.ctx.log.write("heartbeat-error", job=self.ex.job.id, attempt=self.ex.job.attempt,
                                    error=describe(exc))
@@ -82,12 +84,13 @@ class Heartbeat:
 class LeaseHeartbeat(LeaseFenced):
     name = "lease-heartbeat"
     exit_outcomes = {EXIT_ABANDONED: "abandoned after max runtime"}
+    heartbeat = Heartbeat  # the class that keeps the lease (a subclass may change how)
     PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"  # the sweep acts on the rest
 
     def work(self, ctx, ex) -> None:
         conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
-        with Heartbeat(ctx, ex) as hb:
+        with self.heartbeat(ctx, ex) as hb:
             # 1. a short reading transaction, tenant set locally in it
             ex.read_inherited()
             ex.point("before-tenant")
@@ -97,8 +100,7 @@ class LeaseHeartbeat(LeaseFenced):
             conn.commit()
             # 2. the long part, outside any transaction
             ex.work()
-            if not hb.beat():
-                raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost before the side effect")
+            self.confirm_lease(hb, ex)
             ex.effect()
             ex.point("before-finish")
             # 3. one short transaction: the job_runs row and the fenced finish together
@@ -110,6 +112,12 @@ class LeaseHeartbeat(LeaseFenced):
             self.finish(ex)
             conn.commit()
         ex.finished()
+
+    def confirm_lease(self, hb: Heartbeat, ex) -> None:
+        """Right before the side effect: beat once more, synchronously. A worker that lost its lease
+        meanwhile (a pause, a partition) raises :class:`LeaseLost` and sends nothing."""
+        if not hb.beat():
+            raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost before the side effect")
 
     def on_error(self, ctx, ex, exc) -> None:
         if isinstance(exc, LeaseLost | FencedOut):

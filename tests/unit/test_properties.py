@@ -102,10 +102,11 @@ def one(name, h) -> Result:
 
 # --- every property: empty and sane ---------------------------------------------------------------
 
-def test_the_eleven_in_design_order():
+def test_the_twelve_in_design_order():
     assert list(PROPERTIES) == [
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
-        "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene"]
+        "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
+        "no-stale-effect"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst",
                                        "HELD", "VIOLATED", "UNKNOWN"}
 
@@ -242,18 +243,63 @@ def test_attempts_counted_unknown_without_the_jobs_table_or_its_row():
     assert result.status == UNKNOWN and "job 2" in result.evidence
 
 
-def test_bounded_attempts_from_the_jobs_row():
+def test_bounded_attempts_against_the_configured_limit():
     result = one("bounded-attempts", sane(records=poison(4), jobs=[job(1, "dead", attempts=4)]))
     assert (result.status, result.count, result.jobs) == (VIOLATED, 1, (1,))
     assert result.evidence == "job 1 executed 4 times (max_attempts 3)"
-
-
-def test_bounded_attempts_falls_back_to_the_schedule():
     h = sane(records=poison(3), jobs=[], sched=schedule(max_attempts=2))
     result = one("bounded-attempts", h)
     assert (result.status, result.jobs) == (VIOLATED, (1,))
     assert "(max_attempts 2)" in result.evidence
     assert one("bounded-attempts", sane(records=poison(3), jobs=[job(1, "dead", attempts=3)])).status == HELD
+
+
+def test_a_design_that_raises_the_limit_does_not_raise_it_for_the_property():
+    # The schedule enqueued with 3; the design set the column to 6 while recovering the job.
+    h = sane(records=poison(6), jobs=[job(1, "dead", attempts=6, max_attempts=6)])
+    result = one("bounded-attempts", h)
+    assert (result.status, result.jobs) == (VIOLATED, (1,))
+    assert result.evidence == ("job 1 executed 6 times (max_attempts 3); max_attempts raised from 3 to 6 "
+                               "by the design (job 1)")
+    deaths = [died(f"w{i}.0", 1, t=float(i)) for i in range(1, 6)]
+    blast = one("bounded-blast-radius", sane(exits=deaths, jobs=[job(1, "dead", attempts=5, max_attempts=5)]))
+    assert blast.status == VIOLATED and "raised from 3 to 5 by the design" in blast.evidence
+
+
+def test_no_limit_in_the_schedule_is_unknown_not_the_column():
+    sched = schedule()
+    del sched["max_attempts"]
+    result = one("bounded-attempts", sane(records=poison(4), jobs=[job(1, "dead", attempts=4)], sched=sched))
+    assert result.status == UNKNOWN and "schedule gives no max_attempts" in result.evidence
+
+
+# --- no-stale-effect ---------------------------------------------------------------------------------
+
+def test_no_stale_effect_a_zombie_sends_after_a_newer_claim():
+    # w1 claims job 1 at 1.0, stalls; w2 claims it again at 1.5 and sends at 1.53; w1 wakes and sends at 2.03.
+    late = [rec(1.0, "w1.0", "started", 1, 1, tenant=1), rec(2.03, "w1.0", "effect", 1, 1),
+            rec(2.5, "w1.0", "fenced", 1, 1)]
+    h = sane(records=[*late, *execution("w2.0", 1, 2, 1.5, 1.8), *execution("w1.0", 2, 1, 3.0, 3.5)],
+             jobs=[job(1, attempts=2), job(2)])
+    result = one("no-stale-effect", h)
+    assert (result.status, result.count, result.jobs) == (VIOLATED, 1, (1,))
+    assert result.evidence == "job 1: w1.0 attempt 1 sent its effect 530 ms after w2.0 attempt 2 started"
+    assert one("at-most-once-effects", h).status == VIOLATED  # and two effects, as before
+
+
+def test_no_stale_effect_holds_for_a_retry_after_the_effect():
+    # The first execution sent, then failed; the retry sent again: at-most-once-effects' business.
+    h = sane(records=[*execution("w1.0", 1, 1, 1.0, 1.5, outcome="failed", error="boom"),
+                      *execution("w1.0", 1, 2, 2.0, 2.5), *execution("w1.0", 2, 1, 3.0, 3.5)],
+             jobs=[job(1, attempts=2), job(2)])
+    result = one("no-stale-effect", h)
+    assert result.status == HELD and result.evidence == "3 effects, none after a newer attempt started"
+    assert one("at-most-once-effects", h).status == VIOLATED
+
+
+def test_no_stale_effect_vacuous_without_effects():
+    h = sane(records=[*execution("w1.0", 1, 1, 1.0, 2.0, effect=False)], jobs=[job(1)])
+    assert one("no-stale-effect", h).evidence == "vacuous: no execution sent an effect"
 
 
 # --- progress ------------------------------------------------------------------------------------------

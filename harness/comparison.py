@@ -1,0 +1,87 @@
+"""Compare by search: each design searched with the same seed and budget, then every design's
+counterexamples replayed on every other design, so a cell of the matrix is decided by the schedule
+that shows it -- not by whatever a sample happened to draw.
+
+:class:`Comparison` keeps, per design, the aggregated verdicts and, per violated property, which
+schedule decided it (an index into :attr:`Comparison.schedules`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import properties
+from core.schedule import Schedule
+from harness.outcome import SearchOutcome
+from harness.search import search
+
+
+@dataclass
+class Deciding:
+    """A schedule that decided a cell: where it came from, and the schedule itself."""
+
+    origin: str  # "lease-fenced's counterexample for single-commit"
+    schedule: Schedule
+
+
+@dataclass
+class Comparison:
+    designs: list[str]
+    outcomes: dict[str, SearchOutcome] = field(default_factory=dict)
+    results: dict[str, dict] = field(default_factory=dict)
+    decided_by: dict[str, dict[str, int]] = field(default_factory=dict)  # design -> property -> schedule index
+    schedules: list[Deciding] = field(default_factory=list)
+
+
+def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, tenant_mode: str, examples: int,
+            seed: int | None, time_scale: float, workers: int | None = None, budget: float | None = None,
+            progress: Callable[[str], None] = lambda s: None, **search_options) -> Comparison:
+    """Search every design, then cross-replay the counterexamples (see the module's docstring)."""
+    c = Comparison(designs)
+    for d in designs:
+        progress(f"compare: searching {d}")
+        c.outcomes[d] = search(run, faults=faults, design=d, tenant_mode=tenant_mode, examples=examples,
+                               seed=seed, time_scale=time_scale, workers=workers, budget=budget,
+                               progress=progress, **search_options)
+    # Every design's smallest schedule per violated property, once each.
+    seen: dict[str, int] = {}
+    for d in designs:
+        out = c.outcomes[d]
+        for name in properties.PROPERTIES:
+            smallest = out.smallest_for(name)
+            if smallest is None:
+                continue
+            key = smallest.schedule.replace(design="").to_json()
+            if key not in seen:
+                seen[key] = len(c.schedules)
+                c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule))
+    for d in designs:
+        runs = [(r, None) for r in c.outcomes[d].runs]
+        for i, deciding in enumerate(c.schedules):
+            if deciding.schedule.design == d:
+                continue  # its own search ran it already
+            progress(f"compare: {deciding.origin} on {d}")
+            history = run(deciding.schedule.replace(design=d))
+            runs.append((_Replayed(properties.check(history)), i))
+        c.results[d] = properties.aggregate([r.results for r, _ in runs])
+        c.decided_by[d] = {}
+        for name, res in c.results[d].items():
+            if res.status != properties.VIOLATED:
+                continue
+            own = c.outcomes[d].smallest_for(name)
+            if own is not None:
+                key = own.schedule.replace(design="").to_json()
+                c.decided_by[d][name] = seen[key]
+            else:
+                c.decided_by[d][name] = next(i for r, i in runs if i is not None and name in r.violated)
+    return c
+
+
+@dataclass
+class _Replayed:
+    results: dict
+
+    @property
+    def violated(self) -> list[str]:
+        return [n for n, r in self.results.items() if r.status == properties.VIOLATED]

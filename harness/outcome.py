@@ -1,0 +1,67 @@
+"""What a search found: every run with its verdicts, the counterexample, and fault coverage."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import properties
+from core.history import History
+from core.schedule import Schedule
+
+
+@dataclass
+class Run:
+    schedule: Schedule
+    results: dict
+    history: History
+    seconds: float
+    label: str = ""  # the small-scope pass names its schedules ("crash at mid-work; one job, two workers")
+
+    @property
+    def violated(self) -> list[str]:
+        return [n for n, r in self.results.items() if r.status == properties.VIOLATED]
+
+    @property
+    def size(self) -> tuple:
+        """Smaller is simpler: jobs, then workers, then faults, then events."""
+        s = self.schedule
+        return (len(s.jobs), s.workers, len(s.faults()), len(s.events))
+
+
+@dataclass
+class SearchOutcome:
+    runs: list[Run] = field(default_factory=list)
+    counterexample: Run | None = None
+    replayed: Run | None = None  # the counterexample run again, uncached
+    flaky: bool = False
+    shrink_budget_spent: bool = False
+    budget_spent: bool = False  # --budget ran out before the example budget did
+    small_scope_runs: int = 0
+    seconds: float = 0.0
+    first_failure_seconds: float | None = None
+
+    def aggregate(self) -> dict:
+        return properties.aggregate([r.results for r in self.runs])
+
+    def smallest_for(self, name: str) -> Run | None:
+        """The smallest observed schedule that violated *name*."""
+        return min((r for r in self.runs if name in r.violated), key=lambda r: r.size, default=None)
+
+    def coverage(self) -> dict[str, dict[str, int]]:
+        """Per fault and point, in how many runs it struck (a fault placed but never struck counts 0)."""
+        out: dict[str, dict[str, int]] = defaultdict(dict)
+        for r in self.runs:
+            struck = set()
+            for f in r.history.fault_fates():
+                out[f["fault"]].setdefault(f["point"], 0)
+                if f["fate"] == "struck":
+                    struck.add((f["fault"], f["point"]))
+            for fault, point in struck:
+                out[fault][point] += 1
+        return {f: dict(sorted(points.items())) for f, points in sorted(out.items())}
+
+    def never_struck(self, faults) -> list[str]:
+        """Allowed faults that struck in no run of the whole search: the search proved nothing about them."""
+        cov = self.coverage()
+        return [f.name for f in faults if not any(cov.get(f.name, {}).values())]

@@ -1,0 +1,63 @@
+"""The small-scope pass: before random generation, the smallest schedules that can show each
+allowed fault at each point it can strike.
+
+For every allowed fault and every strike point it can take (a job fault that changes the work
+itself, ``overrun`` and ``slow``, has none), and once with no fault at all:
+
+* **one job on two workers** -- what a second worker does to a job the first one lost (an overrun, a
+  pause, a crash mid-job); for a supervisor fault, the event on that job at that point;
+* **two jobs on one worker** -- what one job leaves to the next: a leaked tenant (the jobs are for
+  tenants 1 and 2), a blocked queue, a poisoned connection.
+
+A bug that such a schedule shows needs no luck to be found. ``horizon`` is tried in both of its
+variants. When the user fixes the number of workers, the first shape uses that number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from core.schedule import POINTS, Event, JobSpec, Schedule, Timing
+from properties.strategies import dequeue_budget
+
+SHAPE_ONE_JOB = "one job, two workers"
+SHAPE_TWO_JOBS = "two jobs, one worker"
+
+
+def _shapes(workers: int | None) -> list[tuple[str, int, int]]:
+    """(name, jobs, workers) of the two shapes."""
+    return [(SHAPE_ONE_JOB, 1, workers or 2), (SHAPE_TWO_JOBS, 2, workers or 1)]
+
+
+def _cases(faults) -> Iterable[tuple[str, str | None, str | None, str]]:
+    """(label, job fault, point, variant) -- or a supervisor fault in the job-fault slot, see below."""
+    yield "no fault", None, None, "xid"
+    for f in faults:
+        points = POINTS if (f.kind == "supervisor" or f.point is not None) else (None,)
+        variants = ("xid", "repeatable-read") if f.name == "horizon" else ("xid",)
+        for point in points:
+            for variant in variants:
+                label = f"{f.name} at {point}" if point else f.name
+                if variant != "xid":
+                    label += f" ({variant})"
+                yield label, f.name, point, variant
+
+
+def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, workers: int | None = None,
+              max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+    """Every small-scope schedule, labelled ("crash at after-effect; two jobs, one worker")."""
+    kinds = {f.name: f.kind for f in faults}
+    out = []
+    for label, fault, point, variant in _cases(faults):
+        for shape, n, w in _shapes(workers):
+            jobs, events = [], []
+            for i in range(1, n + 1):
+                job_fault = fault if (i == 1 and fault and kinds[fault] == "job") else None
+                jobs.append(JobSpec(id=i, tenant=i, fault=job_fault, point=point if job_fault else None))
+            if fault and kinds[fault] == "supervisor":
+                events.append(Event(fault=fault, job=1, point=point, variant=variant))
+            s = Schedule(jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
+                         time_scale=time_scale, max_attempts=max_attempts, dequeues=dequeue_budget(n, max_attempts),
+                         timing=Timing(deadline=max(60.0, 15.0 * n * max_attempts)))
+            out.append((f"{label}; {shape}", s))
+    return out

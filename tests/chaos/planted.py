@@ -1,0 +1,141 @@
+"""Planted bugs: realistic mistakes a queue library could ship, each a small subclass of a
+built-in design, each one the search must find with its default budget (tests/chaos/test_planted.py).
+They are test fixtures, never offered to users."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from core import sqlfile
+from workers.body import Claimed
+from workers.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
+from workers.lease import FencedOut, LeaseFenced
+
+Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
+                 "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt")
+
+
+def _claim(conn, statement: str, lease: float):
+    row = conn.execute(statement, {"lease": lease}).fetchone()
+    conn.commit()
+    return None if row is None else Claimed(*row)
+
+
+def _fail(ctx, ex, statement: str, error: str) -> None:
+    with ctx.pool.connection() as conn:
+        conn.execute(statement, {"id": ex.job.id, "attempt": ex.job.attempt, "error": error})
+        conn.commit()
+
+
+class CountAtFinish(LeaseFenced):
+    """Counts an attempt when it ends (finish or failure): a crash is never counted."""
+
+    name = "planted-count-at-finish"
+
+    def claim(self, ctx, conn):
+        return _claim(conn, Q.claim_uncounted, ctx.lease)
+
+    def finish(self, ex) -> None:
+        if ex.conn.execute(Q.finish_counting, {"id": ex.job.id, "attempt": ex.job.attempt}).rowcount == 0:
+            ex.fenced()
+            raise FencedOut(f"job {ex.job.id} attempt {ex.job.attempt} was taken over")
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, FencedOut):
+            with ctx.pool.connection() as conn:
+                conn.execute(Q.fail_counting, {"id": ex.job.id, "error": str(exc)[:200]})
+                conn.commit()
+
+
+class RaiseLimitOnRetry(LeaseFenced):
+    """Recovery raises a failing job's max_attempts: it is retried forever."""
+
+    name = "planted-raise-limit"
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, FencedOut):
+            _fail(ctx, ex, Q.fail_raise_limit, str(exc)[:200])
+
+
+class RequeueResetsCounter(LeaseFenced):
+    """A requeued job's attempts start again from 0."""
+
+    name = "planted-requeue-resets"
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, FencedOut):
+            _fail(ctx, ex, Q.fail_reset_counter, str(exc)[:200])
+
+
+class ClaimIgnoresMax(LeaseHeartbeat):
+    """A job whose lease expired is claimable again whatever its attempts: a crashing job kills
+    worker after worker."""
+
+    name = "planted-claim-ignores-max"
+
+    def claim(self, ctx, conn):
+        return _claim(conn, Q.claim_ignores_max, ctx.lease)
+
+
+class NoLeaseCheckBeforeEffect(LeaseHeartbeat):
+    """Sends the effect without confirming the lease first: a worker back from a pause sends late."""
+
+    name = "planted-no-lease-check"
+
+    def confirm_lease(self, hb, ex) -> None:
+        pass
+
+
+class _AnyAttemptHeartbeat(Heartbeat):
+    SQL = Q.heartbeat_any_attempt
+
+
+class HeartbeatAnyAttempt(LeaseHeartbeat):
+    """The heartbeat does not check the attempt, so a worker that lost its job keeps "its" lease."""
+
+    name = "planted-heartbeat-any-attempt"
+    heartbeat = _AnyAttemptHeartbeat
+
+
+class UnfencedFinish(LeaseHeartbeat):
+    """The heartbeat design without the fence on its finish."""
+
+    name = "planted-unfenced-finish"
+    fenced = False
+
+
+class SessionTenant(LeaseHeartbeat):
+    """Sets the tenant with the session-level form whatever the tenant mode says."""
+
+    name = "planted-session-tenant"
+
+    def run_worker(self, ctx) -> None:
+        ctx.mode = dataclasses.replace(ctx.mode, local=False)  # the bug: SET, not SET LOCAL
+        super().run_worker(ctx)
+
+
+class WorkInTransaction(LeaseHeartbeat):
+    """Inserts its job_runs row first and keeps that transaction open across the work."""
+
+    name = "planted-work-in-transaction"
+
+    def work(self, ctx, ex) -> None:
+        ex.started(lease_until=ex.t_started + ctx.lease)
+        with self.heartbeat(ctx, ex) as hb:
+            ex.read_inherited()
+            ex.point("before-tenant")
+            ex.set_tenant()
+            ex.insert_run()  # an xid from here to the commit, across the whole work
+            ex.point("after-insert")
+            ex.read_invoices()
+            ex.work()
+            if not hb.beat():
+                raise LeaseLost(f"job {ex.job.id}: lease lost")
+            ex.effect()
+            ex.point("before-finish")
+            self.finish(ex)
+            ex.finish_run()
+            ex.conn.commit()
+        ex.finished()
+
+

@@ -1,0 +1,52 @@
+-- Planted bugs (tests/chaos/planted.py): realistic mistakes a queue library could ship.
+
+-- name: claim_uncounted
+-- Bug: the claim does not count the attempt (it is counted when the job finishes or fails).
+update jobs
+   set status = 'running', locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ where id = (select id from jobs
+              where (status = 'queued' or (status = 'running' and locked_until < clock_timestamp()))
+                and attempts < max_attempts
+              order by id limit 1
+              for update skip locked)
+returning id, tenant_id, attempts + 1, payload;
+
+-- name: finish_counting
+-- Counts the attempt at the finish, fenced on the count the claim saw.
+update jobs set status = 'done', locked_until = null, attempts = attempts + 1, finished_at = clock_timestamp()
+ where id = %(id)s and attempts = %(attempt)s - 1 and status = 'running';
+
+-- name: fail_counting
+-- Counts the attempt at the failure.
+update jobs
+   set attempts = attempts + 1, locked_until = null, last_error = %(error)s,
+       status = case when attempts + 1 >= max_attempts then 'dead' else 'queued' end
+ where id = %(id)s;
+
+-- name: fail_raise_limit
+-- Bug: recovery gives a failing job "one more chance" by raising its limit.
+update jobs
+   set max_attempts = max_attempts + 1, status = 'queued', locked_until = null, last_error = %(error)s
+ where id = %(id)s and attempts = %(attempt)s and status = 'running';
+
+-- name: fail_reset_counter
+-- Bug: a requeued job starts its retries afresh.
+update jobs set attempts = 0, status = 'queued', locked_until = null, last_error = %(error)s
+ where id = %(id)s and attempts = %(attempt)s and status = 'running';
+
+-- name: claim_ignores_max
+-- Bug: max_attempts is checked for queued jobs only; an expired lease is always claimable again.
+update jobs
+   set status = 'running', attempts = attempts + 1,
+       locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ where id = (select id from jobs
+              where (status = 'queued' and attempts < max_attempts)
+                 or (status = 'running' and locked_until < clock_timestamp())
+              order by id limit 1
+              for update skip locked)
+returning id, tenant_id, attempts, payload;
+
+-- name: heartbeat_any_attempt
+-- Bug: the heartbeat extends the lease of whoever holds the job now.
+update jobs set locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ where id = %(id)s and status = 'running' and %(attempt)s > 0;
