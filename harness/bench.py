@@ -64,6 +64,8 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
+    with provision(args.postgres, pg_bin=args.pg_bin) as database:
+        _parallel_figures(database, out, scale, quick=args.quick)
     with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
@@ -107,6 +109,33 @@ def command(args, progress) -> int:
                     _search_case(runner, out, f"tests.chaos.planted:{bug}", faults, "local", prop, args.examples,
                                  scale)
     return 0
+
+
+PARALLEL_CASE = ("lease-heartbeat", "crash,pause,overrun")  # the small-scope pass: 24 schedules
+
+
+def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
+    """Schedules per minute of one small-scope pass at N = 1, 2, 4, 8 slots, and whether any slot
+    count judged a schedule differently from N = 1 (a false alarm the parallelism caused)."""
+    from harness.slots import Slots
+
+    design, faults = PARALLEL_CASE
+    print(f"\nparallel examples: the small-scope pass of {design} under {faults} (time scale {scale:g})",
+          file=out)
+    baseline, base_rate = None, None
+    for n in (1, 2) if quick else (1, 2, 4, 8):
+        with Slots(database, n) as slots, Runner(database) as runner:
+            t0 = time.perf_counter()
+            res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode="local", examples=1,
+                         seed=1, time_scale=scale, run_many=slots.run_many, parallel=n)
+            seconds = time.perf_counter() - t0
+        verdicts = {r.label: sorted(r.violated) for r in res.runs if r.label}
+        baseline = baseline or verdicts
+        differ = sorted(k for k in verdicts if verdicts[k] != baseline.get(k))
+        rate = 60 * res.small_scope_runs / seconds
+        base_rate = base_rate or rate
+        print(f"  N={n}: {res.small_scope_runs} schedules in {seconds:5.1f} s = {rate:5.1f}/min "
+              f"({rate / base_rate:.1f}x); verdicts differing from N=1: {', '.join(differ) or 'none'}", file=out)
 
 
 def _planted() -> list[tuple[str, str, str]]:

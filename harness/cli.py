@@ -62,6 +62,10 @@ def parser() -> argparse.ArgumentParser:
     drawn.add_argument("--example-db", metavar="DIR|redis://HOST:PORT/DB",
                        help="Hypothesis's example database (default ~/.cache/pg-job-chaos); a Redis URL shares "
                             "it between shards")
+    drawn.add_argument("--parallel", type=int, metavar="N",
+                       help="schedules known in advance (small-scope pass, examples after the first failure, "
+                            "compare's replays) run N at a time, each slot its own database (default: 2 x cores, "
+                            "at most 8); Hypothesis's own generation and shrinking stay one at a time")
     drawn.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
 
     p = _Parser(prog="run.py", description=(

@@ -47,10 +47,30 @@ def _list_faults() -> int:
 
 
 @contextlib.contextmanager
-def _runner(args, progress) -> Iterator[Runner]:
-    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
+def _runner(args, progress, *, parallel: int = 1) -> Iterator[Runner]:
+    """A provisioned database and its runner; with *parallel* > 1 also that many slots (cloned
+    first: a template database must have no session open), as ``runner.slots``."""
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(provision(args.postgres, pg_bin=args.pg_bin))
         progress(f"PostgreSQL: {database.server}")
+        slots = None
+        if parallel > 1:
+            from harness.slots import Slots
+
+            slots = stack.enter_context(Slots(database, parallel))
+            progress(f"{parallel} slots: databases cloned, one process each")
+        runner = stack.enter_context(Runner(database))
+        runner.slots = slots
         yield runner
+
+
+def _parallel(args) -> int:
+    from harness.slots import MAX_SLOTS, default_slots
+
+    n = default_slots() if args.parallel is None else args.parallel
+    if not 1 <= n <= MAX_SLOTS:
+        raise UsageError(f"--parallel must be between 1 and {MAX_SLOTS}")
+    return n
 
 
 def _exit_code(results: dict) -> int:
@@ -74,8 +94,8 @@ def search(args, progress) -> int:
     if args.design:
         load_design(args.design)
     options = _search_options(args)  # an unreachable example database fails before anything starts
-    with _runner(args, progress) as runner:
-        return _search(args, runner, faults, progress, options)
+    with _runner(args, progress, parallel=_parallel(args)) as runner:
+        return _search(args, runner, faults, progress, {**options, **_search_options(args, runner)})
 
 
 def compare(args, progress) -> int:
@@ -87,8 +107,8 @@ def compare(args, progress) -> int:
     for d in designs:
         load_design(d)
     options = _search_options(args)
-    with _runner(args, progress) as runner:
-        return _compare(args, runner, faults, designs, progress, options)
+    with _runner(args, progress, parallel=_parallel(args)) as runner:
+        return _compare(args, runner, faults, designs, progress, {**options, **_search_options(args, runner)})
 
 
 def _replay(args, runner, schedule) -> int:
@@ -198,11 +218,13 @@ def _compare(args, runner, faults, designs, progress, options: dict) -> int:
     return EXIT_VIOLATED if violated else EXIT_HELD
 
 
-def _search_options(args) -> dict:
-    """--budget, --shard and --example-db as the search takes them."""
+def _search_options(args, runner=None) -> dict:
+    """--budget, --shard, --example-db and --parallel as the search takes them."""
     from harness.exampledb import open_database
 
     opts: dict = {"budget": args.budget}
+    if runner is not None and runner.slots is not None:
+        opts.update(run_many=runner.slots.run_many, parallel=runner.slots.n)
     if args.shard:
         opts["shard"] = args.shard
     if args.example_db:

@@ -56,13 +56,13 @@ def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, te
             if key not in seen:
                 seen[key] = len(c.schedules)
                 c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule))
+    run_many = search_options.get("run_many")
     for d in designs:
         runs = [(r, None) for r in c.outcomes[d].runs]
-        for i, deciding in enumerate(c.schedules):
-            if deciding.schedule.design == d:
-                continue  # its own search ran it already
-            progress(f"compare: {deciding.origin} on {d}")
-            history = run(deciding.schedule.replace(design=d))
+        todo = [(i, x.schedule.replace(design=d)) for i, x in enumerate(c.schedules) if x.schedule.design != d]
+        progress(f"compare: {len(todo)} counterexamples of other designs on {d}")
+        histories = run_many([s for _, s in todo]) if run_many and todo else [run(s) for _, s in todo]
+        for (i, _), history in zip(todo, histories, strict=True):
             runs.append((_Replayed(properties.check(history)), i))
         c.results[d] = properties.aggregate([r.results for r, _ in runs])
         c.decided_by[d] = {}

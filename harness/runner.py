@@ -30,6 +30,7 @@ RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
 class Runner:
     def __init__(self, database: Database):
         self.database = database
+        self.slots = None  # harness.slots.Slots when the command line asked for --parallel
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self.runs = 0

@@ -45,7 +45,8 @@ def database_dir(key: str) -> Path:
 def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mode: str, examples: int,
            seed: int | None, time_scale: float, workers: int | None = None,
            progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
-           budget: float | None = None, database=None, shard: tuple[int, int] | None = None) -> SearchOutcome:
+           budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
+           run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1) -> SearchOutcome:
     """Search for a schedule that violates a property. *run* executes one schedule.
 
     First the small-scope pass (:mod:`harness.smallscope`, outside the example budget), then
@@ -54,6 +55,8 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     (seconds) stops both passes from starting new schedules once spent; shrinking and the final
     replay still run. *database* is Hypothesis's example database (default: a directory under
     :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts of the search.
+    *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
+    the small-scope pass and the examples after the first failure -- *parallel* at a time.
     """
     out = SearchOutcome()
     cache: dict[str, Run] = {}
@@ -66,31 +69,47 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
             out.budget_spent = True
         return out.budget_spent
 
+    def record(schedule: Schedule, history: History, seconds: float, label: str) -> None:
+        r = Run(schedule, properties.check(history), history, seconds, label)
+        cache[schedule.to_json()] = r
+        out.runs.append(r)
+        what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
+                         f"{','.join(schedule.faults()) or 'none'}")
+        progress(f"{state['phase']} {len(out.runs)}: {what} -> "
+                 f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
+        if r.violated and out.first_failure_seconds is None:
+            out.first_failure_seconds = time.monotonic() - t0
+
     def execute(schedule: Schedule, label: str = "") -> Run:
         key = schedule.to_json()
         if key not in cache:
             t = time.monotonic()
-            history = run(schedule)
-            r = Run(schedule, properties.check(history), history, time.monotonic() - t, label)
-            cache[key] = r
-            out.runs.append(r)
-            what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
-                             f"{','.join(schedule.faults()) or 'none'}")
-            progress(f"{state['phase']} {len(out.runs)}: {what} -> "
-                     f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
-            if r.violated and out.first_failure_seconds is None:
-                out.first_failure_seconds = time.monotonic() - t0
+            record(schedule, run(schedule), time.monotonic() - t, label)
         return cache[key]
+
+    def execute_all(batch: list[tuple[str, Schedule]]) -> int:
+        """Run a batch known in advance, *parallel* at a time where slots exist; stops at the budget."""
+        batch = [(label, s) for label, s in batch if s.to_json() not in cache]
+        done = 0
+        step = parallel if run_many is not None and parallel > 1 else 1
+        for k in range(0, len(batch), step):
+            if spent():
+                break
+            chunk = batch[k:k + step]
+            if step == 1:
+                execute(chunk[0][1], chunk[0][0])
+            else:
+                for (label, s), h in zip(chunk, run_many([s for _, s in chunk]), strict=True):
+                    record(s, h, h.t1 - h.t0, label)
+            done += len(chunk)
+        return done
 
     index, shards = shard or (0, 1)
     if small_scope:
         state["phase"] = "small scope"
         cases = smallscope.schedules(faults=faults, design=design, tenant_mode=tenant_mode,
                                      time_scale=time_scale, workers=workers)
-        for k, (label, schedule) in enumerate(cases):
-            if k % shards == index and not spent():
-                execute(schedule, label)
-                out.small_scope_runs += 1
+        out.small_scope_runs = execute_all([c for k, c in enumerate(cases) if k % shards == index])
         state["phase"] = "example"
 
     strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
@@ -137,10 +156,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
                                 workers=workers)
         progress(f"exploring the other {len(rest)} examples of the budget")
         state["phase"] = "example"
-        for schedule in rest:
-            if spent():
-                break
-            execute(schedule)
+        execute_all([("", s) for s in rest])
     out.seconds = time.monotonic() - t0
     # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
     failing = [r for r in out.runs if r.violated]

@@ -1,0 +1,57 @@
+"""Parallel examples: slots with databases of their own, cloned once, gone afterwards; a search with
+slots reaches the verdicts it reaches without them."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from core.schedule import JobSpec, Schedule
+from faults import parse_faults
+from harness.postgres import dsn as dsn_backend
+from harness.postgres import provision
+from harness.runner import Runner
+from harness.search import search
+from harness.slots import Slots
+
+pytestmark = pytest.mark.integration
+
+
+def _databases(db) -> set[str]:
+    with psycopg.connect(dsn_backend.with_db(db.admin_dsn, dbname="postgres"), autocommit=True) as conn:
+        return {r[0] for r in conn.execute("select datname from pg_database")}
+
+
+@pytest.fixture(scope="module")
+def own_database():
+    # A database of its own: the session's runner keeps a session open on the shared one, and a
+    # template database must have none while it is cloned.
+    with provision() as db:
+        yield db
+
+
+def test_slots_run_schedules_at_once_on_databases_of_their_own(own_database):
+    before = _databases(own_database)
+    schedules = [Schedule(jobs=(JobSpec(1, tenant=t), JobSpec(2, tenant=t + 1)), design="lease-heartbeat",
+                          time_scale=0.2) for t in (1, 3, 5)]
+    with Slots(own_database, 2) as slots:
+        during = _databases(own_database) - before
+        assert len(during) == 2 and all(name.startswith(own_database.database) for name in during)
+        histories = slots.run_many(schedules)
+    assert [[j["status"] for j in h.jobs] for h in histories] == [["done", "done"]] * 3
+    assert [h.schedule["jobs"][0]["tenant"] for h in histories] == [1, 3, 5]  # in the order given
+    assert len({r["pid"] for h in histories for r in h.records}) >= 2  # more than one worker process
+    assert _databases(own_database) == before  # the clones are gone
+
+
+def test_a_search_with_slots_reaches_the_same_verdicts(own_database):
+    faults = parse_faults("overrun")
+    kwargs = dict(faults=faults, design="lease", tenant_mode="local", examples=1, seed=2, time_scale=0.2)
+    with Slots(own_database, 3) as slots, Runner(own_database) as runner:
+        parallel = search(runner.run, run_many=slots.run_many, parallel=3, **kwargs)
+    with Runner(own_database) as runner:
+        sequential = search(runner.run, **kwargs)
+    assert parallel.small_scope_runs == sequential.small_scope_runs == 4
+    labels = lambda out: {r.label: sorted(r.violated) for r in out.runs if r.label}  # noqa: E731
+    assert labels(parallel) == labels(sequential)
+    assert "single-commit" in parallel.aggregate() and parallel.aggregate()["single-commit"].status == "violated"
