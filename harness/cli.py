@@ -4,8 +4,8 @@ Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experimen
 The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
 flags ``--replay FILE`` and ``--compare`` still name their subcommands.
 
-Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated, 2 usage error, 3 the
-harness itself failed. A user's mistake is one line on stderr, never a traceback.
+Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated (with ``--strict``:
+or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
                            "replay: the schedule's own)")
     runs.add_argument("--json", metavar="FILE", help="write the results as JSON (format in the README)")
     runs.add_argument("--junit", metavar="FILE", help="write one JUnit test case per property")
+    runs.add_argument("--strict", action="store_true",
+                      help="a property that could not decide (unknown) fails the run too (exit 1)")
+    runs.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: tables and timelines")
 
     drawn = _Parser(add_help=False)  # what search and compare draw schedules with
     drawn.add_argument("--faults", default="", help="comma-separated faults, e.g. crash,overrun (see --list-faults)")

@@ -15,7 +15,7 @@ from pathlib import Path
 import properties
 from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
-from harness import report, scales, schedules
+from harness import html, report, scales, schedules
 from harness.postgres import provision
 from harness.runner import Runner
 from workers import DESIGNS, MODES, load_design
@@ -51,8 +51,13 @@ def _runner(args, progress) -> Iterator[Runner]:
         yield runner
 
 
-def _exit_code(results: dict) -> int:
-    return EXIT_VIOLATED if any(r.status == properties.VIOLATED for r in results.values()) else EXIT_HELD
+def _exit_code(args, results: dict) -> int:
+    """1 when a property was violated, or with ``--strict`` could not decide; else 0."""
+    failing = {properties.VIOLATED, properties.UNKNOWN} if args.strict else {properties.VIOLATED}
+    undecided = [n for n, r in results.items() if r.status == properties.UNKNOWN]
+    if args.strict and undecided:
+        print(f"--strict: {', '.join(undecided)} could not decide; the run fails")
+    return EXIT_VIOLATED if any(r.status in failing for r in results.values()) else EXIT_HELD
 
 
 def replay(args, progress) -> int:
@@ -98,15 +103,20 @@ def _replay(args, runner, schedule) -> int:
     schedule = schedule.replace(**changes)
     history = runner.run(schedule)
     results = properties.check(history)
-    print(report.property_table(results, title=f"replay of {args.file} on {schedule.design} ({schedule.tenant_mode})"))
+    title = f"replay of {args.file} on {schedule.design} ({schedule.tenant_mode})"
+    print(report.property_table(results, title=title))
     for n in report.notes_for(results):
         print(n)
     print("timeline:")
     print(report.timeline(history))
     _write(args, {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
                   "replay": args.file, "properties": report.results_json(results)},
-           {schedule.design: results})
-    return _exit_code(results)
+           {schedule.design: results},
+           page=lambda: {"title": title, "tables": [(title, results)], "counterexamples": [html.counterexample(
+               name="this replay", schedule_json=schedule.to_json(), file=args.file,
+               replay=f"python run.py --replay {args.file}",
+               violated=[n for n, r in results.items() if r.status == properties.VIOLATED], history=history)]})
+    return _exit_code(args, results)
 
 
 def _search(args, runner, faults, progress) -> int:
@@ -121,20 +131,26 @@ def _search(args, runner, faults, progress) -> int:
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                  seed=args.seed, time_scale=scale, workers=args.workers, progress=progress)
     results = out.aggregate()
-    print(report.property_table(results, title=(
-        f"{design} ({mode}) under faults {names}: {len(out.runs)} runs in {out.seconds:.1f} s")))
+    title = f"{design} ({mode}) under faults {names}: {len(out.runs)} runs in {out.seconds:.1f} s"
+    print(report.property_table(results, title=title))
     for n in report.notes_for(results):
         print(n)
-    counter = None
+    counter, shown = None, []
     if out.counterexample is not None:
-        counter = _show_counterexample(args, out, design, names)
+        counter, shown = _show_counterexample(args, out, design, names)
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
                   "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
-                  "counterexample": counter}, {design: results})
-    return _exit_code(results)
+                  "counterexample": counter}, {design: results},
+           page=lambda: {"title": title, "tables": [(title, results)], "counterexamples": [
+               html.counterexample(name=name, schedule_json=run.schedule.to_json(), file=str(path),
+                                   replay=f"python run.py --replay {path}", violated=run.violated,
+                                   history=run.history) for name, run, path in shown]})
+    return _exit_code(args, results)
 
 
-def _show_counterexample(args, out, design: str, names: str) -> dict:
+def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list]:
+    """Print and save the counterexample (and the smallest schedule for each other violated
+    property); returns its JSON and ``(name, run, saved path)`` of each schedule saved."""
     ce = out.counterexample
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -150,14 +166,16 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
     print(report.timeline(ce.history))
     aggregate = out.aggregate()
     others = [n for n, r in aggregate.items() if r.status == "violated" and n not in ce.violated]
+    shown = [("counterexample", ce, path)]
     for n in others:
         small = out.smallest_for(n)
         if small is not None:
             p = outdir / f"{path.stem}-{n}.json"
             p.write_text(small.schedule.to_json() + "\n")
             print(f"{n}: smallest schedule that violated it ({len(small.schedule.jobs)} jobs): {p}")
+            shown.append((f"smallest schedule violating {n}", small, p))
     return {"schedule": ce.schedule.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
-            "flaky": out.flaky}
+            "flaky": out.flaky}, shown
 
 
 def _compare(args, runner, faults, designs, progress) -> int:
@@ -167,25 +185,33 @@ def _compare(args, runner, faults, designs, progress) -> int:
     scale = args.time_scale or scales.SEARCH
     scheds = sample_schedules(faults=faults, design=designs[0], tenant_mode=mode, count=args.examples,
                               seed=args.seed, time_scale=scale, workers=args.workers)
-    per_design = {}
+    per_design, first_bad = {}, []
     for d in designs:
         runs = []
         for i, s in enumerate(scheds, 1):
             h = runner.run(s.replace(design=d))
             runs.append(properties.check(h))
             bad = [n for n, r in runs[-1].items() if r.status == "violated"]
+            if bad and not any(name.startswith(f"{d}:") for name, *_ in first_bad):
+                first_bad.append((f"{d}: schedule {i}", s.replace(design=d), bad, h))
             progress(f"{d} {i}/{len(scheds)}: {'violated ' + ','.join(bad) if bad else 'all held'}")
         per_design[d] = properties.aggregate(runs)
     print(report.matrix(per_design))
     _write(args, {"faults": [f.name for f in faults], "tenant_mode": mode,
                   "schedules": [s.to_dict() for s in scheds],
                   "designs": {d: {"properties": report.results_json(r)} for d, r in per_design.items()}},
-           per_design)
-    violated = any(r.status == properties.VIOLATED for res in per_design.values() for r in res.values())
-    return EXIT_VIOLATED if violated else EXIT_HELD
+           per_design,
+           page=lambda: {"title": f"compare: faults {','.join(f.name for f in faults) or 'none'} ({mode})",
+                         "matrix": per_design, "counterexamples": [
+                             html.counterexample(name=name, schedule_json=s.to_json(), file=None, replay=None,
+                                                 violated=bad, history=h) for name, s, bad, h in first_bad]})
+    return max(_exit_code(args, res) for res in per_design.values())
 
 
-def _write(args, data: dict, suites: dict) -> None:
+def _write(args, data: dict, suites: dict, *, page=None) -> None:
+    """``--json``, ``--junit`` and ``--html`` (*page* makes :func:`harness.html.write`'s arguments)."""
+    if args.html and page is not None:
+        print(f"HTML report: {html.write(args.html, **page())}")
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if args.junit:

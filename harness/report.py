@@ -17,21 +17,34 @@ from core.history import History
 from properties.checks import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
+WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
+LIST_SHOWN = 6  # ids a cell names before "and N more"
 
 
 def _render(table: Table) -> str:
     buf = io.StringIO()
-    Console(file=buf, width=140, color_system=None, force_terminal=False).print(table)
+    Console(file=buf, width=WIDTH, color_system=None, force_terminal=False).print(table)
     return buf.getvalue()
 
 
+def shortlist(items, shown: int = LIST_SHOWN) -> str:
+    """``1, 2, 3 and 5 more``: at most *shown* items, then how many are left out."""
+    items = [str(i) for i in items]
+    head = ", ".join(items[:shown])
+    return head + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
 def property_table(results: dict, *, title: str) -> str:
-    t = Table(title=title, title_justify="left")
-    for col in ("property", "status", "count", "jobs", "evidence"):
-        t.add_column(col, overflow="fold")
+    """One row per property, :data:`WIDTH` columns wide at most: names and statuses never wrap,
+    the evidence wraps, job lists end in "and N more"."""
+    t = Table(title=title, title_justify="left", width=WIDTH)
+    t.add_column("property", no_wrap=True, min_width=20)
+    t.add_column("status", no_wrap=True)
+    t.add_column("count", justify="right", no_wrap=True)
+    t.add_column("jobs", max_width=16, overflow="fold")
+    t.add_column("evidence", overflow="fold", ratio=1)
     for name, r in results.items():
-        jobs = ",".join(map(str, r.jobs[:8])) + ("..." if len(r.jobs) > 8 else "")
-        t.add_row(name, SYMBOL[r.status], str(r.count), jobs, r.evidence)
+        t.add_row(name, SYMBOL[r.status], str(r.count), shortlist(r.jobs, 3), r.evidence)
     return _render(t)
 
 
@@ -40,9 +53,9 @@ def matrix(per_design: dict[str, dict]) -> str:
     designs = list(per_design)
     names = list(properties.PROPERTIES)
     t = Table(title="properties x designs (same schedules on every design)", title_justify="left")
-    t.add_column("property")
-    for d in designs:
-        t.add_column(d)
+    t.add_column("property", no_wrap=True)
+    for d in designs:  # a long design name wraps in its header; the table stays WIDTH wide
+        t.add_column(d, overflow="fold")
     for n in names:
         cells = []
         for d in designs:
