@@ -212,6 +212,9 @@ def _write(args, data: dict, suites: dict, *, page=None) -> None:
     """``--json``, ``--junit`` and ``--html`` (*page* makes :func:`harness.html.write`'s arguments)."""
     if args.html and page is not None:
         print(f"HTML report: {html.write(args.html, **page())}")
+    for f in (args.json, args.junit):
+        if f:
+            Path(f).parent.mkdir(parents=True, exist_ok=True)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if args.junit:
