@@ -19,6 +19,7 @@ import traceback
 from core import logs
 from core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
 from harness import bench, commands, experiments, scales
+from harness.progress import Progress
 from workers import DESIGNS, MODES
 
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
@@ -131,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help (0) or a usage error (2), already printed
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
-        progress = (lambda s: None) if args.quiet else (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
-        return args.command(args, progress)
+        with Progress(sys.stderr, quiet=args.quiet) as progress:
+            return args.command(args, progress)
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -17,6 +17,7 @@ from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
 from harness import html, report, scales, schedules
 from harness.postgres import provision
+from harness.progress import finish, step
 from harness.runner import Runner
 from workers import DESIGNS, MODES, load_design
 
@@ -130,6 +131,7 @@ def _search(args, runner, faults, progress) -> int:
              f"time scale {scale}")
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                  seed=args.seed, time_scale=scale, workers=args.workers, progress=progress)
+    finish(progress)
     results = out.aggregate()
     title = f"{design} ({mode}) under faults {names}: {len(out.runs)} runs in {out.seconds:.1f} s"
     print(report.property_table(results, title=title))
@@ -194,8 +196,10 @@ def _compare(args, runner, faults, designs, progress) -> int:
             bad = [n for n, r in runs[-1].items() if r.status == "violated"]
             if bad and not any(name.startswith(f"{d}:") for name, *_ in first_bad):
                 first_bad.append((f"{d}: schedule {i}", s.replace(design=d), bad, h))
-            progress(f"{d} {i}/{len(scheds)}: {'violated ' + ','.join(bad) if bad else 'all held'}")
+            step(progress, f"{d} {i}/{len(scheds)}: {'violated ' + ','.join(bad) if bad else 'all held'}",
+                 done=len(per_design) * len(scheds) + i, total=len(designs) * len(scheds))
         per_design[d] = properties.aggregate(runs)
+    finish(progress)
     print(report.matrix(per_design))
     _write(args, {"faults": [f.name for f in faults], "tenant_mode": mode,
                   "schedules": [s.to_dict() for s in scheds],

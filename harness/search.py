@@ -25,6 +25,7 @@ from hypothesis.errors import Flaky
 import properties
 from core.history import History
 from core.schedule import Schedule
+from harness.progress import step
 from properties.strategies import schedules
 
 SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)
@@ -89,9 +90,11 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
             cache[key] = r
             out.runs.append(r)
             phase = state["phase"]
-            progress(f"{phase} {len(out.runs)}: {len(schedule.jobs)} jobs, {schedule.workers} workers, "
-                     f"faults {','.join(schedule.faults()) or 'none'} -> "
-                     f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
+            # the bar counts examples against the budget; shrinking has no known end
+            step(progress, f"{phase} {len(out.runs)}: {len(schedule.jobs)} jobs, {schedule.workers} workers, "
+                           f"faults {','.join(schedule.faults()) or 'none'} -> "
+                           f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)",
+                 done=len(out.runs), total=None if phase == "shrinking" else max(examples, len(out.runs)))
         return cache[key]
 
     strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
