@@ -18,7 +18,18 @@ This package sits on top of the orchestration layer (``harness``); nothing below
 
 from __future__ import annotations
 
-from pg_job_chaos.results import ChaosResult, ChaosViolation
-from pg_job_chaos.strategy import schedules
+import importlib
 
 __all__ = ["ChaosResult", "ChaosViolation", "schedules"]
+
+# Hazard: pytest imports pg_job_chaos.plugin (so this package) in every session where pg-job-chaos
+# is installed; the names below load on first use, so that a session which never asks for them
+# does not pay for Hypothesis and the harness.
+_HOME = {"ChaosResult": "pg_job_chaos.results", "ChaosViolation": "pg_job_chaos.results",
+         "schedules": "pg_job_chaos.strategy"}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'pg_job_chaos' has no attribute {name!r}")
