@@ -97,15 +97,17 @@ def image(path: str | Path, caption: str) -> dict:
 
 
 def write(path: str | Path, *, title: str, tables: list[tuple[str, dict]] = (), matrix: dict | None = None,
-          counterexamples: list[dict] = (), images: list[dict] = ()) -> Path:
+          counterexamples: list[dict] = (), images: list[dict] = (), texts: list[tuple[str, str]] = ()) -> Path:
     """Write the page to *path* and return it. *tables*: ``(caption, {property: Result})``;
-    *matrix*: ``{design: {property: Result}}``; *counterexamples*: from :func:`counterexample`."""
+    *matrix*: ``{design: {property: Result}}``; *counterexamples*: from :func:`counterexample`;
+    *texts*: ``(caption, preformatted text)`` (experiments' reports); *images*: from :func:`image`."""
     data = {
         "title": title,
         "tables": [{"caption": c, "rows": results_rows(r)} for c, r in tables],
         "matrix": None if matrix is None else {d: results_rows(r) for d, r in matrix.items()},
         "counterexamples": list(counterexamples),
         "images": list(images),
+        "texts": [{"caption": c, "text": t} for c, t in texts],
     }
     # Hazard: the JSON sits inside a <script> element; "</" in any string (an error message quoting
     # HTML, say) would end it early. "<\/" means the same to JSON and cannot close the element.

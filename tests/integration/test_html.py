@@ -66,3 +66,14 @@ def test_compare_page_shows_the_matrix(tmp_path, no_browser):
     dom = _open(page, tmp_path, no_browser, "compare")
     assert 'class="matrix"' in dom and "lease-heartbeat" in dom
     assert "mark mark-death" in dom  # one-transaction's worker dies of the crash, on its own lane
+
+
+def test_experiment_page_inlines_its_curves(tmp_path, no_browser):
+    page = tmp_path / "vacuum.html"
+    r = run_cli("experiment", "vacuum", "--quick", "--html", str(page), timeout=600)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    _check_self_contained(text)
+    assert text.count("data:image/png;base64,") == 1  # vacuum draws one curve
+    dom = _open(page, tmp_path, no_browser, "vacuum")
+    assert '<img src="data:image/png;base64,' in dom and 'class="text"' in dom

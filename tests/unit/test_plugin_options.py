@@ -62,3 +62,17 @@ def test_a_bad_ini_value_is_a_usage_error(pytester: pytest.Pytester):
     """)
     r = pytester.runpytest(*PLUGIN)
     assert "chaos_examples = 'many': expected int" in r.stdout.str() + r.stderr.str()
+
+
+def test_the_entry_point_loads_it_and_an_explicit_p_is_harmless(pytester: pytest.Pytester, monkeypatch):
+    # An installed distribution's entry point, as pip would write it (pytest reads dist-info on sys.path).
+    dist = pytester.path / "site" / "pg_job_chaos_probe-0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pg-job-chaos-probe\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\npg_job_chaos.plugin = pg_job_chaos.plugin\n")
+    monkeypatch.setenv("PYTHONPATH", f"{dist.parent}:{ROOT}")
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    pytester.makepyfile(test_m="def test_plain(chaos_run):\n    pass\n")
+    for extra in ((), PLUGIN):
+        r = pytester.runpytest_subprocess(*extra, "--strict-markers", "-m", "not chaos_postgres", timeout=120)
+        r.assert_outcomes(deselected=1)
