@@ -222,4 +222,4 @@ def _write(args, data: dict, suites: dict, *, page=None) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if args.junit:
-        report.junit(args.junit, suites)
+        report.junit(args.junit, suites, strict=args.strict)

@@ -112,16 +112,18 @@ def results_json(results: dict) -> dict:
     return {n: r.to_dict() for n, r in results.items()}
 
 
-def junit(path: str, suites: dict[str, dict]) -> None:
-    """One test case per property (per design); a violation is a failure, unknown is skipped."""
+def junit(path: str, suites: dict[str, dict], *, strict: bool = False) -> None:
+    """One test case per property (per design); a violation is a failure, unknown is skipped (with
+    *strict*, as ``--strict`` fails the run: a failure too)."""
     root = ET.Element("testsuites")
     for suite_name, results in suites.items():
         suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(results)),
-                              failures=str(sum(r.status == "violated" for r in results.values())),
-                              skipped=str(sum(r.status == "unknown" for r in results.values())))
+                              failures=str(sum(r.status == "violated" or strict and r.status == "unknown"
+                                               for r in results.values())),
+                              skipped=str(0 if strict else sum(r.status == "unknown" for r in results.values())))
         for n, r in results.items():
             case = ET.SubElement(suite, "testcase", classname=suite_name, name=n)
-            if r.status == "violated":
+            if r.status == "violated" or strict and r.status == "unknown":
                 ET.SubElement(case, "failure", message=r.evidence).text = json.dumps(r.to_dict())
             elif r.status == "unknown":
                 ET.SubElement(case, "skipped", message=r.evidence)
