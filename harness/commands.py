@@ -113,7 +113,7 @@ def _replay(args, runner, schedule) -> int:
     _write(args, {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
                   "replay": args.file, "properties": report.results_json(results)},
            {schedule.design: results},
-           page=lambda: {"title": title, "tables": [(title, results)], "counterexamples": [html.counterexample(
+           page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [html.counterexample(
                name="this replay", schedule_json=schedule.to_json(), file=args.file,
                replay=f"python run.py --replay {args.file}",
                violated=[n for n, r in results.items() if r.status == properties.VIOLATED], history=history)]})
@@ -143,7 +143,7 @@ def _search(args, runner, faults, progress) -> int:
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
                   "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
                   "counterexample": counter}, {design: results},
-           page=lambda: {"title": title, "tables": [(title, results)], "counterexamples": [
+           page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [
                html.counterexample(name=name, schedule_json=run.schedule.to_json(), file=str(path),
                                    replay=f"python run.py --replay {path}", violated=run.violated,
                                    history=run.history) for name, run, path in shown]})

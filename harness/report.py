@@ -30,8 +30,9 @@ def _render(table: Table) -> str:
 def shortlist(items, shown: int = LIST_SHOWN) -> str:
     """``1, 2, 3 and 5 more``: at most *shown* items, then how many are left out."""
     items = [str(i) for i in items]
-    head = ", ".join(items[:shown])
-    return head + (f" and {len(items) - shown} more" if len(items) > shown else "")
+    if len(items) <= shown + 1:  # "and 1 more" would take the room of the one it hides
+        return ", ".join(items)
+    return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
 
 
 def property_table(results: dict, *, title: str) -> str:

@@ -77,4 +77,5 @@ def test_the_matrix_of_five_designs_fits_100_columns():
 
 def test_shortlist():
     assert report.shortlist([1, 2, 3], 3) == "1, 2, 3"
+    assert report.shortlist([1, 2, 3, 4], 3) == "1, 2, 3, 4"
     assert report.shortlist(range(1, 11), 3) == "1, 2, 3 and 7 more"
