@@ -47,7 +47,7 @@ def _list_faults() -> int:
 
 @contextlib.contextmanager
 def _runner(args, progress) -> Iterator[Runner]:
-    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
+    with provision(args.postgres, pg_bin=args.pg_bin, progress=progress) as database, Runner(database) as runner:
         progress(f"PostgreSQL: {database.server}")
         yield runner
 

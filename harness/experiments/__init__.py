@@ -101,7 +101,7 @@ def command(args, progress) -> int:
         plot_dir = args.plot
         if args.html is not None and plot_dir is None:  # the page needs the curves; they go inline
             plot_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgjc-plots-")))
-        with provision(args.postgres, pg_bin=args.pg_bin) as database:
+        with provision(args.postgres, pg_bin=args.pg_bin, progress=progress) as database:
             progress(f"experiments on {database.server}")
             for name in names:
                 results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs,

@@ -44,3 +44,22 @@ def test_quiet_prints_nothing_and_other_callables_get_the_text():
     seen = []
     step(seen.append, "example 1", done=1, total=2)
     assert seen == ["example 1"]
+
+
+def test_the_first_time_copy_of_the_server_reports_its_files(tmp_path, monkeypatch):
+    from harness.postgres import binaries
+
+    src = tmp_path / "pg"
+    for part, n in (("bin", 3), ("lib", 250), ("share", 2)):
+        (src / part).mkdir(parents=True)
+        for i in range(n):
+            (src / part / f"f{i}").write_text("x")
+    monkeypatch.setattr(binaries, "CACHE_DIR", tmp_path / "cache")
+    calls = iter([False, True])  # the user cannot run the original; it can run the copy
+    monkeypatch.setattr(binaries, "runnable_by", lambda user, path: next(calls))
+    buf = io.StringIO()
+    with Progress(buf) as p:
+        copy = binaries.reachable_copy(binaries.Binaries(src / "bin", "test", "17.10"), "postgres", p)
+    assert (copy.bindir / "f0").is_file()
+    assert buf.getvalue().splitlines() == [
+        f"  copying PostgreSQL 17.10 for user postgres (once): {n}/255 files" for n in (100, 200, 255)]
