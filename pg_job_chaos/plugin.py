@@ -16,7 +16,9 @@ Markers: ``chaos_config(**defaults)``; ``chaos_postgres`` is put on every test t
 fixtures, so ``-m "not chaos_postgres"`` leaves out the tests that need a server.
 
 Options (command line, or ini without the dashes: ``chaos_examples = 5``): ``--chaos-examples``,
-``--chaos-time-scale``, ``--chaos-seed``, ``--chaos-postgres``, ``--chaos-out``.
+``--chaos-time-scale``, ``--chaos-seed``, ``--chaos-postgres``, ``--chaos-out``, ``--chaos-html``
+(a directory: one HTML page per search that violated something), ``--chaos-strict`` (``assert_held``
+fails on ``unknown`` too).
 
 Hazard: pytest imports this module in every session of every project that has pg-job-chaos
 installed, so it imports nothing heavy at module level; the harness loads when a fixture is used.
@@ -35,7 +37,9 @@ OPTIONS = {  # name: (type, default, help)
     "seed": (int, "", "Hypothesis seed for chaos searches (default: random)"),
     "postgres": (str, "local", "local (a throwaway server) | a DSN | docker[:IMAGE]"),
     "out": (str, "chaos-out", "where counterexample schedules are saved (relative to the rootdir)"),
+    "html": (str, "", "a directory for one HTML page per violating search (relative to the rootdir)"),
 }
+TRUE = ("1", "true", "yes", "on")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,6 +49,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(flag, dest=f"chaos_{name}", type=tp, default=None,
                         help=f"{help_} (ini: chaos_{name}; default {default or 'none'})")
         parser.addini(f"chaos_{name}", help=help_, default=default)
+    group.addoption("--chaos-strict", dest="chaos_strict", action="store_true", default=None,
+                    help="assert_held fails on a property that could not decide, too (ini: chaos_strict)")
+    parser.addini("chaos_strict", help="assert_held fails on unknown too", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,8 +98,11 @@ def chaos_session(pytestconfig: pytest.Config, chaos_database):
     if examples is not None and examples < 1 or scale is not None and scale <= 0:
         raise pytest.UsageError("--chaos-examples must be at least 1 and --chaos-time-scale greater than 0")
     root = Path(pytestconfig.rootpath)
+    html = option(pytestconfig, "html")
+    strict = pytestconfig.getoption("chaos_strict") or pytestconfig.getini("chaos_strict")
     settings = Settings(examples=examples or 10, time_scale=scale or 0.5, seed=option(pytestconfig, "seed"),
-                        out=root / (option(pytestconfig, "out") or "chaos-out"), root=root)
+                        out=root / (option(pytestconfig, "out") or "chaos-out"), root=root,
+                        html=root / html if html else None, strict=bool(strict))
     with Runner(chaos_database) as runner:
         yield ChaosSession(runner, settings)
 

@@ -39,6 +39,8 @@ class ChaosResult:
     runs: int = 1
     flaky: bool = False
     notes: list[str] = field(default_factory=list)
+    strict: bool = False  # assert_held's default: --chaos-strict
+    page: Path | None = None  # the HTML page written for it (--chaos-html)
 
     def status(self, name: str) -> str:
         return self.properties[name].status
@@ -56,13 +58,15 @@ class ChaosResult:
         """True when no property was violated (an ``unknown`` is not a violation; see ``strict``)."""
         return not self.violated
 
-    def assert_held(self, *names: str, strict: bool = False) -> None:
+    def assert_held(self, *names: str, strict: bool | None = None) -> None:
         """Raise :class:`ChaosViolation` if any of *names* (default: every property) was violated,
-        or with *strict* could not decide. Raises KeyError for a name that is not a property."""
+        or with *strict* (default: ``--chaos-strict``) could not decide. Raises KeyError for a name
+        that is not a property."""
         __tracebackhide__ = True  # pytest shows the caller's line and this message, not our source
         names = names or tuple(self.properties)
         for n in names:
             self.properties[n]  # noqa: B018 -- a misspelt name must fail loudly, not pass
+        strict = self.strict if strict is None else strict
         bad = [n for n in names if n in self.violated or (strict and n in self.unknown)]
         if bad:
             raise ChaosViolation(self.explain(bad))
@@ -98,6 +102,8 @@ class ChaosResult:
                 lines.append(f"saved to {self.file}")
             if self.replay:
                 lines.append(f"replay with: {self.replay}")
+            if self.page is not None:
+                lines.append(f"HTML page: {self.page}")
         if self.history is not None:
             tl = report.timeline(self.history).splitlines()
             lines.append("timeline of that run:")

@@ -34,6 +34,8 @@ class Settings:
     seed: int | None = None
     out: Path = Path("chaos-out")
     root: Path = Path(".")  # relative design files are found from here
+    html: Path | None = None  # a directory: one page per search that violated something
+    strict: bool = False  # assert_held fails on unknown too
     defaults: dict = field(default_factory=dict)  # design, faults, tenant_mode, workers, ... (marker)
 
 
@@ -85,13 +87,26 @@ class ChaosSession:
                      workers=self._opt(workers, "workers", None))
         names = ",".join(f.name for f in fault_list) or "none"
         title = f"{design} ({mode}) under faults {names}: {len(out.runs)} runs"
-        result = ChaosResult(title, out.aggregate(), runs=len(out.runs), flaky=out.flaky)
+        result = ChaosResult(title, out.aggregate(), runs=len(out.runs), flaky=out.flaky,
+                             strict=self.settings.strict)
         if out.counterexample is not None:
             ce = out.counterexample
             result.schedule, result.history = ce.schedule, ce.history
             result.file = self._save(ce.schedule, f"{Path(design).name}-{names}")
             result.replay = REPLAY.format(file=result.file)
+            if self.settings.html is not None:
+                result.page = self._page(result, ce.violated)
         return result
+
+    def _page(self, result: ChaosResult, violated: list[str]) -> Path:
+        from harness import html
+
+        return html.write(self.settings.html / f"{result.file.stem}.html", title=result.title,
+                          tables=[("properties", result.properties)],
+                          counterexamples=[html.counterexample(
+                              name="counterexample", schedule_json=result.schedule.to_json(),
+                              file=str(result.file), replay=result.replay, violated=violated,
+                              history=result.history)])
 
     def run(self, schedule: Schedule, *, design: str | None = None, save: bool = True) -> ChaosResult:
         """Run one schedule and check every property; a violating schedule is saved (with *save*)."""
@@ -99,7 +114,7 @@ class ChaosSession:
         history = self.runner.run(schedule)
         results = properties.check(history)
         result = ChaosResult(f"{schedule.design} ({schedule.tenant_mode}), one schedule", results,
-                             schedule=schedule, history=history)
+                             schedule=schedule, history=history, strict=self.settings.strict)
         if save and result.violated:
             result.file = self._save(schedule, f"{Path(schedule.design).name}-run")
             result.replay = REPLAY.format(file=result.file)

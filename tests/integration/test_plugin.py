@@ -69,7 +69,8 @@ def test_a_user_project_runs_green(project: pytest.Pytester):
 
 def test_a_buggy_design_fails_with_the_evidence(project: pytest.Pytester):
     project.makepyfile(test_buggy=BUGGY)
-    r = project.runpytest_subprocess("-p", "pg_job_chaos.plugin", "--chaos-out", "found", timeout=600)
+    r = project.runpytest_subprocess("-p", "pg_job_chaos.plugin", "--chaos-out", "found", "--chaos-html", "pages",
+                                     timeout=600)
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
     assert "ChaosViolation" in out and "attempts-counted: violated" in out
@@ -80,3 +81,5 @@ def test_a_buggy_design_fails_with_the_evidence(project: pytest.Pytester):
     assert schedule["design"].endswith("mydesign.py:Forgetful") and schedule["jobs"]
     assert any(j.get("fault") == "crash" for j in schedule["jobs"])
     assert "timeline of that run:" in out
+    page = project.path / "pages" / f"{saved[0].stem}.html"
+    assert f"HTML page: {page}" in out and "mydesign.py:Forgetful" in page.read_text()

@@ -19,7 +19,8 @@ def test_the_entry_point_names_the_plugin_module():
 
 def test_options_and_markers_are_registered(pytester: pytest.Pytester):
     help_ = pytester.runpytest(*PLUGIN, "--help")
-    for flag in ("--chaos-examples", "--chaos-time-scale", "--chaos-seed", "--chaos-postgres", "--chaos-out"):
+    for flag in ("--chaos-examples", "--chaos-time-scale", "--chaos-seed", "--chaos-postgres", "--chaos-out",
+                 "--chaos-html", "--chaos-strict"):
         assert flag in help_.stdout.str()
     markers = pytester.runpytest(*PLUGIN, "--markers").stdout.str()
     assert "chaos_config(**defaults)" in markers and "@pytest.mark.chaos_postgres" in markers
