@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help (0) or a usage error (2), already printed
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
-        with Progress(sys.stderr, quiet=args.quiet) as progress:
+        # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
+        with Progress(sys.stderr, quiet=args.quiet, bar=False if args.verbose else None) as progress:
             return args.command(args, progress)
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
