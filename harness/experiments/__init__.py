@@ -18,6 +18,7 @@ from pathlib import Path
 from core.errors import UsageError
 from harness import scales
 from harness.experiments.common import Context, print_to_stderr, table
+from harness.progress import step
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue")
 
@@ -103,7 +104,8 @@ def command(args, progress) -> int:
             plot_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgjc-plots-")))
         with provision(args.postgres, pg_bin=args.pg_bin, progress=progress) as database:
             progress(f"experiments on {database.server}")
-            for name in names:
+            for i, name in enumerate(names):
+                step(progress, f"experiment {name} ({i + 1} of {len(names)})", done=i, total=len(names))
                 results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs,
                                                plot_dir=plot_dir, time_scale=args.time_scale, progress=progress)
                 print(render(results[name]), flush=True)
