@@ -49,3 +49,10 @@ def test_the_search_command_is_one_the_cli_accepts():
     assert args.subcommand == "search" and args.strict and args.junit.startswith("chaos-out/")
     assert args.html.startswith("chaos-out/") and args.json.startswith("chaos-out/")
 
+
+
+def test_ci_run_installs_the_browser_and_fails_on_failure():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in script  # any failing step fails CI
+    assert "apt-get update" in script and "apt-get install -y chromium" in script
+    assert script.rstrip().endswith("pip install -e '.[test]' && pytest")  # the README's test command
