@@ -2,8 +2,8 @@
 
 The page holds the property table, the compare matrix, and for every counterexample a timeline:
 one lane per worker identity (a restart is a new identity, so a new lane), each execution a bar
-labelled ``job/attempt``, with marks for lease expiry, fault strikes, side effects, commits and
-process deaths; hovering a mark shows its record, clicking pins it below. The saved schedule and
+labelled ``job/attempt``, with marks for lease expiry, fault strikes, side effects, commits,
+process deaths and sampled transactions past the horizon threshold; hovering a mark shows its record, clicking pins it below. The saved schedule and
 the replay command go beside it. Experiments' PNG curves go in as ``data:`` images.
 
 The page's layout and script live in ``report.html`` beside this module; this module only turns
@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from core.history import History
+from properties.health import HORIZON_LEASE_FRACTION
 
 TEMPLATE = Path(__file__).with_name("report.html")
 _COMMIT_EVENTS = {"finished"}
@@ -70,6 +71,10 @@ def timeline_data(h: History) -> dict:
     for x in h.injected:
         marks.append({"lane": lane(x.get("worker")), "t": _rel(x["t"], t0), "kind": "fault",
                       "label": f"supervisor: {x.get('fault')} (job {x.get('job')}, {x.get('point')})", "record": x})
+    for s in _held_back(h):
+        marks.append({"lane": lane(s["worker"]), "t": _rel(s["t"], t0), "from": _rel(s["t"] - s["xact_age"], t0),
+                      "kind": "horizon", "record": s["record"],
+                      "label": f"transaction open {s['xact_age']:.2f} s (sampled; over {s['threshold']:.2f} s)"})
     for x in h.exits:
         if not x.by_harness:
             marks.append({"lane": x.worker, "t": _rel(x.t, t0), "kind": "death",
@@ -77,6 +82,25 @@ def timeline_data(h: History) -> dict:
     order = sorted(lanes, key=_lane_key)  # w1.0, w1.1 (its restart), w2.0, ...
     return {"lanes": [lanes[w] for w in order], "bars": bars, "marks": marks, "end": _rel(h.t1, t0),
             "ended_by": h.ended_by, "notes": h.notes}
+
+
+def _held_back(h: History) -> list[dict]:
+    """Per worker session, its oldest sample holding an xid or snapshot past the horizon property's
+    threshold (the span drawn is that transaction's age when sampled)."""
+    timing = h.schedule.get("timing") or {}
+    if timing.get("lease") is None:
+        return []
+    threshold = HORIZON_LEASE_FRACTION * timing["lease"] * h.schedule.get("time_scale", 1.0)
+    oldest: dict = {}
+    for s in h.samples:
+        if s.get("role") != "worker" or s.get("xact_age") is None or s["xact_age"] <= threshold:
+            continue
+        if s.get("xid") is None and s.get("xmin") is None:
+            continue
+        if s.get("pid") not in oldest or s["xact_age"] > oldest[s.get("pid")]["xact_age"]:
+            oldest[s.get("pid")] = s
+    return [{"worker": (s.get("app") or "?").split("/")[0], "t": s["t"], "xact_age": s["xact_age"],
+             "threshold": threshold, "record": s} for s in oldest.values()]
 
 
 def counterexample(*, name: str, schedule_json: str, file: str | None, replay: str | None,

@@ -53,6 +53,8 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     assert dom.count('class="properties"') == 1 and "VIOLATED" in dom
     assert dom.count('class="timeline"') == len(saved)  # one per saved schedule
     assert 'class="bar bar-' in dom and "mark mark-lease" in dom and "mark mark-commit" in dom
+    if re.search(r"violates [^<]*horizon", dom):
+        assert "mark mark-horizon" in dom  # the long transaction, drawn under its bar
     assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
 
 

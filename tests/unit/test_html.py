@@ -26,8 +26,15 @@ def _history() -> History:
              WorkerExit("w1.1", 102, 12.0, "drained", by_harness=True),
              WorkerExit("w10.0", 103, 12.0, "drained", by_harness=True)]
     injected = [{"t": 10.25, "worker": "w1.0", "fault": "pause", "job": 1, "attempt": 1, "point": "mid-work"}]
-    return History(schedule={"jobs": []}, design="lease", tenant_mode="local", records=records, jobs=[], runs=[],
-                   exits=exits, injected=injected, ended_by="quiescent", t0=10.0, t1=12.0)
+    samples = [  # threshold: half a lease of 1 s at time scale 0.2 = 0.1 s
+        {"t": 10.3, "role": "worker", "app": "w1.0", "pid": 7, "xid": "900", "xact_age": 0.15},
+        {"t": 10.32, "role": "worker", "app": "w1.0", "pid": 7, "xid": "900", "xact_age": 0.2},
+        {"t": 10.6, "role": "worker", "app": "w10.0", "pid": 8, "xid": None, "xmin": None, "xact_age": 0.3},
+        {"t": 10.6, "role": "worker", "app": "w1.1/heartbeat", "pid": 9, "xmin": "5", "xact_age": 0.05},
+    ]
+    return History(schedule={"jobs": [], "timing": {"lease": 1.0}, "time_scale": 0.2}, design="lease",
+                   tenant_mode="local", records=records, jobs=[], runs=[], exits=exits, injected=injected,
+                   samples=samples, ended_by="quiescent", t0=10.0, t1=12.0)
 
 
 def test_timeline_lanes_bars_and_marks():
@@ -39,7 +46,9 @@ def test_timeline_lanes_bars_and_marks():
     assert bars[("w1.0", "1/1")]["outcome"] == "info" and bars[("w1.1", "1/2")]["outcome"] == "ok"
     assert bars[("w1.0", "1/1")]["start"] == 0.1 and bars[("w1.0", "1/1")]["end"] <= 0.35
     kinds = {m["kind"] for m in tl["marks"]}
-    assert kinds == {"lease", "effect", "fault", "commit", "death"}
+    assert kinds == {"lease", "effect", "fault", "commit", "death", "horizon"}
+    (span,) = [m for m in tl["marks"] if m["kind"] == "horizon"]  # the session's oldest sample, over the threshold
+    assert span["lane"] == "w1.0" and span["from"] == 0.12 and span["t"] == 0.32
     death = next(m for m in tl["marks"] if m["kind"] == "death")
     assert death["lane"] == "w1.0" and "pid 101" in death["label"]  # workers ended by the harness: no mark
     assert sum(m["kind"] == "fault" for m in tl["marks"]) == 2  # the in-job strike and the supervisor's
