@@ -4,8 +4,8 @@ Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experimen
 The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
 flags ``--replay FILE`` and ``--compare`` still name their subcommands.
 
-Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated, 2 usage error, 3 the
-harness itself failed. A user's mistake is one line on stderr, never a traceback.
+Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated (with ``--strict``:
+or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import traceback
 from core import logs
 from core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
 from harness import bench, commands, experiments, scales
+from harness.progress import Progress
 from workers import DESIGNS, MODES
 
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
@@ -48,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
                            "replay: the schedule's own)")
     runs.add_argument("--json", metavar="FILE", help="write the results as JSON (format in the README)")
     runs.add_argument("--junit", metavar="FILE", help="write one JUnit test case per property")
+    runs.add_argument("--strict", action="store_true",
+                      help="a property that could not decide (unknown) fails the run too (exit 1)")
+    runs.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: tables and timelines")
 
     drawn = _Parser(add_help=False)  # what search and compare draw schedules with
     drawn.add_argument("--faults", default="", help="comma-separated faults, e.g. crash,overrun (see --list-faults)")
@@ -149,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help (0) or a usage error (2), already printed
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
-        progress = (lambda s: None) if args.quiet else (lambda s: print(f"  {s}", file=sys.stderr, flush=True))
-        return args.command(args, progress)
+        # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
+        with Progress(sys.stderr, quiet=args.quiet, bar=False if args.verbose else None) as progress:
+            return args.command(args, progress)
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -15,8 +15,9 @@ from pathlib import Path
 import properties
 from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
-from harness import report, scales, schedules
+from harness import html, report, scales, schedules
 from harness.postgres import provision
+from harness.progress import finish
 from harness.runner import Runner
 from workers import DESIGNS, MODES, load_design
 
@@ -51,7 +52,7 @@ def _runner(args, progress, *, parallel: int = 1) -> Iterator[Runner]:
     """A provisioned database and its runner; with *parallel* > 1 also that many slots (cloned
     first: a template database must have no session open), as ``runner.slots``."""
     with contextlib.ExitStack() as stack:
-        database = stack.enter_context(provision(args.postgres, pg_bin=args.pg_bin))
+        database = stack.enter_context(provision(args.postgres, pg_bin=args.pg_bin, progress=progress))
         progress(f"PostgreSQL: {database.server}")
         slots = None
         if parallel > 1:
@@ -73,8 +74,17 @@ def _parallel(args) -> int:
     return n
 
 
-def _exit_code(results: dict) -> int:
-    return EXIT_VIOLATED if any(r.status == properties.VIOLATED for r in results.values()) else EXIT_HELD
+def _exit_code(args, results: dict, *, never_struck: list[str] = ()) -> int:
+    """1 when a property was violated, or with ``--strict`` could not decide or an allowed fault
+    struck in no run; else 0."""
+    failing = {properties.VIOLATED, properties.UNKNOWN} if args.strict else {properties.VIOLATED}
+    undecided = [n for n, r in results.items() if r.status == properties.UNKNOWN]
+    if args.strict and undecided:
+        print(f"--strict: {', '.join(undecided)} could not decide; the run fails")
+    if args.strict and never_struck:
+        print(f"--strict: {', '.join(never_struck)} struck in no run; the run fails")
+        return EXIT_VIOLATED
+    return EXIT_VIOLATED if any(r.status in failing for r in results.values()) else EXIT_HELD
 
 
 def replay(args, progress) -> int:
@@ -122,15 +132,20 @@ def _replay(args, runner, schedule) -> int:
     schedule = schedule.replace(**changes)
     history = runner.run(schedule)
     results = properties.check(history)
-    print(report.property_table(results, title=f"replay of {args.file} on {schedule.design} ({schedule.tenant_mode})"))
+    title = f"replay of {args.file} on {schedule.design} ({schedule.tenant_mode})"
+    print(report.property_table(results, title=title))
     for n in report.notes_for(results):
         print(n)
     print("timeline:")
     print(report.timeline(history))
     _write(args, {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
                   "replay": args.file, "properties": report.results_json(results)},
-           {schedule.design: results})
-    return _exit_code(results)
+           {schedule.design: results},
+           page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [html.counterexample(
+               name="this replay", schedule_json=schedule.to_json(), file=args.file,
+               replay=f"python run.py --replay {args.file}",
+               violated=[n for n, r in results.items() if r.status == properties.VIOLATED], history=history)]})
+    return _exit_code(args, results)
 
 
 def _search(args, runner, faults, progress, options: dict) -> int:
@@ -144,26 +159,39 @@ def _search(args, runner, faults, progress, options: dict) -> int:
              f"time scale {scale}")
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                  seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
+    finish(progress)
     results = out.aggregate()
-    print(report.property_table(results, title=(
-        f"{design} ({mode}) under faults {names}: {len(out.runs)} runs ({out.small_scope_runs} small-scope) "
-        f"in {out.seconds:.1f} s")))
+    title = (f"{design} ({mode}) under faults {names}: {len(out.runs)} runs ({out.small_scope_runs} small-scope) "
+             f"in {out.seconds:.1f} s")
+    print(report.property_table(results, title=title))
     for n in report.notes_for(results):
         print(n)
     never = out.never_struck(faults)
     for line in report.coverage_lines(out.coverage(), never, budget_spent=out.budget_spent):
         print(line)
-    counter = None
+    counter, shown = None, []
     if out.counterexample is not None:
-        counter = _show_counterexample(args, out, design, names)
+        counter, shown = _show_counterexample(args, out, design, names)
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
                   "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
                   "counterexample": counter, "small_scope_runs": out.small_scope_runs,
-                  "coverage": out.coverage(), "never_struck": never, "budget_spent": out.budget_spent}, {design: results})
-    return _exit_code(results)
+                  "coverage": out.coverage(), "never_struck": never, "budget_spent": out.budget_spent},
+           {design: results},
+           page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [
+               html.counterexample(name=name, schedule_json=run.schedule.to_json(), file=str(path),
+                                   replay=f"python run.py --replay {path}", violated=run.violated,
+                                   history=run.history) for name, run, path in shown]})
+    return _exit_code(args, results, never_struck=never)
 
 
-def _show_counterexample(args, out, design: str, names: str) -> dict:
+def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list]:
+    """Print and save the counterexample (and the smallest schedule for each other violated
+    property); returns its JSON and ``(name, run, saved path)`` of each schedule saved."""
+
+
+def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list]:
+    """Print and save the counterexample (and the smallest schedule for each other violated
+    property); returns its JSON and ``(name, run, saved path)`` of each schedule saved."""
     ce = out.counterexample
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -179,14 +207,16 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
     print(report.timeline(ce.history))
     aggregate = out.aggregate()
     others = [n for n, r in aggregate.items() if r.status == "violated" and n not in ce.violated]
+    shown = [("counterexample", ce, path)]
     for n in others:
         small = out.smallest_for(n)
         if small is not None:
             p = outdir / f"{path.stem}-{n}.json"
             p.write_text(small.schedule.to_json() + "\n")
             print(f"{n}: smallest schedule that violated it ({len(small.schedule.jobs)} jobs): {p}")
+            shown.append((f"smallest schedule violating {n}", small, p))
     return {"schedule": ce.schedule.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
-            "flaky": out.flaky}
+            "flaky": out.flaky}, shown
 
 
 def _compare(args, runner, faults, designs, progress, options: dict) -> int:
@@ -196,6 +226,7 @@ def _compare(args, runner, faults, designs, progress, options: dict) -> int:
     scale = args.time_scale or scales.SEARCH
     c = compare(runner.run, designs=designs, faults=faults, tenant_mode=mode, examples=args.examples,
                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
+    finish(progress)
     print(report.matrix(c.results, decided_by=c.decided_by))
     outdir = Path(args.out)
     files = []
@@ -213,9 +244,14 @@ def _compare(args, runner, faults, designs, progress, options: dict) -> int:
                   "designs": {d: {"properties": report.results_json(r),
                                   "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
                               for d, r in c.results.items()}},
-           c.results)
-    violated = any(r.status == properties.VIOLATED for res in c.results.values() for r in res.values())
-    return EXIT_VIOLATED if violated else EXIT_HELD
+           c.results,
+           page=lambda: {"title": f"compare: faults {','.join(f.name for f in faults) or 'none'} ({mode})",
+                         "matrix": c.results, "counterexamples": [
+                             html.counterexample(name=f"S{i}: {d.origin}", schedule_json=d.schedule.to_json(),
+                                                 file=path, replay=f"python run.py --replay {path}",
+                                                 violated=d.run.violated, history=d.run.history)
+                             for i, (d, path) in enumerate(zip(c.schedules, files, strict=True), 1)]})
+    return max(_exit_code(args, res) for res in c.results.values())
 
 
 def _search_options(args, runner=None) -> dict:
@@ -232,8 +268,14 @@ def _search_options(args, runner=None) -> dict:
     return opts
 
 
-def _write(args, data: dict, suites: dict) -> None:
+def _write(args, data: dict, suites: dict, *, page=None) -> None:
+    """``--json``, ``--junit`` and ``--html`` (*page* makes :func:`harness.html.write`'s arguments)."""
+    if args.html and page is not None:
+        print(f"HTML report: {html.write(args.html, **page())}")
+    for f in (args.json, args.junit):
+        if f:
+            Path(f).parent.mkdir(parents=True, exist_ok=True)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if args.junit:
-        report.junit(args.junit, suites)
+        report.junit(args.junit, suites, strict=args.strict)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import properties
 from core.schedule import Schedule
-from harness.outcome import SearchOutcome
+from harness.outcome import Run, SearchOutcome
 from harness.search import search
 
 
@@ -23,6 +23,7 @@ class Deciding:
 
     origin: str  # "lease-fenced's counterexample for single-commit"
     schedule: Schedule
+    run: Run  # the run of its own design's search that found it
 
 
 @dataclass
@@ -55,7 +56,7 @@ def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, te
             key = smallest.schedule.replace(design="").to_json()
             if key not in seen:
                 seen[key] = len(c.schedules)
-                c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule))
+                c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule, smallest))
     run_many = search_options.get("run_many")
     for d in designs:
         runs = [(r, None) for r in c.outcomes[d].runs]

@@ -17,21 +17,35 @@ from core.history import History
 from properties.checks import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
+WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
+LIST_SHOWN = 6  # ids a cell names before "and N more"
 
 
 def _render(table: Table) -> str:
     buf = io.StringIO()
-    Console(file=buf, width=140, color_system=None, force_terminal=False).print(table)
+    Console(file=buf, width=WIDTH, color_system=None, force_terminal=False).print(table)
     return buf.getvalue()
 
 
+def shortlist(items, shown: int = LIST_SHOWN) -> str:
+    """``1, 2, 3 and 5 more``: at most *shown* items, then how many are left out."""
+    items = [str(i) for i in items]
+    if len(items) <= shown + 1:  # "and 1 more" would take the room of the one it hides
+        return ", ".join(items)
+    return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
+
+
 def property_table(results: dict, *, title: str) -> str:
-    t = Table(title=title, title_justify="left")
-    for col in ("property", "status", "count", "jobs", "evidence"):
-        t.add_column(col, overflow="fold")
+    """One row per property, :data:`WIDTH` columns wide at most: names and statuses never wrap,
+    the evidence wraps, job lists end in "and N more"."""
+    t = Table(title=title, title_justify="left", width=WIDTH)
+    t.add_column("property", no_wrap=True, min_width=20)
+    t.add_column("status", no_wrap=True)
+    t.add_column("count", justify="right", no_wrap=True)
+    t.add_column("jobs", max_width=16, overflow="fold")
+    t.add_column("evidence", overflow="fold", ratio=1)
     for name, r in results.items():
-        jobs = ",".join(map(str, r.jobs[:8])) + ("..." if len(r.jobs) > 8 else "")
-        t.add_row(name, SYMBOL[r.status], str(r.count), jobs, r.evidence)
+        t.add_row(name, SYMBOL[r.status], str(r.count), shortlist(r.jobs, 3), r.evidence)
     return _render(t)
 
 
@@ -42,9 +56,9 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
     names = list(properties.PROPERTIES)
     t = Table(title="properties x designs (each searched, every counterexample replayed on every design)",
               title_justify="left")
-    t.add_column("property")
-    for d in designs:
-        t.add_column(d)
+    t.add_column("property", no_wrap=True)
+    for d in designs:  # a long design name wraps in its header; the table stays WIDTH wide
+        t.add_column(d, overflow="fold")
     for n in names:
         cells = []
         for d in designs:
@@ -117,16 +131,18 @@ def results_json(results: dict) -> dict:
     return {n: r.to_dict() for n, r in results.items()}
 
 
-def junit(path: str, suites: dict[str, dict]) -> None:
-    """One test case per property (per design); a violation is a failure, unknown is skipped."""
+def junit(path: str, suites: dict[str, dict], *, strict: bool = False) -> None:
+    """One test case per property (per design); a violation is a failure, unknown is skipped (with
+    *strict*, as ``--strict`` fails the run: a failure too)."""
     root = ET.Element("testsuites")
     for suite_name, results in suites.items():
         suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(results)),
-                              failures=str(sum(r.status == "violated" for r in results.values())),
-                              skipped=str(sum(r.status == "unknown" for r in results.values())))
+                              failures=str(sum(r.status == "violated" or strict and r.status == "unknown"
+                                               for r in results.values())),
+                              skipped=str(0 if strict else sum(r.status == "unknown" for r in results.values())))
         for n, r in results.items():
             case = ET.SubElement(suite, "testcase", classname=suite_name, name=n)
-            if r.status == "violated":
+            if r.status == "violated" or strict and r.status == "unknown":
                 ET.SubElement(case, "failure", message=r.evidence).text = json.dumps(r.to_dict())
             elif r.status == "unknown":
                 ET.SubElement(case, "skipped", message=r.evidence)

@@ -26,6 +26,7 @@ from core.history import History
 from core.schedule import Schedule
 from harness import smallscope
 from harness.outcome import Run, SearchOutcome
+from harness.progress import step
 from properties.strategies import schedules
 
 __all__ = ["Run", "SearchOutcome", "sample_schedules", "search"]
@@ -75,8 +76,12 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
         out.runs.append(r)
         what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
                          f"{','.join(schedule.faults()) or 'none'}")
-        progress(f"{state['phase']} {len(out.runs)}: {what} -> "
-                 f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)")
+        phase = state["phase"]
+        # the bar counts examples against the budget; shrinking has no known end
+        step(progress, f"{phase} {len(out.runs)}: {what} -> "
+                       f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)",
+             done=len(out.runs), total=None if phase == "shrinking" else max(examples + out.small_scope_runs,
+                                                                           len(out.runs)))
         if r.violated and out.first_failure_seconds is None:
             out.first_failure_seconds = time.monotonic() - t0
 
@@ -91,12 +96,12 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
         """Run a batch known in advance, *parallel* at a time where slots exist; stops at the budget."""
         batch = [(label, s) for label, s in batch if s.to_json() not in cache]
         done = 0
-        step = parallel if run_many is not None and parallel > 1 else 1
-        for k in range(0, len(batch), step):
+        width = parallel if run_many is not None and parallel > 1 else 1
+        for k in range(0, len(batch), width):
             if spent():
                 break
-            chunk = batch[k:k + step]
-            if step == 1:
+            chunk = batch[k:k + width]
+            if width == 1:
                 execute(chunk[0][1], chunk[0][0])
             else:
                 for (label, s), h in zip(chunk, run_many([s for _, s in chunk]), strict=True):

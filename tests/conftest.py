@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ("pytester",)  # tests of the pytest plugin (pg_job_chaos.plugin) run user projects
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

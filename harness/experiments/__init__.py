@@ -8,14 +8,17 @@ beside the article's.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import tempfile
 import time
 from pathlib import Path
 
 from core.errors import UsageError
 from harness import scales
 from harness.experiments.common import Context, print_to_stderr, table
+from harness.progress import step
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue")
 
@@ -76,6 +79,8 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--quick", action="store_true", help="smaller counts, for CI")
     p.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
     p.add_argument("--plot", metavar="DIR", type=Path, help="write PNG charts (horizon, reset-cost, vacuum)")
+    p.add_argument("--html", metavar="FILE", type=Path,
+                   help="write one self-contained page: each report and its curves as inline images")
     p.add_argument("--jobs", type=int, metavar="N", help="job count (horizon: queued jobs; vacuum: short jobs)")
     p.add_argument("--time-scale", type=float, metavar="X",
                    help=f"multiply the article's durations (default {scales.EXPERIMENT:g}, "
@@ -93,13 +98,26 @@ def command(args, progress) -> int:
         raise UsageError("--time-scale must be greater than 0")
     names = list(NAMES) if args.name == "all" else [args.name]
     results: dict[str, dict] = {}
-    with provision(args.postgres, pg_bin=args.pg_bin) as database:
-        progress(f"experiments on {database.server}")
-        for name in names:
-            results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs, plot_dir=args.plot,
-                                           time_scale=args.time_scale, progress=progress)
-            print(render(results[name]), flush=True)
-            print(flush=True)
+    with contextlib.ExitStack() as stack:
+        plot_dir = args.plot
+        if args.html is not None and plot_dir is None:  # the page needs the curves; they go inline
+            plot_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgjc-plots-")))
+        with provision(args.postgres, pg_bin=args.pg_bin, progress=progress) as database:
+            progress(f"experiments on {database.server}")
+            for i, name in enumerate(names):
+                step(progress, f"experiment {name} ({i + 1} of {len(names)})", done=i, total=len(names))
+                results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs,
+                                               plot_dir=plot_dir, time_scale=args.time_scale, progress=progress)
+                print(render(results[name]), flush=True)
+                print(flush=True)
+        if args.html is not None:
+            from harness import html
+
+            page = html.write(args.html, title=f"experiments: {', '.join(names)}",
+                              texts=[(n, render(r)) for n, r in results.items()],
+                              images=[html.image(p, f"{n}: {Path(p).name}")
+                                      for n, r in results.items() for p in r.get("plots", [])])
+            print(f"HTML report: {page}")
     if args.json is not None:
         payload = results[names[0]] if args.name != "all" else {"experiments": results}
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from psycopg import sql
 
 from core import sqlfile
 from harness.experiments.common import Context, median_ms, plot
+from harness.progress import step
 
 Q = sqlfile.load(__file__, "horizon.sql", "create", "partial_index", "drop", "dequeue_delete",
                  "dequeue_done", "hold_xid", "hold_snapshot", "backend_alive")
@@ -111,7 +112,8 @@ def _run_variant(ctx: Context, admin, name: str, n: int, timeout_s: float | None
                 times = []
                 if holder is not None:
                     alive.append(admin.execute(Q.backend_alive, {"pid": holder.pid}).fetchone()[0] == 1)
-                ctx.progress(f"  horizon {name}: {i + 1}/{n} jobs, block median {medians[-1]} ms")
+                step(ctx.progress, f"  horizon {name}: {i + 1}/{n} jobs, block median {medians[-1]} ms",
+                     done=i + 1, total=n)
         held_s = time.perf_counter() - t_start
         released_by_us = holder.release() if holder is not None else None
         holder = None

@@ -49,8 +49,10 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 
 @contextlib.contextmanager
-def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[str, str] | None = None):
+def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[str, str] | None = None,
+              progress=None):
     """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
+    *progress* (:mod:`harness.progress`) hears about long first-time work (copying the server).
 
     Raises :class:`HarnessError` when the server cannot be started or reached. A cleanup step that
     fails after an earlier error is logged; the earlier error is the one raised.
@@ -62,7 +64,7 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[
         if kind == "local":
             from harness.postgres import local
 
-            server = local.start(pg_bin=pg_bin, janitor=janitor, settings=settings)
+            server = local.start(pg_bin=pg_bin, janitor=janitor, settings=settings, progress=progress)
         elif kind == "docker":
             from harness.postgres import docker
 

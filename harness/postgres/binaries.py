@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import HarnessError
+from harness.progress import step
 
 CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR", "/var/tmp/pg-job-chaos"))
 
@@ -93,11 +94,15 @@ def runnable_by(user: str | None, path: str) -> bool:
     return subprocess.run(["test", "-x", path], user=user, timeout=30).returncode == 0
 
 
-def reachable_copy(b: Binaries, user: str | None) -> Binaries:
+COPY_STEP = 100  # files copied between two progress reports
+
+
+def reachable_copy(b: Binaries, user: str | None, progress=None) -> Binaries:
     """*b* itself when *user* can run it, else a copy of its installation in :data:`CACHE_DIR`.
 
     The copy is made once per source directory (atomically: a temp dir renamed into place),
-    so concurrent runs never see half a copy.
+    so concurrent runs never see half a copy. *progress* (see :mod:`harness.progress`) hears how
+    many of its files are copied.
     """
     if runnable_by(user, b.tool("postgres")):
         return b
@@ -108,10 +113,21 @@ def reachable_copy(b: Binaries, user: str | None) -> Binaries:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         os.chmod(CACHE_DIR, 0o755)
         tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=CACHE_DIR))
+        parts = [part for part in ("bin", "lib", "share") if (root / part).exists()]
+        total = sum(len(files) for part in parts for _, _, files in os.walk(root / part))
+        copied = 0
+
+        def copy(src, dst):
+            nonlocal copied
+            copied += 1
+            if progress is not None and (copied % COPY_STEP == 0 or copied == total):
+                step(progress, f"copying PostgreSQL {b.version} for user {user} (once): {copied}/{total} files",
+                     done=copied, total=total)
+            return shutil.copy2(src, dst)
+
         try:
-            for part in ("bin", "lib", "share"):
-                if (root / part).exists():
-                    shutil.copytree(root / part, tmp / part, symlinks=True)
+            for part in parts:
+                shutil.copytree(root / part, tmp / part, symlinks=True, copy_function=copy)
             os.chmod(tmp, 0o755)
             try:
                 os.rename(tmp, dest)

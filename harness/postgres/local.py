@@ -137,7 +137,8 @@ class LocalServer:
                 janitor.forget(k)
 
 
-def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] | None = None) -> LocalServer:
+def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] | None = None,
+          progress=None) -> LocalServer:
     """initdb into a fresh run directory and start a server on a free loopback port.
 
     Raises :class:`HarnessError` (exit 3) with the server's own words when it cannot start.
@@ -145,7 +146,7 @@ def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] |
     sweep()
     user = run_as_user()
     found = binaries.find(pg_bin)
-    bins = binaries.reachable_copy(found, user)
+    bins = binaries.reachable_copy(found, user, progress)
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(RUNS_DIR, 0o1777)  # shared by every user's runs, like /tmp itself
     run_dir = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=RUNS_DIR))

@@ -19,6 +19,7 @@ LAYERS = {
     "workers": 2, "properties": 2,  # the systems under test; the invariants
     "harness": 3,  # orchestration: provisioning, supervisor, runner, search, report, CLI, experiments
     "run": 4,  # run.py
+    "pg_job_chaos": 4,  # the public API for users' own tests: the pytest plugin, the schedule strategy
 }
 SKIP = ("tests", "benchmarks", "examples", "docs", "build")
 

@@ -1,0 +1,117 @@
+"""The pytest plugin (entry point ``pytest11``: ``pg_job_chaos.plugin``).
+
+Fixtures, all prefixed ``chaos_`` so they never meet a project's own ``database`` or ``runner``:
+
+``chaos_database`` (session)
+    a throwaway PostgreSQL 17.10 with the article's schema, or the server ``--chaos-postgres``
+    names (a DSN, ``docker[:IMAGE]``); everything is removed at the end of the session.
+``chaos_session`` (session)
+    a :class:`~pg_job_chaos.session.ChaosSession`: ``.search(...)``, ``.run(schedule)``,
+    ``.replay(file)`` return a :class:`~pg_job_chaos.ChaosResult`. Use this one in ``@given`` tests
+    (Hypothesis refuses function-scoped fixtures there).
+``chaos_run`` (function)
+    the same, with the test's ``@pytest.mark.chaos_config(design=..., faults=..., ...)`` defaults.
+
+Markers: ``chaos_config(**defaults)``; ``chaos_postgres`` is put on every test that uses these
+fixtures, so ``-m "not chaos_postgres"`` leaves out the tests that need a server.
+
+Options (command line, or ini without the dashes: ``chaos_examples = 5``): ``--chaos-examples``,
+``--chaos-time-scale``, ``--chaos-seed``, ``--chaos-postgres``, ``--chaos-out``, ``--chaos-html``
+(a directory: one HTML page per search that violated something), ``--chaos-strict`` (``assert_held``
+fails on ``unknown`` too).
+
+Hazard: pytest imports this module in every session of every project that has pg-job-chaos
+installed, so it imports nothing heavy at module level; the harness loads when a fixture is used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = ("chaos_database", "chaos_session", "chaos_run")
+OPTIONS = {  # name: (type, default, help)
+    "examples": (int, "10", "schedules a chaos search generates"),
+    "time_scale": (float, "0.5", "multiply every duration of a chaos run"),
+    "seed": (int, "", "Hypothesis seed for chaos searches (default: random)"),
+    "postgres": (str, "local", "local (a throwaway server) | a DSN | docker[:IMAGE]"),
+    "out": (str, "chaos-out", "where counterexample schedules are saved (relative to the rootdir)"),
+    "html": (str, "", "a directory for one HTML page per violating search (relative to the rootdir)"),
+}
+TRUE = ("1", "true", "yes", "on")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pg-job-chaos", "chaos searches against PostgreSQL job workers")
+    for name, (tp, default, help_) in OPTIONS.items():
+        flag = "--chaos-" + name.replace("_", "-")
+        group.addoption(flag, dest=f"chaos_{name}", type=tp, default=None,
+                        help=f"{help_} (ini: chaos_{name}; default {default or 'none'})")
+        parser.addini(f"chaos_{name}", help=help_, default=default)
+    group.addoption("--chaos-strict", dest="chaos_strict", action="store_true", default=None,
+                    help="assert_held fails on a property that could not decide, too (ini: chaos_strict)")
+    parser.addini("chaos_strict", help="assert_held fails on unknown too", type="bool", default=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "chaos_config(**defaults): defaults for chaos_run in this test "
+                                       "(design, faults, tenant_mode, examples, time_scale, seed, workers)")
+    config.addinivalue_line("markers", "chaos_postgres: uses pg-job-chaos's database (added automatically)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if set(FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker("chaos_postgres")
+
+
+def option(config: pytest.Config, name: str):
+    """The command line's value, else the ini file's, converted; an empty ini value is None."""
+    value = config.getoption(f"chaos_{name}")
+    if value is not None:
+        return value
+    raw = config.getini(f"chaos_{name}")
+    if raw in ("", None):
+        return None
+    try:
+        return OPTIONS[name][0](raw)
+    except ValueError:
+        raise pytest.UsageError(f"ini option chaos_{name} = {raw!r}: expected {OPTIONS[name][0].__name__}") from None
+
+
+@pytest.fixture(scope="session")
+def chaos_database(pytestconfig: pytest.Config):
+    """A provisioned database (``harness.postgres.Database``) for the whole session."""
+    from harness.postgres import provision
+
+    with provision(option(pytestconfig, "postgres") or "local") as db:
+        yield db
+
+
+@pytest.fixture(scope="session")
+def chaos_session(pytestconfig: pytest.Config, chaos_database):
+    from harness.runner import Runner
+    from pg_job_chaos.session import ChaosSession, Settings
+
+    examples, scale = option(pytestconfig, "examples"), option(pytestconfig, "time_scale")
+    if examples is not None and examples < 1 or scale is not None and scale <= 0:
+        raise pytest.UsageError("--chaos-examples must be at least 1 and --chaos-time-scale greater than 0")
+    root = Path(pytestconfig.rootpath)
+    html = option(pytestconfig, "html")
+    strict = pytestconfig.getoption("chaos_strict") or pytestconfig.getini("chaos_strict")
+    settings = Settings(examples=examples or 10, time_scale=scale or 0.5, seed=option(pytestconfig, "seed"),
+                        out=root / (option(pytestconfig, "out") or "chaos-out"), root=root,
+                        html=root / html if html else None, strict=bool(strict))
+    with Runner(chaos_database) as runner:
+        yield ChaosSession(runner, settings)
+
+
+@pytest.fixture
+def chaos_run(request: pytest.FixtureRequest, chaos_session):
+    """:class:`~pg_job_chaos.session.ChaosSession` with this test's ``chaos_config`` marker defaults
+    (the closest marker wins)."""
+    defaults: dict = {}
+    for mark in reversed(list(request.node.iter_markers("chaos_config"))):
+        defaults.update(mark.kwargs)
+    return chaos_session.with_defaults(**defaults)

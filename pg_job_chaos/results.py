@@ -1,0 +1,118 @@
+"""What a chaos run returns to a test: the verdicts, and on a violation the evidence to act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import properties
+from core.history import History
+from core.schedule import Schedule
+
+TIMELINE_LINES = 40  # lines of the counterexample's timeline a failure message shows at most
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+class ChaosViolation(AssertionError):
+    """A property the test asserted did not hold; the message is the evidence, the saved schedule
+    and the command that replays it (as Hypothesis prints a failing example)."""
+
+
+@dataclass
+class ChaosResult:
+    """The verdict of one run or one search.
+
+    ``properties`` maps every property to its :class:`properties.Result` (aggregated worst-first over
+    a search's runs). On a violation ``schedule`` is the (shrunk) counterexample, ``file`` where it
+    was saved and ``replay`` the command that runs it again; ``history`` is that run's history.
+    """
+
+    title: str
+    properties: dict
+    schedule: Schedule | None = None
+    file: Path | None = None
+    replay: str | None = None
+    history: History | None = None
+    runs: int = 1
+    flaky: bool = False
+    notes: list[str] = field(default_factory=list)
+    strict: bool = False  # assert_held's default: --chaos-strict
+    page: Path | None = None  # the HTML page written for it (--chaos-html)
+
+    def status(self, name: str) -> str:
+        return self.properties[name].status
+
+    @property
+    def violated(self) -> list[str]:
+        return [n for n, r in self.properties.items() if r.status == properties.VIOLATED]
+
+    @property
+    def unknown(self) -> list[str]:
+        return [n for n, r in self.properties.items() if r.status == properties.UNKNOWN]
+
+    @property
+    def held(self) -> bool:
+        """True when no property was violated (an ``unknown`` is not a violation; see ``strict``)."""
+        return not self.violated
+
+    def assert_held(self, *names: str, strict: bool | None = None) -> None:
+        """Raise :class:`ChaosViolation` if any of *names* (default: every property) was violated,
+        or with *strict* (default: ``--chaos-strict``) could not decide. Raises KeyError for a name
+        that is not a property."""
+        __tracebackhide__ = True  # pytest shows the caller's line and this message, not our source
+        names = names or tuple(self.properties)
+        for n in names:
+            self.properties[n]  # noqa: B018 -- a misspelt name must fail loudly, not pass
+        strict = self.strict if strict is None else strict
+        bad = [n for n in names if n in self.violated or (strict and n in self.unknown)]
+        if bad:
+            raise ChaosViolation(self.explain(bad))
+
+    def assert_violated(self, *names: str) -> None:
+        """Raise :class:`ChaosViolation` unless every one of *names* was violated (a test that pins
+        down what a design is known to lose)."""
+        __tracebackhide__ = True
+        missing = [n for n in names if self.properties[n].status != properties.VIOLATED]
+        if missing:
+            raise ChaosViolation(f"{self.title}: expected {', '.join(missing)} to be violated; "
+                                 + "; ".join(f"{n}: {self.properties[n].status} ({self.properties[n].evidence})"
+                                             for n in missing))
+
+    def explain(self, names: list[str] | None = None) -> str:
+        """The failure message: each property's evidence, the schedule, where it was saved, how to
+        replay it, and the start of that run's timeline."""
+        from harness import report
+
+        names = names or self.violated
+        lines = [f"{self.title}: {', '.join(names)} {'not held' if names else 'all held'}"]
+        for n in names:
+            r = self.properties[n]
+            jobs = f" (jobs {report.shortlist(r.jobs)})" if r.jobs else ""
+            lines.append(f"  {n}: {r.status}{jobs}: {r.evidence}")
+        notes = report.notes_for({n: self.properties[n] for n in names}) + self.notes
+        lines += [f"  {x}" for x in notes]
+        if self.schedule is not None:
+            lines.append(f"counterexample{' (FLAKY: did not fail again on replay)' if self.flaky else ''}: "
+                         f"{_count(len(self.schedule.jobs), 'job')}, {_count(self.schedule.workers, 'worker')}")
+            lines.append(self.schedule.to_json())
+            if self.file is not None:
+                lines.append(f"saved to {self.file}")
+            if self.replay:
+                lines.append(f"replay with: {self.replay}")
+            if self.page is not None:
+                lines.append(f"HTML page: {self.page}")
+        if self.history is not None:
+            tl = report.timeline(self.history).splitlines()
+            lines.append("timeline of that run:")
+            lines += tl[:TIMELINE_LINES] + ([f"... {len(tl) - TIMELINE_LINES} more lines"]
+                                            if len(tl) > TIMELINE_LINES else [])
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        """The terminal property table (100 columns)."""
+        from harness import report
+
+        return report.property_table(self.properties, title=self.title)

@@ -1,0 +1,81 @@
+"""``--html FILE`` as a user opens it: one self-contained page, loaded from a file in headless
+Chromium (no network), rendered without a script error, and not blank."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from matplotlib import image
+
+from tests.conftest import run_cli
+from tests.integration import browser
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+
+@pytest.fixture(scope="module")
+def no_browser():
+    return browser.unavailable()
+
+
+def _check_self_contained(text: str) -> None:
+    # Nothing may load from elsewhere: no external script, stylesheet, image or font.
+    assert not re.search(r"""(src|href)\s*=\s*["'](https?:|//)""", text)
+    assert "<link" not in text and "@import" not in text and "url(http" not in text
+
+
+def _open(page, tmp_path, no_browser, name: str):
+    if no_browser:
+        pytest.skip(no_browser)
+    loaded = browser.load(page, tmp_path / "profile")
+    assert 'data-rendered="yes"' in loaded.dom, loaded.console
+    assert not re.search(r"<html[^>]*data-errors", loaded.dom) and not [c for c in loaded.console if "Uncaught" in c], loaded.console
+    png = browser.screenshot(page, tmp_path / f"{name}.png", tmp_path / "profile")
+    pixels = image.imread(png)[..., :3]
+    assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, "the screenshot is blank"
+    print(f"screenshot: {png}")
+    return loaded.dom
+
+
+def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no_browser):
+    page = tmp_path / "search.html"
+    r = run_cli("--design", "lease", "--faults", "crash,overrun", "--time-scale", "0.2", "--examples", "3",
+                "--seed", "3", "--out", str(tmp_path / "ce"), "--html", str(page), timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert f"HTML report: {page}" in r.stdout
+    text = page.read_text()
+    _check_self_contained(text)
+    saved = sorted((tmp_path / "ce").glob("*.json"))
+    assert saved and all(f"python run.py --replay {p}" in text for p in saved)
+    dom = _open(page, tmp_path, no_browser, "search")
+    assert dom.count('class="properties"') == 1 and "VIOLATED" in dom
+    assert dom.count('class="timeline"') == len(saved)  # one per saved schedule
+    assert 'class="bar bar-' in dom and "mark mark-lease" in dom and "mark mark-commit" in dom
+    if re.search(r"violates [^<]*horizon", dom):
+        assert "mark mark-horizon" in dom  # the long transaction, drawn under its bar
+    assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
+
+
+def test_compare_page_shows_the_matrix(tmp_path, no_browser):
+    page = tmp_path / "compare.html"
+    r = run_cli("--compare", "--designs", "one-transaction,lease-heartbeat", "--faults", "crash",
+                "--time-scale", "0.2", "--examples", "2", "--seed", "2", "--workers", "1", "--html", str(page),
+                timeout=600)
+    assert r.returncode == 1, r.stderr
+    _check_self_contained(page.read_text())
+    dom = _open(page, tmp_path, no_browser, "compare")
+    assert 'class="matrix"' in dom and "lease-heartbeat" in dom
+    assert "mark mark-death" in dom  # one-transaction's worker dies of the crash, on its own lane
+
+
+def test_experiment_page_inlines_its_curves(tmp_path, no_browser):
+    page = tmp_path / "vacuum.html"
+    r = run_cli("experiment", "vacuum", "--quick", "--html", str(page), timeout=600)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    _check_self_contained(text)
+    assert text.count("data:image/png;base64,") == 1  # vacuum draws one curve
+    dom = _open(page, tmp_path, no_browser, "vacuum")
+    assert '<img src="data:image/png;base64,' in dom and 'class="text"' in dom

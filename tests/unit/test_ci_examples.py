@@ -1,0 +1,60 @@
+"""The CI examples users copy: the workflow parses, and every example runs the README's commands."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import yaml
+
+from harness import cli, search
+from tests.conftest import ROOT
+
+CI = ROOT / "examples" / "ci"
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### In CI", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _lines(script: str) -> list[str]:
+    return [ln.strip() for ln in script.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_the_workflow_parses_and_runs_the_readme_commands():
+    wf = yaml.safe_load((CI / "github-actions.yml").read_text())
+    assert wf.get("on", wf.get(True))  # YAML 1.1 reads the key "on" as True
+    steps = wf["jobs"]["chaos"]["steps"]
+    runs = [ln for s in steps if "run" in s for ln in _lines(s["run"])]
+    assert runs == readme_commands()
+    uses = {s["uses"].split("@")[0]: s for s in steps if "uses" in s}
+    assert uses["actions/upload-artifact"]["with"]["path"] == "chaos-out/"
+    assert uses["actions/upload-artifact"]["if"] == "always()"
+    # the directory the search keeps Hypothesis's example database in (without $XDG_CACHE_HOME)
+    assert uses["actions/cache"]["with"]["path"] == f"~/.cache/{search.CACHE_DIR.name}"
+
+
+def test_the_shell_form_runs_the_readme_commands():
+    script = (CI / "chaos.sh").read_text()
+    assert script.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in script
+    assert [ln for ln in _lines(script) if not ln.startswith("set ")] == readme_commands()
+
+
+def test_the_search_command_is_one_the_cli_accepts():
+    search = next(c for c in readme_commands() if c.startswith("pg-job-chaos "))
+    args = cli.parser().parse_args(cli.normalise(shlex.split(search)[1:]))
+    assert args.subcommand == "search" and args.strict and args.junit.startswith("chaos-out/")
+    assert args.html.startswith("chaos-out/") and args.json.startswith("chaos-out/")
+
+
+
+def test_ci_run_installs_what_the_tests_need_and_fails_on_failure():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in script  # any failing step fails CI
+    packages = script[script.index("apt_packages=("):script.index("\n)\n")]
+    assert "chromium" in packages and "redis-server" in packages
+    assert "apt-get -o DPkg::Lock::Timeout=300 update" in script and "install -y" in script
+    assert script.rstrip().splitlines()[-2:] == ["pip install -e '.[test]'", "pytest"]  # the README's test command

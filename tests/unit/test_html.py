@@ -1,0 +1,71 @@
+"""The HTML page's data: one lane per worker identity, a bar per execution, every kind of mark."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import properties
+from core.history import History, WorkerExit
+from harness import html
+
+
+def _history() -> History:
+    records = [
+        {"t": 10.1, "worker": "w1.0", "event": "started", "job": 1, "attempt": 1, "tenant": 1, "fault": "crash",
+         "lease_until": 11.1},
+        {"t": 10.2, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1},
+        {"t": 10.3, "worker": "w1.0", "event": "fault", "job": 1, "attempt": 1, "fault": "crash",
+         "point": "mid-work"},
+        {"t": 10.5, "worker": "w10.0", "event": "started", "job": 2, "attempt": 1, "tenant": 2},
+        {"t": 10.6, "worker": "w10.0", "event": "failed", "job": 2, "attempt": 1, "error": "</script><b>boom"},
+        {"t": 11.5, "worker": "w1.1", "event": "started", "job": 1, "attempt": 2, "tenant": 1},
+        {"t": 11.7, "worker": "w1.1", "event": "finished", "job": 1, "attempt": 2},
+    ]
+    exits = [WorkerExit("w1.0", 101, 10.35, "exit 1", code=1, job=1, attempt=1),
+             WorkerExit("w1.1", 102, 12.0, "drained", by_harness=True),
+             WorkerExit("w10.0", 103, 12.0, "drained", by_harness=True)]
+    injected = [{"t": 10.25, "worker": "w1.0", "fault": "pause", "job": 1, "attempt": 1, "point": "mid-work"}]
+    samples = [  # threshold: half a lease of 1 s at time scale 0.2 = 0.1 s
+        {"t": 10.3, "role": "worker", "app": "w1.0", "pid": 7, "xid": "900", "xact_age": 0.15},
+        {"t": 10.32, "role": "worker", "app": "w1.0", "pid": 7, "xid": "900", "xact_age": 0.2},
+        {"t": 10.6, "role": "worker", "app": "w10.0", "pid": 8, "xid": None, "xmin": None, "xact_age": 0.3},
+        {"t": 10.6, "role": "worker", "app": "w1.1/heartbeat", "pid": 9, "xmin": "5", "xact_age": 0.05},
+    ]
+    return History(schedule={"jobs": [], "timing": {"lease": 1.0}, "time_scale": 0.2}, design="lease",
+                   tenant_mode="local", records=records, jobs=[], runs=[], exits=exits, injected=injected,
+                   samples=samples, ended_by="quiescent", t0=10.0, t1=12.0)
+
+
+def test_timeline_lanes_bars_and_marks():
+    tl = html.timeline_data(_history())
+    assert [lane["worker"] for lane in tl["lanes"]] == ["w1.0", "w1.1", "w10.0"]  # a restart: its own lane
+    assert tl["lanes"][0]["pid"] == 101 and tl["lanes"][0]["outcome"] == "exit 1"
+    bars = {(b["lane"], b["label"]): b for b in tl["bars"]}
+    assert set(bars) == {("w1.0", "1/1"), ("w10.0", "2/1"), ("w1.1", "1/2")}
+    assert bars[("w1.0", "1/1")]["outcome"] == "info" and bars[("w1.1", "1/2")]["outcome"] == "ok"
+    assert bars[("w1.0", "1/1")]["start"] == 0.1 and bars[("w1.0", "1/1")]["end"] <= 0.35
+    kinds = {m["kind"] for m in tl["marks"]}
+    assert kinds == {"lease", "effect", "fault", "commit", "death", "horizon"}
+    (span,) = [m for m in tl["marks"] if m["kind"] == "horizon"]  # the session's oldest sample, over the threshold
+    assert span["lane"] == "w1.0" and span["from"] == 0.12 and span["t"] == 0.32
+    death = next(m for m in tl["marks"] if m["kind"] == "death")
+    assert death["lane"] == "w1.0" and "pid 101" in death["label"]  # workers ended by the harness: no mark
+    assert sum(m["kind"] == "fault" for m in tl["marks"]) == 2  # the in-job strike and the supervisor's
+    assert tl["end"] == 2.0 and tl["ended_by"] == "quiescent"
+
+
+def test_the_page_is_one_file_and_its_data_cannot_close_the_script(tmp_path):
+    h = _history()
+    results = properties.check(h)
+    page = html.write(tmp_path / "sub" / "p.html", title="a <title>", tables=[("properties", results)],
+                      counterexamples=[html.counterexample(name="ce", schedule_json="{}", file="f.json",
+                                                           replay="python run.py --replay f.json",
+                                                           violated=[], history=h)])
+    text = page.read_text()
+    assert "<title>a &lt;title&gt;</title>" in text
+    blob = re.search(r'<script id="data" type="application/json">(.*?)</script>', text, re.S).group(1)
+    data = json.loads(blob)  # the whole data, unbroken by the "</script>" inside an error message
+    assert data["counterexamples"][0]["replay"] == "python run.py --replay f.json"
+    assert [r["property"] for r in data["tables"][0]["rows"]] == list(properties.PROPERTIES)
+    assert "</script><b>boom" in json.dumps(data)
