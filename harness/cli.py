@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -159,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # `run.py ... | head`: the reader left; no traceback for that
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:
         print("pg-job-chaos: interrupted; everything it started has been removed", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
