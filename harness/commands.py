@@ -166,7 +166,7 @@ def _compare(args, runner, faults, designs, progress) -> int:
     mode = args.tenant_mode or "local"
     scale = args.time_scale or scales.SEARCH
     scheds = sample_schedules(faults=faults, design=designs[0], tenant_mode=mode, count=args.examples,
-                              seed=args.seed, time_scale=scale, workers=args.workers)
+                              seed=args.seed, time_scale=scale, workers=args.workers, designs=designs)
     per_design = {}
     for d in designs:
         runs = []
