@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from core import sqlfile
 from core.execlog import path_for
 from core.schedule import JobSpec, Schedule
 from workers import load_design
@@ -31,12 +32,12 @@ from workers.body import WorkerContext, WorkerSpec
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
 SETTLE_PAUSE = 0.6  # seconds: PostgreSQL flushes a backend's statistics at most once a second
-XACTS = "select xact_commit + xact_rollback from pg_stat_database where datname = %(db)s"
+Q = sqlfile.load(__file__, "cost.sql", "clear_snapshot", "transactions")
 
 
 def _xacts(conn: psycopg.Connection, db: str) -> int:
-    conn.execute("select pg_stat_clear_snapshot()")
-    return conn.execute(XACTS, {"db": db}).fetchone()[0]
+    conn.execute(Q.clear_snapshot)
+    return conn.execute(Q.transactions, {"db": db}).fetchone()[0]
 
 
 def _settled(conn: psycopg.Connection, db: str) -> int:
