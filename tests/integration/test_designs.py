@@ -122,3 +122,15 @@ def test_heartbeat_keeps_one_connection_of_its_own(runner):
     h = runner.run(Schedule(jobs=jobs, workers=1, design="lease-heartbeat", time_scale=SCALE))
     connects = [r for r in h.records if r["event"] == "connect"]
     assert sorted(r.get("purpose") or "pool" for r in connects) == ["heartbeat", "pool"]
+
+
+def test_the_outbox_costs_one_transaction_per_job_more_than_the_heartbeat(runner, database):
+    # What run.py bench prints (harness/cost.py): the counter sees the design's transactions only.
+    from harness.cost import design_cost
+
+    cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=50, time_scale=SCALE)
+            for d in ("lease-heartbeat", "lease-outbox")}
+    assert all(c["jobs"] == 50 for c in cost.values())
+    hb, ob = cost["lease-heartbeat"]["transactions"], cost["lease-outbox"]["transactions"]
+    # claim, read, finish, the beat before the effect; + the delivered mark (a timed beat may add a few)
+    assert 4 <= hb < 5 and 0.5 < ob - hb < 1.5, cost
