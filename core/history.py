@@ -57,6 +57,25 @@ class Execution:
 
 
 @dataclass
+class Effect:
+    """One send of an external effect, from the execution log: by the job body itself (no key,
+    always accepted) or by a relay delivering an outbox row (keyed; the world answers)."""
+
+    job: int
+    attempt: int | None  # the attempt that produced the effect (a relay's: the outbox row's)
+    worker: str
+    t: float
+    key: str | None = None
+    answer: str | None = None  # "accepted" / "duplicate"; None: a keyed send that got no answer
+    relay: str | None = None  # who delivered it: "relay" (after its execution), "sweep"; None: the body
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the world took it: always without a key; with one, when the world said so."""
+        return self.key is None or self.answer == "accepted"
+
+
+@dataclass
 class History:
     schedule: dict
     design: str
@@ -97,7 +116,7 @@ class History:
                 ex.inherited, ex.inherited_read = r.get("value"), True
             elif ev == "rows-visible":
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
-            elif ev == "effect":
+            elif ev == "effect" and r.get("key") is None:  # a relay's keyed send: see effects()
                 ex.effects += 1
                 ex.effect_times.append(r["t"])
             elif ev == "fault":
@@ -112,6 +131,27 @@ class History:
         for ex in out:
             if ex.end is None:
                 ex.end = max(exit_at.get(ex.worker, self.t1), ex.start)
+        return out
+
+    def effects(self) -> list[Effect]:
+        """Every send of an external effect, in time order, whoever sent it: the job body's own
+        (attached to its execution too) and every relay delivery, with the world's answer. Unlike
+        :meth:`executions`, a send is kept even when its worker is not executing the job: a relay
+        delivers rows other executions committed."""
+        out: list[Effect] = []
+        pending: dict[tuple[str, str], list[Effect]] = {}
+        for r in sorted(self.records, key=lambda r: r["t"]):
+            ev = r.get("event")
+            if ev == "effect":
+                e = Effect(r.get("job"), r.get("attempt"), r.get("worker"), r["t"], r.get("key"),
+                           relay=r.get("relay"))
+                out.append(e)
+                if e.key is not None:
+                    pending.setdefault((e.worker, e.key), []).append(e)
+            elif ev in ("accepted", "duplicate"):
+                waiting = pending.get((r.get("worker"), r.get("key"))) or []
+                if waiting:
+                    waiting.pop(0).answer = ev
         return out
 
     def _death_times(self) -> dict[str, float]:

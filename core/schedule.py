@@ -20,7 +20,11 @@ from core.errors import UsageError
 FORMAT = 1
 
 # The named points of a job's life, in the order a job body reaches them. Faults strike here.
-POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
+JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
+# The points of a relay that delivers a committed outbox row to the world (lease-outbox): right
+# before the send, and between the send and marking the row delivered (a crash there re-delivers).
+RELAY_POINTS = ("before-deliver", "after-deliver")
+POINTS = JOB_POINTS + RELAY_POINTS
 
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls

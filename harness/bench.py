@@ -4,6 +4,8 @@
 * fault-free examples per second (5 jobs, 2 workers);
 * harness overhead per fault-free job against a bare psycopg loop running the same SQL on the same
   database, one process, no supervisor (goal: at most 1.25x);
+* per-job latency and transactions per job of ``lease-heartbeat`` and ``lease-outbox``
+  (``harness/cost.py``);
 * time to the first counterexample and to the end of shrinking, per acceptance case.
 """
 
@@ -19,6 +21,7 @@ import psycopg
 from core.schedule import JobSpec, Schedule
 from faults import parse_faults
 from harness import db, scales
+from harness.cost import design_cost
 from harness.postgres import provision
 from harness.runner import Runner
 from harness.search import search
@@ -31,6 +34,8 @@ CASES = [  # (design, faults, tenant mode) from the acceptance list of the searc
     ("lease-fenced", "overrun", "local"), ("lease-heartbeat", "pause", "local"), ("lease", "", "session"),
     ("lease", "", "reset-no-autocommit"),
 ]
+
+COST_DESIGNS = ("lease-heartbeat", "lease-outbox")  # the recommendation, and what the outbox costs on top
 
 
 def bare_loop(dsn: str, jobs: int, lease: float) -> float:
@@ -97,6 +102,13 @@ def command(args, progress) -> int:
               f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), bare "
               f"psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
               f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
+
+        jobs = 100 if args.quick else 500
+        print(f"\nper job, fault-free, no supervisor ({jobs} jobs, 1 worker, time scale {scale:g}):", file=out)
+        for design in COST_DESIGNS:
+            c = design_cost(runner, database.admin_dsn, database.worker_dsn, design, jobs=jobs, time_scale=scale)
+            print(f"  {design:<16} latency {c['latency_ms']:.2f} ms per job (one execution, median "
+                  f"{c['execution_ms']:.2f} ms), {c['transactions']:.2f} transactions per job", file=out)
 
         if not args.quick:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)

@@ -14,7 +14,7 @@ from rich.table import Table
 
 import properties
 from core.history import History
-from properties.checks import RETRY_ADVICE
+from properties.effects import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
 WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
@@ -106,8 +106,18 @@ def timeline(h: History, *, limit: int = 200) -> str:
                 lines.append((r["lease_until"], "", f"lease of {what} ({w}) expires unless extended"))
         elif ev == "fault":
             lines.append((r["t"], w, f"{what}: fault {r.get('fault')} strikes at {r.get('point')}"))
+        elif ev == "effect" and r.get("key") is not None:
+            lines.append((r["t"], w, f"{what}: {r.get('relay') or 'relay'} sends effect {r['key']}"))
         elif ev == "effect":
             lines.append((r["t"], w, f"{what}: side effect"))
+        elif ev == "accepted":
+            lines.append((r["t"], w, f"{what}: the world accepted {r.get('key')}"))
+        elif ev == "duplicate":
+            lines.append((r["t"], w, f"{what}: the world acknowledged {r.get('key')} again, not done again"))
+        elif ev == "session-cut":
+            lines.append((r["t"], w, f"{what} session cut by the server ({r.get('reason')})".strip()))
+        elif ev == "relay-error":
+            lines.append((r["t"], w, f"{what} relay failed, left to the sweep: {r.get('error')}".strip()))
         elif ev in ("finished", "fenced", "lease-lost", "abandoned", "swept", "claim-failed", "worker-error"):
             detail = f": {r['error']}" if r.get("error") else ""
             lines.append((r["t"], w, f"{what} {ev}{detail}".strip()))

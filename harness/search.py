@@ -23,11 +23,12 @@ from hypothesis.errors import Flaky
 
 import properties
 from core.history import History
-from core.schedule import Schedule
+from core.schedule import JOB_POINTS, POINTS, Schedule
 from harness import smallscope
 from harness.outcome import Run, SearchOutcome
 from harness.progress import step
 from properties.strategies import schedules
+from workers import load_design
 
 __all__ = ["Run", "SearchOutcome", "sample_schedules", "search"]
 
@@ -113,12 +114,12 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     if small_scope:
         state["phase"] = "small scope"
         cases = smallscope.schedules(faults=faults, design=design, tenant_mode=tenant_mode,
-                                     time_scale=time_scale, workers=workers)
+                                     time_scale=time_scale, workers=workers, points=points_of([design]))
         out.small_scope_runs = execute_all([c for k, c in enumerate(cases) if k % shards == index])
         state["phase"] = "example"
 
     strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                         workers=workers)
+                         workers=workers, points=points_of([design]))
     key = f"{design}|{tenant_mode}|{','.join(sorted(f.name for f in faults))}|{time_scale}|{workers}"
     if database is None:
         database = DirectoryBasedExampleDatabase(database_dir(key))
@@ -176,15 +177,22 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     return out
 
 
+def points_of(designs) -> tuple[str, ...]:
+    """The strike points any of *designs* reaches (by name or plug-in spec), in ``POINTS`` order."""
+    reached = {p for d in designs for p in getattr(load_design(d), "points", JOB_POINTS)}
+    return tuple(p for p in POINTS if p in reached)
+
+
 def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed: int | None,
-                     time_scale: float, workers: int | None = None) -> list[Schedule]:
-    """*count* schedules drawn from the strategy without running anything (for ``--compare``)."""
+                     time_scale: float, workers: int | None = None, designs=None) -> list[Schedule]:
+    """*count* schedules drawn from the strategy without running anything (for ``--compare``:
+    *designs*, whose strike points they may use; default *design* alone)."""
     drawn: list[Schedule] = []
 
     @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
     @given(schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                     workers=workers))
+                     workers=workers, points=points_of(designs or [design])))
     def draw(schedule):
         drawn.append(schedule)
 

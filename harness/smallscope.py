@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.schedule import POINTS, Event, JobSpec, Schedule, Timing
+from core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
 from properties.strategies import dequeue_budget
 
 SHAPE_ONE_JOB = "one job, two workers"
@@ -29,13 +29,14 @@ def _shapes(workers: int | None) -> list[tuple[str, int, int]]:
     return [(SHAPE_ONE_JOB, 1, workers or 2), (SHAPE_TWO_JOBS, 2, workers or 1)]
 
 
-def _cases(faults) -> Iterable[tuple[str, str | None, str | None, str]]:
-    """(label, job fault, point, variant) -- or a supervisor fault in the job-fault slot, see below."""
+def _cases(faults, points: tuple[str, ...]) -> Iterable[tuple[str, str | None, str | None, str]]:
+    """(label, fault, point, variant) for every fault at every one of *points* it can strike at (the
+    design's: a relay's points only where the design has a relay)."""
     yield "no fault", None, None, "xid"
     for f in faults:
-        points = POINTS if (f.kind == "supervisor" or f.point is not None) else (None,)
+        strikes = points if (f.kind == "supervisor" or f.point is not None) else (None,)
         variants = ("xid", "repeatable-read") if f.name == "horizon" else ("xid",)
-        for point in points:
+        for point in strikes:
             for variant in variants:
                 label = f"{f.name} at {point}" if point else f.name
                 if variant != "xid":
@@ -44,11 +45,11 @@ def _cases(faults) -> Iterable[tuple[str, str | None, str | None, str]]:
 
 
 def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, workers: int | None = None,
-              max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS) -> list[tuple[str, Schedule]]:
     """Every small-scope schedule, labelled ("crash at after-effect; two jobs, one worker")."""
     kinds = {f.name: f.kind for f in faults}
     out = []
-    for label, fault, point, variant in _cases(faults):
+    for label, fault, point, variant in _cases(faults, points):
         for shape, n, w in _shapes(workers):
             jobs, events = [], []
             for i in range(1, n + 1):

@@ -4,7 +4,8 @@
 (``tenant-isolation`` ... ``no-stale-effect``); :func:`check` runs them on one history and
 :func:`aggregate` composes the verdicts of many runs, worst first. Each check returns a
 :class:`Result`: held, violated or unknown (it could not decide: never held), with a count, the
-offending job ids and one line of evidence. Safety properties live in ``properties/checks.py``,
+offending job ids and one line of evidence. Safety properties live in ``properties/checks.py`` and
+``properties/effects.py``,
 liveness and resource properties in ``properties/health.py``, the Hypothesis strategies that
 generate schedules in ``properties/strategies.py``.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from core.errors import UsageError
 from core.history import History
-from properties import checks, health
+from properties import checks, effects, health
 from properties.core import HELD, UNKNOWN, VIOLATED, Result, aggregate, worst
 
 __all__ = ["HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "worst"]
@@ -24,7 +25,7 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "tenant-isolation": checks.tenant_isolation,
     "single-commit": checks.single_commit,
     "no-overlap": checks.no_overlap,
-    "at-most-once-effects": checks.at_most_once_effects,
+    "at-most-once-effects": effects.at_most_once_effects,
     "attempts-counted": checks.attempts_counted,
     "bounded-attempts": checks.bounded_attempts,
     "progress": health.progress,
@@ -32,7 +33,7 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "bounded-blast-radius": health.bounded_blast_radius,
     "horizon": health.horizon,
     "pool-hygiene": health.pool_hygiene,
-    "no-stale-effect": checks.no_stale_effect,
+    "no-stale-effect": effects.no_stale_effect,
 }
 
 

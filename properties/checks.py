@@ -2,8 +2,9 @@
 
 Each is a pure function of a :class:`~core.history.History` returning a
 :class:`~properties.core.Result`. They decide from the execution log (the world, which no
-rollback takes back) against the final ``jobs`` and ``job_runs`` tables. The liveness and
-resource properties are in ``properties/health.py``.
+rollback takes back) against the final ``jobs`` and ``job_runs`` tables. The effect
+properties are in ``properties/effects.py``, the liveness and resource properties in
+``properties/health.py``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from itertools import combinations
 
 from core.history import Execution, History
 from properties.core import Result, decides, held, over_limits, unknown, violated
-
-RETRY_ADVICE = "retries re-send: make the effect idempotent"
-
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
@@ -137,36 +135,6 @@ def no_overlap(h: History) -> Result:
     return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")
 
 
-@decides("at-most-once-effects")
-def at_most_once_effects(h: History) -> Result:
-    """Violated by every job whose executions sent more than one external effect, classified as
-    overlap (two effect-bearing executions live at once: fencing keeps late writes out of the
-    database, not out of the world) or retry after the effect (no retrying design avoids it
-    without an idempotent effect; the evidence then says so). Count: jobs."""
-    name = "at-most-once-effects"
-    lines, jobs, retried = [], [], False
-    total = 0
-    for job, execs in sorted(by_job(h.executions()).items()):
-        sent = [ex for ex in execs if ex.effects]
-        n = sum(ex.effects for ex in sent)
-        total += n
-        if n <= 1:
-            continue
-        if any(overlap(h, a, b) > 0 for a, b in combinations(sent, 2)):
-            kind = "overlap"
-        elif len(sent) > 1:
-            kind, retried = "retry after the effect", True
-        else:
-            kind = "one execution"
-        lines.append(f"job {job} sent {n} effects ({kind}: {', '.join(who(ex) for ex in sent)})")
-        jobs.append(job)
-    if lines:
-        return violated(name, lines, jobs, suffix=f"; {RETRY_ADVICE}" if retried else "")
-    if not total:
-        return held(name, "vacuous: no execution sent an effect")
-    return held(name, f"{plural(total, 'effect')}, at most one per job")
-
-
 @decides("attempts-counted")
 def attempts_counted(h: History) -> Result:
     """Violated by every job that executed (per the execution log) more times than ``jobs.attempts``
@@ -206,29 +174,3 @@ def bounded_attempts(h: History) -> Result:
         return held(name, "vacuous: no execution started")
     most = max(len(execs) for execs in groups.values())
     return held(name, f"at most {plural(most, 'execution')} per job, within max_attempts")
-
-
-@decides("no-stale-effect")
-def no_stale_effect(h: History) -> Result:
-    """Violated by every execution that sent its external effect after another execution of the
-    same job had started (a newer claim): a zombie's effect, which a lease check right before the
-    effect prevents. A retry after the effect is ``at-most-once-effects``' business. Count:
-    executions."""
-    name = "no-stale-effect"
-    lines, jobs = [], []
-    sent = 0
-    for job, execs in sorted(by_job(h.executions()).items()):
-        for ex in execs:
-            sent += len(ex.effect_times)
-            newer = [o for o in execs if o is not ex and ex.start < o.start < max(ex.effect_times, default=ex.start)]
-            if not newer:
-                continue
-            first = min(newer, key=lambda o: o.start)
-            late = max(ex.effect_times) - first.start
-            lines.append(f"job {job}: {who(ex)} sent its effect {late * 1000:.0f} ms after {who(first)} started")
-            jobs.append(job)
-    if lines:
-        return violated(name, lines, jobs)
-    if not sent:
-        return held(name, "vacuous: no execution sent an effect")
-    return held(name, f"{plural(sent, 'effect')}, none after a newer attempt started")

@@ -150,7 +150,8 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
 @decides("pool-hygiene")
 def pool_hygiene(h: History) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
-    (terminate faults aimed at it) connections, and by every record whose error mentions a
+    (terminate faults aimed at it) + (sessions the server cut, per its ``session-cut`` records)
+    connections, and by every record whose error mentions a
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
     name = "pool-hygiene"
@@ -158,7 +159,10 @@ def pool_hygiene(h: History) -> Result:
     # like a pool of one: counted under "<worker>/<purpose>".
     connects = Counter(r.get("worker") + (f"/{r['purpose']}" if r.get("purpose") else "")
                        for r in h.records if r.get("event") == "connect")
+    # A session the server cut (a design's own timeouts, logged "session-cut") is a terminate the
+    # design chose: its reconnect is budgeted the same way.
     terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
+    terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
     pool = h.schedule.get("pool_size")
     greedy = {}
     if pool is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from core.schedule import POINTS, Event, JobSpec, Schedule, Timing
+from core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
 from faults.catalogue import CATALOGUE
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
@@ -19,10 +19,10 @@ MAX_WORKERS = 3
 MAX_EVENTS = 3
 
 
-def _points(default: str | None) -> list[str]:
+def _points(default: str | None, points: tuple[str, ...]) -> list[str]:
     if default is None:
         return [None]
-    return [default] + [p for p in POINTS if p != default]
+    return [default] + [p for p in points if p != default]
 
 
 def dequeue_budget(jobs: int, max_attempts: int) -> int:
@@ -31,7 +31,7 @@ def dequeue_budget(jobs: int, max_attempts: int) -> int:
     return 2 * jobs * max_attempts + 10
 
 
-def _job(job_faults):
+def _job(job_faults, points):
     """(fault, point, tenant, duration) of one job; the point is None for the fault's default."""
 
     @st.composite
@@ -39,37 +39,38 @@ def _job(job_faults):
         fault = draw(st.sampled_from([None, *job_faults]))
         point = None
         if fault is not None:
-            p = draw(st.sampled_from(_points(CATALOGUE[fault].point)))
+            p = draw(st.sampled_from(_points(CATALOGUE[fault].point, points)))
             point = None if p == CATALOGUE[fault].point else p
         return fault, point, draw(st.sampled_from(TENANTS)), draw(st.sampled_from(DURATIONS))
 
     return job()
 
 
-def _event(sup_faults, jobs: int):
+def _event(sup_faults, jobs: int, points):
     """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
     event drawn for a job that is not there would be dropped, and small schedules would lose most."""
-    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), st.sampled_from(_points("mid-work")),
+    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), st.sampled_from(_points("mid-work", points)),
                      st.sampled_from(["xid", "repeatable-read"]))
 
 
 @st.composite
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
-              max_attempts: int = 3) -> Schedule:
-    """Schedules whose jobs and events carry only the given *faults* (catalogue entries)."""
+              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS) -> Schedule:
+    """Schedules whose jobs and events carry only the given *faults* (catalogue entries), striking
+    only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay)."""
     job_faults = [f.name for f in faults if f.kind == "job"]
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    drawn = draw(st.lists(_job(job_faults), min_size=1, max_size=max_jobs), label="jobs")
+    drawn = draw(st.lists(_job(job_faults, points), min_size=1, max_size=max_jobs), label="jobs")
     jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p) for i, (f, p, t, d) in enumerate(drawn, 1)]
     n = len(jobs)
     events = []
     if sup_faults:
         # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
         seen: dict[tuple[int, str], int] = {}
-        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n), max_size=MAX_EVENTS),
+        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n, points), max_size=MAX_EVENTS),
                                                label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,

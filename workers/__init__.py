@@ -18,9 +18,11 @@ from workers.base import PROTOCOL, QueueDesign
 from workers.heartbeat import LeaseHeartbeat
 from workers.lease import Lease, LeaseFenced
 from workers.one_transaction import OneTransaction, OneTransactionHandler
+from workers.outbox import LeaseOutbox
 from workers.tenant import MODES, TenantMode, check_schedule
 
-DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat)}
+DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat,
+                                        LeaseOutbox)}
 
 __all__ = ["DESIGNS", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design"]
 

@@ -18,6 +18,8 @@ A design is how a job is claimed, worked, finished and failed. To plug one in
     how many jobs this design's workers may still act on (the supervisor's quiescence test).
 ``final_states(conn) -> list[dict]``
     every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
+``points`` (optional, default :data:`core.schedule.JOB_POINTS`)
+    the strike points its workers reach; the search draws fault points only from these.
 ``exit_outcomes`` (optional, ``{exit code: outcome}``)
     exit codes the design's worker uses on purpose, named for the history (the heartbeat's
     ``{75: "abandoned after max runtime"}``); the supervisor knows only its own.
@@ -31,6 +33,7 @@ from __future__ import annotations
 from psycopg.types.json import Jsonb
 
 from core import sqlfile
+from core.schedule import JOB_POINTS
 from workers.body import describe
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
@@ -43,6 +46,7 @@ class QueueDesign:
 
     name = "base"
     default_restart_delay = 0.0
+    points: tuple[str, ...] = JOB_POINTS  # where faults can strike in this design's workers
     exit_outcomes: dict[int, str] = {}  # the design's own exit codes, named (see the heartbeat)
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 

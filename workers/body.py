@@ -108,6 +108,15 @@ class WorkerContext:
             self.log.write("connect", backend=conn.info.backend_pid, purpose=purpose)
         return conn
 
+    def close(self) -> None:
+        """Close the pool and the worker's own connections (a forked worker need not: it ``os._exit`` s;
+        an in-process loop, as ``run.py bench`` runs one, must)."""
+        if self.pool is not None:
+            self.pool.close()
+        for conn in self._own.values():
+            conn.close()
+        self._own.clear()
+
     # --- the loop ---------------------------------------------------------------------------------
     def may_dequeue(self) -> bool:
         return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues

@@ -12,7 +12,7 @@ import properties
 from core.errors import UsageError
 from core.history import History, WorkerExit
 from properties import HELD, PROPERTIES, UNKNOWN, VIOLATED, Result, aggregate, check, worst
-from properties.checks import RETRY_ADVICE
+from properties.effects import RETRY_ADVICE
 
 # --- building histories ------------------------------------------------------------------------
 
