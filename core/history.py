@@ -71,6 +71,7 @@ class History:
     t0: float = 0.0
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
+    server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:

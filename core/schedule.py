@@ -77,6 +77,9 @@ class Schedule:
     dequeues: int | None = None  # per worker; then it exits by itself ("drained")
     restarts: int | None = None  # restart budget for the whole run (default: see restart_budget)
     pool_size: int = 1
+    # Where it ran, stamped by the runner and used by a replay unless the command line says otherwise:
+    pg_version: int | None = None  # the server's major version
+    pooler: str | None = None  # e.g. "pgbouncer:transaction"; None: workers connect directly
 
     def seconds(self, article_seconds: float) -> float:
         """Real seconds for a duration given in article seconds."""

@@ -19,7 +19,7 @@ import psycopg
 from core.schedule import JobSpec, Schedule
 from faults import parse_faults
 from harness import db, scales
-from harness.postgres import provision
+from harness.postgres import provision_for
 from harness.runner import Runner
 from harness.search import search
 from workers.body import Q as BODY
@@ -64,7 +64,7 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
-    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
+    with provision_for(args) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
         print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)

@@ -16,7 +16,7 @@ import properties
 from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
 from harness import report, scales, schedules
-from harness.postgres import provision
+from harness.postgres import provision_for
 from harness.runner import Runner
 from workers import DESIGNS, MODES, load_design
 
@@ -46,7 +46,7 @@ def _list_faults() -> int:
 
 @contextlib.contextmanager
 def _runner(args, progress) -> Iterator[Runner]:
-    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
+    with provision_for(args) as database, Runner(database) as runner:
         progress(f"PostgreSQL: {database.server}")
         yield runner
 
@@ -60,6 +60,9 @@ def replay(args, progress) -> int:
     schedule = schedules.load(args.file)
     if args.design:
         load_design(args.design)
+    if schedule.pg_version is not None and args.pg_version is None and args.pg_bin is None \
+            and args.postgres == "local":
+        args.pg_version = schedule.pg_version  # the server it failed on, unless the user picks another
     with _runner(args, progress) as runner:
         return _replay(args, runner, schedule)
 
@@ -104,7 +107,7 @@ def _replay(args, runner, schedule) -> int:
     print("timeline:")
     print(report.timeline(history))
     _write(args, {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
-                  "replay": args.file, "properties": report.results_json(results)},
+                  "replay": args.file, "server": history.server, "properties": report.results_json(results)},
            {schedule.design: results})
     return _exit_code(results)
 
@@ -127,25 +130,27 @@ def _search(args, runner, faults, progress) -> int:
         print(n)
     counter = None
     if out.counterexample is not None:
-        counter = _show_counterexample(args, out, design, names)
+        counter = _show_counterexample(args, out, design, names, runner.stamp)
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
-                  "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
+                  "examples": args.examples, "seed": args.seed, "server": runner.database.environment(),
+                  "properties": report.results_json(results),
                   "counterexample": counter}, {design: results})
     return _exit_code(results)
 
 
-def _show_counterexample(args, out, design: str, names: str) -> dict:
+def _show_counterexample(args, out, design: str, names: str, stamp) -> dict:
     ce = out.counterexample
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / f"{design}-{names.replace(',', '-')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(ce.schedule.to_json() + "\n")
+    saved = stamp(ce.schedule)  # with the server version and pooler it ran on: a replay uses them
+    path.write_text(saved.to_json() + "\n")
     replay = f"python run.py --replay {path}"
     state = "FLAKY: the replay did not violate it again" if out.flaky else "replayed: violated again"
     budget = " (shrink budget spent: the smallest schedule observed)" if out.shrink_budget_spent else ""
     print(f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
           f"violates {', '.join(ce.violated)}; {state}")
-    print(ce.schedule.to_json())
+    print(saved.to_json())
     print(f"saved to {path}\nreplay with: {replay}\n\ntimeline of that run:")
     print(report.timeline(ce.history))
     aggregate = out.aggregate()
@@ -154,9 +159,9 @@ def _show_counterexample(args, out, design: str, names: str) -> dict:
         small = out.smallest_for(n)
         if small is not None:
             p = outdir / f"{path.stem}-{n}.json"
-            p.write_text(small.schedule.to_json() + "\n")
+            p.write_text(stamp(small.schedule).to_json() + "\n")
             print(f"{n}: smallest schedule that violated it ({len(small.schedule.jobs)} jobs): {p}")
-    return {"schedule": ce.schedule.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
+    return {"schedule": saved.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
             "flaky": out.flaky}
 
 

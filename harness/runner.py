@@ -54,8 +54,13 @@ class Runner:
             design.enqueue(self.admin, schedule.jobs, max_attempts=schedule.max_attempts)
         return design
 
+    def stamp(self, schedule: Schedule) -> Schedule:
+        """*schedule* with where it runs recorded (server major version, pooler), as saved and replayed."""
+        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler)
+
     def run(self, schedule: Schedule, *, design=None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        schedule = self.stamp(schedule)
         design = self.prepare(schedule, design)
         self.runs += 1
         RUNS_BASE.mkdir(parents=True, exist_ok=True)
@@ -82,4 +87,5 @@ class Runner:
             schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
+            server=self.database.environment(),
         )

@@ -47,6 +47,7 @@ def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None,
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["quick"] = quick
     result["server_version"] = getattr(database, "server_version", None)
+    result["server"] = getattr(database, "server", None)
     return result
 
 
@@ -85,7 +86,7 @@ def add_parser(sub, parents) -> None:
 
 def command(args, progress) -> int:
     """Run the experiments *args* names; print each result; exit code 0 (a measurement has no verdict)."""
-    from harness.postgres import provision
+    from harness.postgres import provision_for
 
     if args.jobs is not None and args.jobs < 10:
         raise UsageError("--jobs must be at least 10")
@@ -93,7 +94,7 @@ def command(args, progress) -> int:
         raise UsageError("--time-scale must be greater than 0")
     names = list(NAMES) if args.name == "all" else [args.name]
     results: dict[str, dict] = {}
-    with provision(args.postgres, pg_bin=args.pg_bin) as database:
+    with provision_for(args) as database:
         progress(f"experiments on {database.server}")
         for name in names:
             results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs, plot_dir=args.plot,

@@ -137,14 +137,15 @@ class LocalServer:
                 janitor.forget(k)
 
 
-def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] | None = None) -> LocalServer:
+def start(*, pg_bin: str | None = None, pg_version: int | None = None, janitor=None,
+          settings: dict[str, str] | None = None) -> LocalServer:
     """initdb into a fresh run directory and start a server on a free loopback port.
 
     Raises :class:`HarnessError` (exit 3) with the server's own words when it cannot start.
     """
     sweep()
     user = run_as_user()
-    found = binaries.find(pg_bin)
+    found = binaries.find(pg_bin, pg_version)
     bins = binaries.reachable_copy(found, user)
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(RUNS_DIR, 0o1777)  # shared by every user's runs, like /tmp itself
