@@ -40,7 +40,7 @@ def bare_loop(dsn: str, jobs: int, lease: float) -> float:
         for _ in range(jobs):
             job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
             conn.commit()
-            conn.execute(BODY.inherited_tenant).fetchone()
+            conn.execute(BODY.inherited_tenant, {"me": f"bare {job_id} {attempt}"}).fetchone()
             conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
             run = conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}).fetchone()[0]
             conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()

@@ -63,6 +63,8 @@ def replay(args, progress) -> int:
     if schedule.pg_version is not None and args.pg_version is None and args.pg_bin is None \
             and args.postgres == "local":
         args.pg_version = schedule.pg_version  # the server it failed on, unless the user picks another
+    if schedule.pooler is not None and args.pooler is None:
+        args.pooler = schedule.pooler
     with _runner(args, progress) as runner:
         return _replay(args, runner, schedule)
 

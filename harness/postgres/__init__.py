@@ -18,6 +18,7 @@ from core.errors import HarnessError, UsageError
 from harness import db
 from harness.janitor import Janitor
 from harness.postgres import dsn as dsn_backend
+from harness.postgres import pgbouncer
 
 __all__ = ["Database", "provision", "provision_for", "parse_spec"]
 
@@ -40,6 +41,7 @@ class Database:
     janitor: Janitor | None = None
     settings: dict[str, str] = field(default_factory=dict)  # the server's durability settings, as it reports them
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
+    direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
 
     @property
     def major(self) -> int:
@@ -64,17 +66,21 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 @contextlib.contextmanager
 def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int | None = None,
-              settings: dict[str, str] | None = None):
+              pooler: str | None = None, settings: dict[str, str] | None = None):
     """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
 
     *pg_version* (a major version) picks the local server's binaries, a Docker image's tag, and is
     checked against a DSN's server. Raises :class:`HarnessError` when the server cannot be started
-    or reached, or is not that version. A cleanup step that fails after an earlier error is logged;
+    or reached, or is not that version. *pooler* (``pgbouncer[:transaction|session]``) puts PgBouncer
+    between the workers and the server: ``worker_dsn`` goes through it, ``admin_dsn`` never does. A cleanup step that fails after an earlier error is logged;
     the earlier error is the one raised.
     """
     if pg_bin and pg_version is not None:
         raise UsageError("--pg-bin and --pg-version both pick the server: give one of them")
     kind, arg = parse_spec(spec)
+    pooler = pgbouncer.parse(pooler)
+    if pooler is not None:
+        pgbouncer.find()  # not installed: say so before a server is started
     janitor = Janitor()
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
@@ -117,11 +123,16 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int
             reported = {k: conn.execute("select current_setting(%s)", (k,)).fetchone()[0] for k in REPORTED_SETTINGS}
         if pg_version is not None and version // 10000 != pg_version:
             raise HarnessError(f"--pg-version {pg_version}: the server at {where} is {version // 10000}")
-        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported)
+        direct = worker_dsn
+        if pooler is not None:
+            bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
+            cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
+            worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
+        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct)
 
 
 def provision_for(args, *, settings: dict[str, str] | None = None):
     """:func:`provision` with the command line's server options (``--postgres``, ``--pg-bin``,
-    ``--pg-version``)."""
+    ``--pg-version``, ``--pooler``)."""
     return provision(args.postgres, pg_bin=args.pg_bin, pg_version=getattr(args, "pg_version", None),
-                     settings=settings)
+                     pooler=getattr(args, "pooler", None), settings=settings)

@@ -90,7 +90,7 @@ def sweep() -> list[str]:
     return removed
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -162,7 +162,7 @@ def start(*, pg_bin: str | None = None, pg_version: int | None = None, janitor=N
         raise
 
 
-def _chown(path: Path, user: str | None) -> None:
+def chown(path: Path, user: str | None) -> None:
     if user:
         pw = pwd.getpwnam(user)
         os.chown(path, pw.pw_uid, pw.pw_gid)
@@ -172,11 +172,11 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
     data, sock = run_dir / "data", run_dir / "sock"
     for d in (data, sock):
         d.mkdir(mode=0o700)
-        _chown(d, user)
+        chown(d, user)
     password = secrets.token_hex(16)
     pwfile = run_dir / "pwfile"
     pwfile.write_text(password + "\n")
-    _chown(pwfile, user)
+    chown(pwfile, user)
     os.chmod(pwfile, 0o600)
     init = subprocess.run(
         [bins.tool("initdb"), "-D", str(data), "-U", ADMIN, "--pwfile", str(pwfile),
@@ -189,9 +189,9 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
         raise HarnessError(f"initdb failed with {bins.tool('initdb')}: {tail[0]}")
     log = run_dir / "postgres.log"
     log.touch()
-    _chown(log, user)
+    chown(log, user)
     for attempt in range(3):  # a free port can be taken between our check and the bind
-        port = _free_port()
+        port = free_port()
         conf = {**SERVER_SETTINGS, "unix_socket_directories": str(sock), "port": str(port), **extra}
         args = [bins.tool("postgres"), "-D", str(data)]
         for k, v in conf.items():
