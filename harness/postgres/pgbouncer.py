@@ -38,21 +38,32 @@ from core.procs import die_with_parent, process_start_time
 from harness.postgres import local
 
 MODES = ("transaction", "session")
-POOL_SIZE = 5  # server connections per (database, user): more than the workers' pools ever ask for
+POOL_SIZE = 5  # default server connections per (database, user): as many as the workers' clients use at once
+# Hazard: with enough server sessions, PgBouncer's LIFO reuse (server_round_robin = 0) gives each busy
+# client back the session it just released, so sessions stay with one worker; a pool smaller than the
+# clients (":1") hands them from worker to worker, as a pooler deployed to save connections does.
 READY_TIMEOUT = 30.0  # seconds for PgBouncer to accept a connection that reaches the server
 STOP_GRACE = 5.0  # seconds between SIGTERM (immediate shutdown) and SIGKILL
 INSTALL = "apt-get install -y pgbouncer"
 
 
 def parse(spec: str | None) -> str | None:
-    """``pgbouncer`` / ``pgbouncer:transaction`` / ``pgbouncer:session`` -> the canonical spec
-    (``pgbouncer:MODE``); None or ``none`` -> None; anything else is a :class:`UsageError`."""
+    """``pgbouncer[:transaction|session[:N]]`` -> the canonical spec (``pgbouncer:MODE`` or
+    ``pgbouncer:MODE:N``, N server connections); None or ``none`` -> None; anything else is a
+    :class:`UsageError`."""
     if spec in (None, "", "none"):
         return None
-    name, _, mode = spec.partition(":")
-    if name != "pgbouncer" or (mode and mode not in MODES):
-        raise UsageError(f"--pooler {spec!r}: expected pgbouncer[:transaction|session] (default transaction)")
-    return f"pgbouncer:{mode or 'transaction'}"
+    name, _, rest = spec.partition(":")
+    mode, _, size = rest.partition(":")
+    if name != "pgbouncer" or (mode and mode not in MODES) or (size and not (size.isdigit() and int(size) >= 1)):
+        raise UsageError(f"--pooler {spec!r}: expected pgbouncer[:transaction|session[:N]] "
+                         "(default transaction, N server connections, default 5)")
+    return f"pgbouncer:{mode or 'transaction'}" + (f":{int(size)}" if size else "")
+
+
+def _mode_and_size(spec: str) -> tuple[str, int]:
+    _, mode, *size = spec.split(":")
+    return mode, int(size[0]) if size else POOL_SIZE
 
 
 def find() -> str:
@@ -70,7 +81,7 @@ def _version(binary: str) -> str:
 
 
 def config(*, listen_port: int, server_host: str, server_port: int, database: str, mode: str,
-           run_dir: Path) -> str:
+           run_dir: Path, pool_size: int = POOL_SIZE) -> str:
     """The pgbouncer.ini for one run: one database, one auth file, nothing else reachable."""
     return "\n".join([
         "[databases]",
@@ -82,7 +93,7 @@ def config(*, listen_port: int, server_host: str, server_port: int, database: st
         "auth_type = scram-sha-256",
         f"auth_file = {run_dir / 'users.txt'}",
         f"pool_mode = {mode}",
-        f"default_pool_size = {POOL_SIZE}",
+        f"default_pool_size = {pool_size}",
         "max_client_conn = 500",
         # psycopg sends none of these, but a user's libpq may: accepting them changes nothing here
         "ignore_startup_parameters = extra_float_digits,options",
@@ -100,18 +111,15 @@ class Bouncer:
     port: int
     mode: str
     version: str
+    pool_size: int = POOL_SIZE
     janitor_keys: tuple[str, ...] = ()
-
-    @property
-    def spec(self) -> str:
-        return f"pgbouncer:{self.mode}"
 
     def dsn(self, worker_dsn: str) -> str:
         """*worker_dsn* (the direct one) pointed at PgBouncer instead."""
         return conninfo.make_conninfo(worker_dsn, host="127.0.0.1", port=str(self.port))
 
     def describe(self) -> str:
-        return f"PgBouncer {self.version} ({self.mode} mode) on 127.0.0.1:{self.port}"
+        return f"PgBouncer {self.version} ({self.mode} mode, {self.pool_size} server connections) on 127.0.0.1:{self.port}"
 
     def stop(self, janitor=None) -> None:
         if self.proc.poll() is None:
@@ -130,7 +138,7 @@ class Bouncer:
 def start(spec: str, *, server_dsn: str, worker_dsn: str, janitor=None) -> Bouncer:
     """Start PgBouncer in front of the server *server_dsn* names, for *worker_dsn*'s database and
     role. Raises :class:`HarnessError` when it is not installed or does not start."""
-    mode = spec.partition(":")[2]
+    mode, size = _mode_and_size(spec)
     binary = find()
     server, worker = conninfo.conninfo_to_dict(server_dsn), conninfo.conninfo_to_dict(worker_dsn)
     user = local.run_as_user()
@@ -145,7 +153,7 @@ def start(spec: str, *, server_dsn: str, worker_dsn: str, janitor=None) -> Bounc
         for p in (run_dir, users):
             local.chown(p, user)
         os.chmod(users, 0o600)
-        return _start(binary, mode, run_dir, server, worker, user, janitor, keys, worker_dsn)
+        return _start(binary, (mode, size), run_dir, server, worker, user, janitor, keys, worker_dsn)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         if janitor is not None:
@@ -154,18 +162,19 @@ def start(spec: str, *, server_dsn: str, worker_dsn: str, janitor=None) -> Bounc
         raise
 
 
-def _start(binary, mode, run_dir: Path, server: dict, worker: dict, user, janitor, keys, worker_dsn) -> Bouncer:
+def _start(binary, mode_size: tuple[str, int], run_dir: Path, server: dict, worker: dict, user, janitor, keys, worker_dsn) -> Bouncer:
+    mode, size = mode_size
     ini = run_dir / "pgbouncer.ini"
     logfile = run_dir / "pgbouncer.log"
     for attempt in range(3):  # a free port can be taken between our check and the bind
         port = local.free_port()
         ini.write_text(config(listen_port=port, server_host=server.get("host", "127.0.0.1"),
                               server_port=int(server.get("port", 5432)), database=worker["dbname"], mode=mode,
-                              run_dir=run_dir))
+                              run_dir=run_dir, pool_size=size))
         proc = subprocess.Popen([binary, str(ini)], user=user, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_tie(os.getpid()),
                                 cwd=run_dir)
-        bouncer = Bouncer(proc, run_dir, port, mode, _version(binary))
+        bouncer = Bouncer(proc, run_dir, port, mode, _version(binary), size)
         if janitor is not None:
             bouncer.janitor_keys = (janitor.register("kill", pid=proc.pid, start=process_start_time(proc.pid)),
                                     *keys)
