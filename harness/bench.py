@@ -33,9 +33,9 @@ CASES = [  # (design, faults, tenant mode) from the acceptance list of the searc
 ]
 
 
-def bare_loop(dsn: str, jobs: int, lease: float) -> float:
+def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
     """The lease design's statements for *jobs* jobs in one process: seconds per job."""
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn, **connect) as conn:
         t0 = time.perf_counter()
         for _ in range(jobs):
             job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
@@ -48,6 +48,24 @@ def bare_loop(dsn: str, jobs: int, lease: float) -> float:
             conn.execute(BODY.finish_run, {"run": run})
             conn.commit()
         return (time.perf_counter() - t0) / jobs
+
+
+def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
+    """The bare loop straight to the server and through the pooler, alternating, same database and
+    run: the pooler's cost per job. prepare_threshold=None: psycopg's prepared statements break
+    behind transaction pooling (see the README)."""
+    pairs = []
+    for _ in range(3):
+        per = {}
+        for label, dsn in (("direct", database.direct_worker_dsn), ("pooler", database.worker_dsn)):
+            runner.prepare(Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
+                                               for i in range(1, jobs + 1))))
+            per[label] = bare_loop(dsn, jobs, lease, prepare_threshold=None)
+        pairs.append((per["pooler"] - per["direct"], per["direct"], per["pooler"]))
+    extra, direct, pooled = sorted(pairs)[1]
+    print(f"per job through {database.pooler} ({jobs} jobs, bare loop, median of 3 alternating pairs): "
+          f"{pooled * 1000:.3f} ms against {direct * 1000:.3f} ms direct: +{extra * 1000:.3f} ms "
+          f"({pooled / direct:.2f}x)", file=out)
 
 
 def add_parser(sub, parents) -> None:
@@ -88,13 +106,18 @@ def command(args, progress) -> int:
             ends = [r["t"] for r in h.records if r["event"] == "finished"]
             harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
             runner.prepare(sched)
-            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease))
+            # Behind a pooler, the prepared statements of earlier clients are still on its server sessions
+            unprepared = {"prepare_threshold": None} if database.pooler else {}
+            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease), **unprepared)
             ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
         ratio, harness_per_job, bare, whole = sorted(ratios)[1]
         print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of 3 alternating pairs): harness "
               f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), bare "
               f"psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
               f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
+
+        if database.pooler is not None:
+            pooler_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
 
         if not args.quick:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
