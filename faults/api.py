@@ -60,3 +60,10 @@ class SupervisorAPI(Protocol):
 
     def terminate_backend(self, pid: int) -> None:
         """``pg_terminate_backend`` on a worker's session."""
+
+    def stop_server(self) -> None:
+        """Stop the server in immediate mode, as a crash does: every session breaks. Until
+        :meth:`start_server`, the supervisor neither samples nor checks for quiescence."""
+
+    def start_server(self) -> None:
+        """Start the stopped server again (crash recovery) and reconnect the supervisor's session."""

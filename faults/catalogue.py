@@ -62,6 +62,8 @@ _FAULTS = [
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
           inject=supervisor.horizon),
     Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
+    Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
+          "(local server; durable settings)", inject=supervisor.restart),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
 

@@ -53,3 +53,18 @@ def terminate(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     if stop.backend:
         sup.terminate_backend(stop.backend)
     sup.go(stop.worker)
+
+
+def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The server stops in immediate mode while the job runs and starts again after the event's
+    duration: every session breaks, uncommitted work is gone, committed work must survive."""
+    duration = sup.event_seconds(event)
+    sup.record("restart", event, stop, seconds=duration)
+    sup.stop_server()
+
+    def start():
+        sup.start_server()
+        sup.record("server-started", event, stop)
+
+    sup.later(duration, start)
+    sup.go(stop.worker)

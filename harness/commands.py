@@ -16,7 +16,8 @@ import properties
 from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
 from harness import report, scales, schedules
-from harness.postgres import provision_for
+from harness.postgres import parse_spec, provision_for
+from harness.postgres.local import DURABLE_SETTINGS
 from harness.runner import Runner
 from workers import DESIGNS, MODES, load_design
 
@@ -44,10 +45,22 @@ def _list_faults() -> int:
     return EXIT_HELD
 
 
+def _settings(args, fault_names) -> dict[str, str] | None:
+    """Durable server settings when a run may restart the server (see ``DURABLE_SETTINGS``); the
+    restart fault needs the local server, which the harness can stop and start."""
+    if "restart" not in fault_names:
+        return None
+    if parse_spec(args.postgres)[0] != "local":
+        raise UsageError("the restart fault needs the local server (--postgres local): it stops and starts it")
+    return dict(DURABLE_SETTINGS)
+
+
 @contextlib.contextmanager
-def _runner(args, progress) -> Iterator[Runner]:
-    with provision_for(args) as database, Runner(database) as runner:
+def _runner(args, progress, fault_names=()) -> Iterator[Runner]:
+    with provision_for(args, settings=_settings(args, fault_names)) as database, Runner(database) as runner:
         progress(f"PostgreSQL: {database.server}")
+        if database.settings:
+            progress("server settings: " + ", ".join(f"{k}={v}" for k, v in database.settings.items()))
         yield runner
 
 
@@ -65,7 +78,7 @@ def replay(args, progress) -> int:
         args.pg_version = schedule.pg_version  # the server it failed on, unless the user picks another
     if schedule.pooler is not None and args.pooler is None:
         args.pooler = schedule.pooler
-    with _runner(args, progress) as runner:
+    with _runner(args, progress, schedule.faults()) as runner:
         return _replay(args, runner, schedule)
 
 
@@ -76,7 +89,7 @@ def search(args, progress) -> int:
     faults = _check_drawn(args)
     if args.design:
         load_design(args.design)
-    with _runner(args, progress) as runner:
+    with _runner(args, progress, [f.name for f in faults]) as runner:
         return _search(args, runner, faults, progress)
 
 
@@ -88,7 +101,7 @@ def compare(args, progress) -> int:
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     for d in designs:
         load_design(d)
-    with _runner(args, progress) as runner:
+    with _runner(args, progress, [f.name for f in faults]) as runner:
         return _compare(args, runner, faults, designs, progress)
 
 

@@ -72,7 +72,11 @@ class Runner:
                 cleanup.push("telling the janitor", lambda: janitor.forget(key))
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, design, admin_dsn=self.database.admin_dsn,
-                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor).run()
+                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor,
+                                server=self.database.control).run()
+            if any(i.get("fault") == "restart" for i in result.injected):  # it broke the admin session
+                self.admin.close()
+                self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
             jobs = design.final_states(self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.cleanup import Cleanup
 from core.errors import HarnessError, UsageError
@@ -42,6 +43,7 @@ class Database:
     settings: dict[str, str] = field(default_factory=dict)  # the server's durability settings, as it reports them
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
+    control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
 
     @property
     def major(self) -> int:
@@ -128,7 +130,8 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int
             bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
             worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
-        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct)
+        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct,
+                       control=server if kind == "local" else None)
 
 
 def provision_for(args, *, settings: dict[str, str] | None = None):

@@ -46,11 +46,11 @@ class SupervisorResult:
 
 class Supervisor:
     def __init__(self, schedule: Schedule, design, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
-                 janitor=None):
+                 janitor=None, server=None):
         self.s, self.design = schedule, design
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
-        self.janitor = janitor
+        self.janitor, self.server = janitor, server
         self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
         self.workers: dict[str, process.WorkerProcess] = {}
         self.records: list[dict] = []
@@ -74,7 +74,7 @@ class Supervisor:
         with Cleanup(log) as cleanup:
             admin = Admin(self.admin_dsn, self.notes)
             cleanup.push("closing the admin session", admin.close)
-            self.strikes = Strikes(self.s, self.workers, admin)
+            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor)
             tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
             cleanup.push("reading the last records", lambda: self._read(tail))
@@ -101,10 +101,11 @@ class Supervisor:
             self._reap(now)
             self.strikes.run_due(now)
             self._restart_due(now)
-            if now >= next_sample:
+            down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
+            if now >= next_sample and not down:
                 self.samples += admin.sample(now, self.workers)
                 next_sample = now + self.sample_every
-            if now >= next_check:
+            if now >= next_check and not down:
                 next_check = now + self.poll
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
