@@ -150,7 +150,7 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
 @decides("pool-hygiene")
 def pool_hygiene(h: History) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
-    (terminate faults aimed at it) connections, and by every record whose error mentions a
+    (terminate faults aimed at it) + (server restarts: each breaks every connection) connections, and by every record whose error mentions a
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
     name = "pool-hygiene"
@@ -159,11 +159,12 @@ def pool_hygiene(h: History) -> Result:
     connects = Counter(r.get("worker") + (f"/{r['purpose']}" if r.get("purpose") else "")
                        for r in h.records if r.get("event") == "connect")
     terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
+    restarts = sum(1 for i in h.injected if i.get("fault") == "restart")
     pool = h.schedule.get("pool_size")
     greedy = {}
     if pool is not None:
         greedy = {w: n for w, n in sorted(connects.items(), key=lambda kv: str(kv[0]))
-                  if n > (1 if "/" in w else pool) + RECONNECT_SLACK + terminated[w.split("/")[0]]}
+                  if n > (1 if "/" in w else pool) + RECONNECT_SLACK + terminated[w.split("/")[0]] + restarts}
     broken = sorted((r for r in h.records if "prepared statement" in str(r.get("error") or "").lower()),
                     key=lambda r: r["t"])
     if greedy or broken:

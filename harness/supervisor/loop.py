@@ -30,6 +30,10 @@ SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
 SAMPLES_PER_LEASE = 4  # pg_stat_activity samples per lease (see sample_every)
 MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
 LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core/logs.py)
+# After a restart fault, psycopg_pool retries a failed connection after 1, 2 and 4 s (its
+# AttemptWithBackoff, jittered): a server still in crash recovery at the first retry costs a worker up
+# to 7 s without a connection. No stall is declared that soon after the server started again.
+POOL_RECOVERY = 8.0
 
 
 @dataclass
@@ -112,7 +116,8 @@ class Supervisor:
                     return "quiescent"
             if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self.strikes.pending:
                 return "workers-exhausted"
-            if now - last_activity >= stall and not self.strikes.pending:
+            recovering = now - self.strikes.server_started_at < POOL_RECOVERY
+            if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
                 return "stalled"
             if now >= deadline:

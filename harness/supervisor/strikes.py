@@ -31,6 +31,7 @@ class Strikes:
                  server=None, janitor=None):
         self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
         self.server_down = False
+        self.server_started_at = float("-inf")  # monotonic time of the last restart's start
         self.s = schedule
         self.workers = workers
         self.admin = admin
@@ -83,6 +84,7 @@ class Strikes:
             return
         self.server.start_again(self.janitor)
         self.server_down = False
+        self.server_started_at = time.monotonic()
         self.admin.reconnect()
 
     # --- the supervisor's side ----------------------------------------------------------------------

@@ -416,6 +416,13 @@ def test_pool_hygiene_terminate_faults_allow_reconnects():
     assert one("pool-hygiene", sane(records=connects, injected=[terminate])).status == HELD
 
 
+def test_pool_hygiene_a_server_restart_allows_every_worker_a_reconnect():
+    connects = [rec(i / 10, w, "connect", backend=i) for w in ("w1.0", "w2.0") for i in range(3)]
+    restart = {"t": 0.15, "fault": "restart", "job": 1, "worker": "w1.0"}  # struck at w1.0's point
+    assert one("pool-hygiene", sane(records=connects)).status == VIOLATED
+    assert one("pool-hygiene", sane(records=connects, injected=[restart])).status == HELD
+
+
 def test_pool_hygiene_own_connection_has_a_budget_of_one():
     pool = [rec(0.1, "w1.0", "connect", backend=1)]
     kept = pool + [rec(0.2, "w1.0", "connect", backend=2, purpose="heartbeat")]
