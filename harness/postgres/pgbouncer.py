@@ -45,6 +45,9 @@ POOL_SIZE = 5  # default server connections per (database, user): as many as the
 READY_TIMEOUT = 30.0  # seconds for PgBouncer to accept a connection that reaches the server
 STOP_GRACE = 5.0  # seconds between SIGTERM (immediate shutdown) and SIGKILL
 INSTALL = "apt-get install -y pgbouncer"
+# PgBouncer's own default, stated: after a failed connection to the server (a restart), it waits this
+# long before the next try, and its clients wait with it -- a worker behind it after a restart does.
+SERVER_LOGIN_RETRY = 15
 
 
 def parse(spec: str | None) -> str | None:
@@ -94,6 +97,7 @@ def config(*, listen_port: int, server_host: str, server_port: int, database: st
         f"auth_file = {run_dir / 'users.txt'}",
         f"pool_mode = {mode}",
         f"default_pool_size = {pool_size}",
+        f"server_login_retry = {SERVER_LOGIN_RETRY}",
         "max_client_conn = 500",
         # psycopg sends none of these, but a user's libpq may: accepting them changes nothing here
         "ignore_startup_parameters = extra_float_digits,options",

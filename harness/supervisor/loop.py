@@ -18,6 +18,7 @@ from core import execlog, logs
 from core.cleanup import Cleanup
 from core.history import WorkerExit
 from core.schedule import Schedule
+from harness.postgres import pgbouncer
 from harness.supervisor import process
 from harness.supervisor.admin import Admin
 from harness.supervisor.strikes import Strikes
@@ -34,6 +35,8 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 # AttemptWithBackoff, jittered): a server still in crash recovery at the first retry costs a worker up
 # to 7 s without a connection. No stall is declared that soon after the server started again.
 POOL_RECOVERY = 8.0
+# Behind PgBouncer, add its server_login_retry: a worker waits that long for a server connection if
+# PgBouncer's first try after the restart failed.
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Supervisor:
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.default_restart_delay if delay is None else delay)
         self.poll = schedule.seconds(schedule.timing.poll)
+        self.recovery = POOL_RECOVERY + (pgbouncer.SERVER_LOGIN_RETRY if schedule.pooler else 0.0)
         # The horizon property flags a transaction older than half a lease; sampling four times a
         # lease sees any that lasts three quarters of one, and costs the workers little CPU.
         self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
@@ -116,7 +120,7 @@ class Supervisor:
                     return "quiescent"
             if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self.strikes.pending:
                 return "workers-exhausted"
-            recovering = now - self.strikes.server_started_at < POOL_RECOVERY
+            recovering = now - self.strikes.server_started_at < self.recovery
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
                 return "stalled"

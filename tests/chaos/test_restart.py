@@ -72,3 +72,13 @@ def test_a_search_with_restart_runs_on_durable_settings(tmp_path):
     assert r.returncode in (0, 1), r.stderr
     data = json.loads(out.read_text())
     assert data["server"]["settings"]["fsync"] == "on" and data["server"]["settings"]["synchronous_commit"] == "on"
+
+
+def test_restart_behind_pgbouncer_recovers_after_its_login_retry():
+    schedule = Schedule(jobs=(JobSpec(1, duration=1.0), JobSpec(2)), design="lease", time_scale=SCALE,
+                        events=(Event("restart", 1, point="mid-work", duration=2.0),))
+    with provision(settings=DURABLE_SETTINGS, pooler="pgbouncer:transaction") as db, Runner(db) as runner:
+        h = runner.run(schedule)
+    assert h.ended_by == "quiescent", h.notes  # PgBouncer reconnected to the server; so did the worker
+    assert [j["status"] for j in h.jobs] == ["done", "done"]
+    assert check(h)["single-commit"].status == HELD
