@@ -32,6 +32,8 @@ class Strikes:
         self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
         self.server_down = False
         self.server_started_at = float("-inf")  # monotonic time of the last restart's start
+        self.restarts, self.downtime = 0, 0.0  # restarts so far; real seconds the server was down in all
+        self._stopped_at = 0.0
         self.s = schedule
         self.workers = workers
         self.admin = admin
@@ -77,6 +79,8 @@ class Strikes:
         if self.server is None:  # the command line refuses restart without a local server; a schedule
             raise HarnessError("the restart fault needs the local server (--postgres local)")
         self.server_down = True
+        self.restarts += 1
+        self._stopped_at = time.monotonic()
         self.server.crash(self.janitor)
 
     def start_server(self) -> None:
@@ -85,6 +89,7 @@ class Strikes:
         self.server.start_again(self.janitor)
         self.server_down = False
         self.server_started_at = time.monotonic()
+        self.downtime += self.server_started_at - self._stopped_at
         self.admin.reconnect()
 
     # --- the supervisor's side ----------------------------------------------------------------------
