@@ -21,7 +21,9 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
                 "--json", str(out), "--junit", str(junit), "--out", str(tmp_path / "ce"), timeout=600)
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
-    assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "properties", "counterexample"}
+    assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
+                         "counterexample"}
+    assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
     assert (data["design"], data["tenant_mode"], data["faults"], data["examples"], data["seed"]) == (
         "lease", "local", ["crash"], 5, 3)
     assert list(data["properties"]) == list(properties.PROPERTIES)
