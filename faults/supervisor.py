@@ -68,3 +68,42 @@ def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
 
     sup.later(duration, start)
     sup.go(stop.worker)
+
+
+LATENCY = 0.05  # article seconds added to every chunk of the worker's traffic, either way
+
+
+def latency(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's traffic is slower (:data:`LATENCY` per chunk, either way) for the event's duration."""
+    duration = sup.event_seconds(event)
+    delay = sup.event_seconds(Event(event.fault, event.job, duration=LATENCY))
+    sup.record("latency", event, stop, seconds=duration, delay=delay)
+    sup.network(stop.worker, "latency", delay)
+
+    def end():
+        sup.network(stop.worker, "latency", 0.0)
+        sup.record("latency-ended", event, stop)
+
+    sup.later(duration, end)
+    sup.go(stop.worker)
+
+
+def partition(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's packets go nowhere (no RST, no FIN) for the event's duration, then it heals."""
+    duration = sup.event_seconds(event)
+    sup.record("partition", event, stop, seconds=duration)
+    sup.network(stop.worker, "partition")
+
+    def heal():
+        sup.network(stop.worker, "heal")
+        sup.record("healed", event, stop)
+
+    sup.later(duration, heal)
+    sup.go(stop.worker)
+
+
+def reset(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's connections are cut with a TCP RST, mid-transaction."""
+    sup.record("reset", event, stop)
+    sup.network(stop.worker, "reset")
+    sup.go(stop.worker)

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import properties
-from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
+from core.errors import EXIT_HELD, EXIT_VIOLATED, HarnessError, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
-from harness import report, scales, schedules
+from harness import partition, report, scales, schedules
 from harness.postgres import parse_spec, provision_for
 from harness.postgres.local import DURABLE_SETTINGS
 from harness.runner import Runner
@@ -48,6 +48,8 @@ def _list_faults() -> int:
 def _settings(args, fault_names) -> dict[str, str] | None:
     """Durable server settings when a run may restart the server (see ``DURABLE_SETTINGS``); the
     restart fault needs the local server, which the harness can stop and start."""
+    if "partition" in fault_names and (why := partition.available()):
+        raise HarnessError(why)
     if "restart" not in fault_names:
         return None
     if parse_spec(args.postgres)[0] != "local":

@@ -21,7 +21,7 @@ from pathlib import Path
 from core import procs
 
 # Order of cleanup on EOF: stop what writes before removing where it writes.
-_ORDER = ("killpg", "kill", "dropdb", "container", "postgres", "rmtree")
+_ORDER = ("killpg", "kill", "nft", "dropdb", "container", "postgres", "rmtree")
 
 
 def _do(task: dict) -> None:
@@ -31,6 +31,8 @@ def _do(task: dict) -> None:
     elif op == "kill":  # a process of ours (PgBouncer): only if the pid is still the one we started
         if procs.process_start_time(task["pid"]) == task.get("start"):
             procs.terminate(task["pid"])
+    elif op == "nft":  # a partition's nftables table
+        subprocess.run(["nft", "delete", "table", "inet", task["table"]], check=False, capture_output=True)
     elif op == "postgres":
         procs.stop_server(task["pid"])
     elif op == "rmtree":

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from psycopg import conninfo
+
 from core import execlog, logs
 from core.cleanup import Cleanup
 from core.history import WorkerExit
@@ -21,6 +23,7 @@ from core.schedule import Schedule
 from harness.postgres import pgbouncer
 from harness.supervisor import process
 from harness.supervisor.admin import Admin
+from harness.supervisor.network import NETWORK_FAULTS, Network
 from harness.supervisor.strikes import Strikes
 from workers.body import WorkerSpec
 
@@ -37,6 +40,20 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 POOL_RECOVERY = 8.0
 # Behind PgBouncer, add its server_login_retry: a worker waits that long for a server connection if
 # PgBouncer's first try after the restart failed.
+
+
+# Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
+# within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
+# keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
+# sent data has gone unacknowledged for 10 s (a partition). libpq's defaults have none of these.
+CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
+                   "keepalives_count": "3", "tcp_user_timeout": "10000"}
+
+
+def client_timeouts(dsn: str) -> str:
+    """*dsn* with :data:`CLIENT_TIMEOUTS` wherever it does not set them itself."""
+    given = conninfo.conninfo_to_dict(dsn)
+    return conninfo.make_conninfo(dsn, **{k: v for k, v in CLIENT_TIMEOUTS.items() if k not in given})
 
 
 @dataclass
@@ -58,6 +75,8 @@ class Supervisor:
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
         self.janitor, self.server = janitor, server
+        self.uses_network = any(e.fault in NETWORK_FAULTS for e in schedule.events)
+        self.net: Network | None = None
         self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
         self.workers: dict[str, process.WorkerProcess] = {}
         self.records: list[dict] = []
@@ -82,7 +101,11 @@ class Supervisor:
         with Cleanup(log) as cleanup:
             admin = Admin(self.admin_dsn, self.notes)
             cleanup.push("closing the admin session", admin.close)
-            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor)
+            if self.uses_network:
+                self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
+                cleanup.push("ending the network faults", self.net.close)
+            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
+                                   network=self.net)
             tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
             cleanup.push("reading the last records", lambda: self._read(tail))
@@ -133,8 +156,11 @@ class Supervisor:
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:
         identity = f"w{slot}.{generation}"
-        spec = WorkerSpec(identity, self.s, self.worker_dsn, self.run_dir, self.watch)
+        dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
+        spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch)
         close = (self.janitor.fd,) if self.janitor is not None else ()
+        if self.net is not None:
+            close += self.net.fds
         w = process.spawn(spec, self.design, slot=slot, generation=generation, close_fds=close)
         if self.janitor is not None:
             self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)

@@ -28,8 +28,9 @@ class Strikes:
     """What faults may do to the run, and the timers they leave behind (``later``)."""
 
     def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin, *,
-                 server=None, janitor=None):
+                 server=None, janitor=None, network=None):
         self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
+        self.net = network  # harness.supervisor.network.Network, when the schedule has network faults
         self.server_down = False
         self.server_started_at = float("-inf")  # monotonic time of the last restart's start
         self.restarts, self.downtime = 0, 0.0  # restarts so far; real seconds the server was down in all
@@ -74,6 +75,19 @@ class Strikes:
 
     def terminate_backend(self, pid: int) -> None:
         self.admin.terminate(pid)
+
+    def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+        if self.net is None:
+            raise HarnessError("a network fault without the run's network (the schedule names none?)")
+        slot = self.workers[worker].slot
+        if action == "latency":
+            self.net.latency(slot, seconds)
+        elif action == "reset":
+            self.net.reset(slot)
+        elif action == "partition":
+            self.net.partition(slot)
+        elif action == "heal":
+            self.net.heal(slot)
 
     def stop_server(self) -> None:
         if self.server is None:  # the command line refuses restart without a local server; a schedule
