@@ -50,6 +50,34 @@ def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
         return (time.perf_counter() - t0) / jobs
 
 
+def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
+    """The bare loop straight to the server (or pooler) and through a fault proxy (the network
+    faults' path), alternating, same run: the proxy's cost per job."""
+    from psycopg import conninfo
+
+    from harness.netproxy import Proxies
+
+    target = conninfo.conninfo_to_dict(database.worker_dsn)
+    proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), 1)
+    via = conninfo.make_conninfo(database.worker_dsn, host="127.0.0.1", port=str(proxies.ports[1]))
+    unprepared = {"prepare_threshold": None} if database.pooler else {}
+    pairs = []
+    try:
+        for _ in range(3):
+            per = {}
+            for label, dsn in (("direct", database.worker_dsn), ("proxy", via)):
+                runner.prepare(Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
+                                                   for i in range(1, jobs + 1))))
+                per[label] = bare_loop(dsn, jobs, lease, **unprepared)
+            pairs.append((per["proxy"] - per["direct"], per["direct"], per["proxy"]))
+    finally:
+        proxies.close()
+    extra, direct, proxied = sorted(pairs)[1]
+    print(f"per job through the fault proxy ({jobs} jobs, bare loop, median of 3 alternating pairs): "
+          f"{proxied * 1000:.3f} ms against {direct * 1000:.3f} ms without: +{extra * 1000:.3f} ms "
+          f"({proxied / direct:.2f}x)", file=out)
+
+
 def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
     """The bare loop straight to the server and through the pooler, alternating, same database and
     run: the pooler's cost per job. prepare_threshold=None: psycopg's prepared statements break
@@ -118,6 +146,7 @@ def command(args, progress) -> int:
 
         if database.pooler is not None:
             pooler_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
+        proxy_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
 
         if not args.quick:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
