@@ -62,6 +62,7 @@ class Timing:
     deadline: float = 60.0  # the run ends here whatever happens
     stall: float | None = None  # end when nothing happened for this long (default: see Schedule.stall)
     strike_wait: float = 30.0  # a worker waits at most this long for the supervisor at a strike point
+    latency: float = 0.05  # the latency fault: added to every chunk of the worker's traffic, either way
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,9 @@ class SupervisorAPI(Protocol):
     def terminate_backend(self, pid: int) -> None:
         """``pg_terminate_backend`` on a worker's session."""
 
+    def latency_seconds(self) -> float:
+        """The latency fault's delay per chunk in real seconds (the schedule's ``timing.latency``)."""
+
     def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
         """The worker's traffic: ``latency`` (add *seconds* to every chunk either way; 0 ends it),
         ``reset`` (cut its connections with RST), ``partition`` (drop its packets: silence),

@@ -70,13 +70,11 @@ def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     sup.go(stop.worker)
 
 
-LATENCY = 0.05  # article seconds added to every chunk of the worker's traffic, either way
-
-
 def latency(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
-    """The worker's traffic is slower (:data:`LATENCY` per chunk, either way) for the event's duration."""
+    """The worker's traffic is slower (the schedule's ``timing.latency`` per chunk, either way) for the
+    event's duration."""
     duration = sup.event_seconds(event)
-    delay = sup.event_seconds(Event(event.fault, event.job, duration=LATENCY))
+    delay = sup.latency_seconds()
     sup.record("latency", event, stop, seconds=duration, delay=delay)
     sup.network(stop.worker, "latency", delay)
 

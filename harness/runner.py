@@ -20,6 +20,7 @@ from core.schedule import Schedule
 from harness import db
 from harness.postgres import Database
 from harness.supervisor import Supervisor
+from harness.supervisor.loop import CLIENT_TIMEOUTS
 from workers import load_design
 
 log = logging.getLogger("pgjc.runner")
@@ -91,5 +92,5 @@ class Runner:
             schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
-            server=self.database.environment(),
+            server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
         )

@@ -76,6 +76,9 @@ class Strikes:
     def terminate_backend(self, pid: int) -> None:
         self.admin.terminate(pid)
 
+    def latency_seconds(self) -> float:
+        return self.s.seconds(self.s.timing.latency)
+
     def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
         if self.net is None:
             raise HarnessError("a network fault without the run's network (the schedule names none?)")
