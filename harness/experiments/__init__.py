@@ -30,6 +30,8 @@ _RUNNERS = {  # name -> (module, function)
     "rls-queue": ("rls_queue", "rls_queue"),
 }
 
+DIRECT = ("vacuum", "horizon", "rls-queue")  # measure the server itself: never through a pooler
+
 __all__ = ["NAMES", "add_parser", "command", "render", "run_experiment"]
 
 
@@ -48,6 +50,9 @@ def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None,
     result["quick"] = quick
     result["server_version"] = getattr(database, "server_version", None)
     result["server"] = getattr(database, "server", None)
+    if getattr(database, "pooler", None) and name in DIRECT:
+        result["note"] = ((result.get("note") or "") + f" (measured straight to the server, not through "
+                          f"{database.pooler}: it measures PostgreSQL itself)").strip()
     return result
 
 

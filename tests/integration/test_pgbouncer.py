@@ -142,3 +142,12 @@ def test_parse():
     for bad in ("pgbouncer:statement", "pgbouncer:session:0", "pgpool"):
         with pytest.raises(Exception, match="expected pgbouncer"):
             pgbouncer.parse(bad)
+
+
+def test_experiments_that_measure_the_server_go_straight_to_it(pooled):
+    result = run_experiment("rls-queue", pooled, quick=True, progress=lambda _m: None)
+    assert "measured straight to the server" in result["note"]
+    rows = {r["variant"]: r for r in run_experiment("reset-cost", pooled, quick=True,
+                                                    progress=lambda _m: None)["rows"]}
+    # Through transaction pooling only prepare_threshold=None is free of prepared-statement errors.
+    assert rows["discard-all-unprepared"]["errors"] == [0, 0]
