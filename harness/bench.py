@@ -23,6 +23,7 @@ from harness.postgres import provision_for
 from harness.runner import Runner
 from harness.search import search
 from workers.body import Q as BODY
+from workers.body import inherited_tenant
 from workers.lease import Q as LEASE
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
@@ -40,7 +41,7 @@ def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
         for _ in range(jobs):
             job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
             conn.commit()
-            conn.execute(BODY.inherited_tenant, {"me": f"bare {job_id} {attempt}"}).fetchone()
+            conn.execute(inherited_tenant(f"bare {job_id} {attempt}")).fetchone()
             conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
             run = conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}).fetchone()[0]
             conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from core import sqlfile
 from core.execlog import ExecLog, path_for
@@ -178,7 +179,7 @@ class Execution:
 
     def read_inherited(self) -> None:
         me = f"{self.ctx.identity} {self.job.id} {self.job.attempt}"
-        value, last, pid, _ = self.conn.execute(Q.inherited_tenant, {"me": me}).fetchone()
+        value, last, pid, _ = self.conn.execute(inherited_tenant(me)).fetchone()
         self._log("tenant-inherited", value=value, last=last, backend=pid)
 
     def set_tenant(self) -> None:
@@ -230,6 +231,12 @@ class Execution:
 
     def failed(self, exc: BaseException) -> None:
         self._log("failed", error=describe(exc))
+
+
+def inherited_tenant(me: str) -> sql.Composed:
+    """The inherited-tenant read with the session marker *me* as a literal (see body.sql: why not a
+    parameter)."""
+    return sql.SQL(Q.inherited_tenant).format(me=sql.Literal(me))
 
 
 def describe(exc: BaseException) -> str:
