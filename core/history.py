@@ -48,6 +48,8 @@ class Execution:
     fault: str | None = None
     inherited: str | None = None  # app.tenant before the job set anything (None: not set at all)
     inherited_read: bool = False  # whether the execution got as far as reading it
+    inherited_from: str | None = None  # "worker job attempt" that last used the server session (pgjc.last)
+    server_pid: int | None = None  # the server session it read them on (behind a pooler: not the client's)
     visible: int | None = None  # invoices visible to the job
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
@@ -90,6 +92,7 @@ class History:
     t0: float = 0.0
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
+    server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:
@@ -114,6 +117,7 @@ class History:
                 continue
             if ev == "tenant-inherited":
                 ex.inherited, ex.inherited_read = r.get("value"), True
+                ex.inherited_from, ex.server_pid = r.get("last") or None, r.get("backend")
             elif ev == "rows-visible":
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "effect" and r.get("key") is None:  # a relay's keyed send: see effects()

@@ -54,6 +54,25 @@ def killpg(pgid: int, sig: int) -> None:
         pass
 
 
+def terminate(pid: int, *, grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after *grace* seconds; a process that is gone is not an error."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:  # reap if it is our child; harmless otherwise
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if not alive(pid):
+                return
+            time.sleep(0.05)
+
+
 def stop_server(pid: int, *, grace: float = STOP_GRACE) -> None:
     """PostgreSQL's fast shutdown (SIGINT), then immediate (SIGQUIT) after *grace*; never SIGKILL
     (a SIGKILLed postmaster leaves its shared memory and children behind)."""

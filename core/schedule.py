@@ -66,6 +66,7 @@ class Timing:
     deadline: float = 60.0  # the run ends here whatever happens
     stall: float | None = None  # end when nothing happened for this long (default: see Schedule.stall)
     strike_wait: float = 30.0  # a worker waits at most this long for the supervisor at a strike point
+    latency: float = 0.05  # the latency fault: added to every chunk of the worker's traffic, either way
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ class Schedule:
     dequeues: int | None = None  # per worker; then it exits by itself ("drained")
     restarts: int | None = None  # restart budget for the whole run (default: see restart_budget)
     pool_size: int = 1
+    # Where it ran, stamped by the runner and used by a replay unless the command line says otherwise:
+    pg_version: int | None = None  # the server's major version
+    pooler: str | None = None  # e.g. "pgbouncer:transaction"; None: workers connect directly
 
     def seconds(self, article_seconds: float) -> float:
         """Real seconds for a duration given in article seconds."""

@@ -60,3 +60,18 @@ class SupervisorAPI(Protocol):
 
     def terminate_backend(self, pid: int) -> None:
         """``pg_terminate_backend`` on a worker's session."""
+
+    def latency_seconds(self) -> float:
+        """The latency fault's delay per chunk in real seconds (the schedule's ``timing.latency``)."""
+
+    def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+        """The worker's traffic: ``latency`` (add *seconds* to every chunk either way; 0 ends it),
+        ``reset`` (cut its connections with RST), ``partition`` (drop its packets: silence),
+        ``heal`` (end the partition)."""
+
+    def stop_server(self) -> None:
+        """Stop the server in immediate mode, as a crash does: every session breaks. Until
+        :meth:`start_server`, the supervisor neither samples nor checks for quiescence."""
+
+    def start_server(self) -> None:
+        """Start the stopped server again (crash recovery) and reconnect the supervisor's session."""

@@ -62,6 +62,13 @@ _FAULTS = [
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
           inject=supervisor.horizon),
     Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
+    Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
+          inject=supervisor.latency),
+    Fault("partition", "supervisor", "the worker's packets are dropped (nftables, no RST) for a while, then heal",
+          inject=supervisor.partition),
+    Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset),
+    Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
+          "(local server; durable settings)", inject=supervisor.restart),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
 

@@ -53,3 +53,55 @@ def terminate(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     if stop.backend:
         sup.terminate_backend(stop.backend)
     sup.go(stop.worker)
+
+
+def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The server stops in immediate mode while the job runs and starts again after the event's
+    duration: every session breaks, uncommitted work is gone, committed work must survive."""
+    duration = sup.event_seconds(event)
+    sup.record("restart", event, stop, seconds=duration)
+    sup.stop_server()
+
+    def start():
+        sup.start_server()
+        sup.record("server-started", event, stop)
+
+    sup.later(duration, start)
+    sup.go(stop.worker)
+
+
+def latency(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's traffic is slower (the schedule's ``timing.latency`` per chunk, either way) for the
+    event's duration."""
+    duration = sup.event_seconds(event)
+    delay = sup.latency_seconds()
+    sup.record("latency", event, stop, seconds=duration, delay=delay)
+    sup.network(stop.worker, "latency", delay)
+
+    def end():
+        sup.network(stop.worker, "latency", 0.0)
+        sup.record("latency-ended", event, stop)
+
+    sup.later(duration, end)
+    sup.go(stop.worker)
+
+
+def partition(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's packets go nowhere (no RST, no FIN) for the event's duration, then it heals."""
+    duration = sup.event_seconds(event)
+    sup.record("partition", event, stop, seconds=duration)
+    sup.network(stop.worker, "partition")
+
+    def heal():
+        sup.network(stop.worker, "heal")
+        sup.record("healed", event, stop)
+
+    sup.later(duration, heal)
+    sup.go(stop.worker)
+
+
+def reset(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The worker's connections are cut with a TCP RST, mid-transaction."""
+    sup.record("reset", event, stop)
+    sup.network(stop.worker, "reset")
+    sup.go(stop.worker)

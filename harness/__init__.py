@@ -5,8 +5,11 @@ process helpers) sits under :mod:`faults` (the catalogue), :mod:`workers` (the d
 modes) and :mod:`properties` (the invariants). This package sits on top of them all, and nothing
 below imports it:
 
-* :mod:`harness.postgres` provisions a database (a throwaway server, a DSN, or a container) with
-  the article's data; :mod:`harness.janitor` removes everything if the harness is killed;
+* :mod:`harness.postgres` provisions a database (a throwaway server of version 15 or 17, a DSN, or a
+  container; optionally PgBouncer in front of it) with the article's data; :mod:`harness.janitor`
+  removes everything if the harness is killed;
+* :mod:`harness.netproxy` and :mod:`harness.partition` carry the network faults (a proxy per
+  worker; nftables drops on the loopback);
 * the **supervisor** (:mod:`harness.supervisor`) forks **worker** processes, each running one
   **design** with one **tenant mode**, strikes the schedule's supervisor **faults** at named points,
   restarts the dead, and samples ``pg_stat_activity``;

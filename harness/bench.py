@@ -22,10 +22,11 @@ from core.schedule import JobSpec, Schedule
 from faults import parse_faults
 from harness import db, scales
 from harness.cost import design_cost
-from harness.postgres import provision
+from harness.postgres import provision_for
 from harness.runner import Runner
 from harness.search import search
 from workers.body import Q as BODY
+from workers.body import inherited_tenant
 from workers.lease import Q as LEASE
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
@@ -38,14 +39,14 @@ CASES = [  # (design, faults, tenant mode) from the acceptance list of the searc
 COST_DESIGNS = ("lease-heartbeat", "lease-outbox")  # the recommendation, and what the outbox costs on top
 
 
-def bare_loop(dsn: str, jobs: int, lease: float) -> float:
+def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
     """The lease design's statements for *jobs* jobs in one process: seconds per job."""
-    with psycopg.connect(dsn) as conn:
+    with psycopg.connect(dsn, **connect) as conn:
         t0 = time.perf_counter()
         for _ in range(jobs):
             job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
             conn.commit()
-            conn.execute(BODY.inherited_tenant).fetchone()
+            conn.execute(inherited_tenant(f"bare {job_id} {attempt}")).fetchone()
             conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
             run = conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}).fetchone()[0]
             conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()
@@ -53,6 +54,52 @@ def bare_loop(dsn: str, jobs: int, lease: float) -> float:
             conn.execute(BODY.finish_run, {"run": run})
             conn.commit()
         return (time.perf_counter() - t0) / jobs
+
+
+def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
+    """The bare loop straight to the server (or pooler) and through a fault proxy (the network
+    faults' path), alternating, same run: the proxy's cost per job."""
+    from psycopg import conninfo
+
+    from harness.netproxy import Proxies
+
+    target = conninfo.conninfo_to_dict(database.worker_dsn)
+    proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), 1)
+    via = conninfo.make_conninfo(database.worker_dsn, host="127.0.0.1", port=str(proxies.ports[1]))
+    unprepared = {"prepare_threshold": None} if database.pooler else {}
+    pairs = []
+    try:
+        for _ in range(3):
+            per = {}
+            for label, dsn in (("direct", database.worker_dsn), ("proxy", via)):
+                runner.prepare(Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
+                                                   for i in range(1, jobs + 1))))
+                per[label] = bare_loop(dsn, jobs, lease, **unprepared)
+            pairs.append((per["proxy"] - per["direct"], per["direct"], per["proxy"]))
+    finally:
+        proxies.close()
+    extra, direct, proxied = sorted(pairs)[1]
+    print(f"per job through the fault proxy ({jobs} jobs, bare loop, median of 3 alternating pairs): "
+          f"{proxied * 1000:.3f} ms against {direct * 1000:.3f} ms without: +{extra * 1000:.3f} ms "
+          f"({proxied / direct:.2f}x)", file=out)
+
+
+def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
+    """The bare loop straight to the server and through the pooler, alternating, same database and
+    run: the pooler's cost per job. prepare_threshold=None: psycopg's prepared statements break
+    behind transaction pooling (see the README)."""
+    pairs = []
+    for _ in range(3):
+        per = {}
+        for label, dsn in (("direct", database.direct_worker_dsn), ("pooler", database.worker_dsn)):
+            runner.prepare(Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
+                                               for i in range(1, jobs + 1))))
+            per[label] = bare_loop(dsn, jobs, lease, prepare_threshold=None)
+        pairs.append((per["pooler"] - per["direct"], per["direct"], per["pooler"]))
+    extra, direct, pooled = sorted(pairs)[1]
+    print(f"per job through {database.pooler} ({jobs} jobs, bare loop, median of 3 alternating pairs): "
+          f"{pooled * 1000:.3f} ms against {direct * 1000:.3f} ms direct: +{extra * 1000:.3f} ms "
+          f"({pooled / direct:.2f}x)", file=out)
 
 
 def add_parser(sub, parents) -> None:
@@ -69,9 +116,10 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
-    with provision(args.postgres, pg_bin=args.pg_bin) as database:
-        _parallel_figures(database, out, scale, quick=args.quick)
-    with provision(args.postgres, pg_bin=args.pg_bin) as database, Runner(database) as runner:
+    if not getattr(args, "pooler", None):  # slots need databases of their own, a pooler names one
+        with provision_for(args) as database:
+            _parallel_figures(database, out, scale, quick=args.quick)
+    with provision_for(args) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
         print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)
@@ -95,7 +143,9 @@ def command(args, progress) -> int:
             ends = [r["t"] for r in h.records if r["event"] == "finished"]
             harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
             runner.prepare(sched)
-            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease))
+            # Behind a pooler, the prepared statements of earlier clients are still on its server sessions
+            unprepared = {"prepare_threshold": None} if database.pooler else {}
+            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease), **unprepared)
             ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
         ratio, harness_per_job, bare, whole = sorted(ratios)[1]
         print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of 3 alternating pairs): harness "
@@ -103,6 +153,9 @@ def command(args, progress) -> int:
               f"psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
               f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
 
+        if database.pooler is not None:
+            pooler_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
+        proxy_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
         jobs = 100 if args.quick else 500
         print(f"\nper job, fault-free, no supervisor ({jobs} jobs, 1 worker, time scale {scale:g}):", file=out)
         for design in COST_DESIGNS:

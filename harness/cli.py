@@ -40,6 +40,12 @@ def parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--postgres", default="local", metavar="SPEC", help="local (default) | a DSN | docker[:IMAGE]")
     common.add_argument("--pg-bin", metavar="DIR", help="directory with initdb and postgres (local back end)")
+    common.add_argument("--pg-version", type=int, metavar="N",
+                        help="the server's major version: 17 (the wheel's 17.10, default) or 15 (Debian's "
+                             "postgresql-15); a replay defaults to its schedule's")
+    common.add_argument("--pooler", metavar="SPEC",
+                        help="pgbouncer[:transaction|session[:N]]: PgBouncer (N server connections, default 5) between "
+                             "the workers and the server (default: none, direct; a replay: its schedule's)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common.add_argument("-v", "--verbose", action="count", default=0, help="supervisor logs on stderr (-vv: debug)")
 

@@ -6,19 +6,16 @@ exit code: 0 every property held, 1 a property violated.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import properties
 from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
 from faults.catalogue import CATALOGUE, parse_faults
 from harness import html, report, scales, schedules
-from harness.postgres import provision
 from harness.progress import finish
-from harness.runner import Runner
+from harness.session import runner_for, search_options, slot_count
 from workers import DESIGNS, MODES, load_design
 
 
@@ -47,33 +44,6 @@ def _list_faults() -> int:
     return EXIT_HELD
 
 
-@contextlib.contextmanager
-def _runner(args, progress, *, parallel: int = 1) -> Iterator[Runner]:
-    """A provisioned database and its runner; with *parallel* > 1 also that many slots (cloned
-    first: a template database must have no session open), as ``runner.slots``."""
-    with contextlib.ExitStack() as stack:
-        database = stack.enter_context(provision(args.postgres, pg_bin=args.pg_bin, progress=progress))
-        progress(f"PostgreSQL: {database.server}")
-        slots = None
-        if parallel > 1:
-            from harness.slots import Slots
-
-            slots = stack.enter_context(Slots(database, parallel))
-            progress(f"{parallel} slots: databases cloned, one process each")
-        runner = stack.enter_context(Runner(database))
-        runner.slots = slots
-        yield runner
-
-
-def _parallel(args) -> int:
-    from harness.slots import MAX_SLOTS, default_slots
-
-    n = default_slots() if args.parallel is None else args.parallel
-    if not 1 <= n <= MAX_SLOTS:
-        raise UsageError(f"--parallel must be between 1 and {MAX_SLOTS}")
-    return n
-
-
 def _exit_code(args, results: dict, *, never_struck: list[str] = ()) -> int:
     """1 when a property was violated, or with ``--strict`` could not decide or an allowed fault
     struck in no run; else 0."""
@@ -92,7 +62,12 @@ def replay(args, progress) -> int:
     schedule = schedules.load(args.file)
     if args.design:
         load_design(args.design)
-    with _runner(args, progress) as runner:
+    if schedule.pg_version is not None and args.pg_version is None and args.pg_bin is None \
+            and args.postgres == "local":
+        args.pg_version = schedule.pg_version  # the server it failed on, unless the user picks another
+    if schedule.pooler is not None and args.pooler is None:
+        args.pooler = schedule.pooler
+    with runner_for(args, progress, schedule.faults()) as runner:
         return _replay(args, runner, schedule)
 
 
@@ -103,9 +78,10 @@ def search(args, progress) -> int:
     faults = _check_drawn(args)
     if args.design:
         load_design(args.design)
-    options = _search_options(args)  # an unreachable example database fails before anything starts
-    with _runner(args, progress, parallel=_parallel(args)) as runner:
-        return _search(args, runner, faults, progress, {**options, **_search_options(args, runner)})
+    options = search_options(args)  # an unreachable example database fails before anything starts
+    names = [f.name for f in faults]
+    with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
+        return _search(args, runner, faults, progress, {**options, **search_options(args, runner)})
 
 
 def compare(args, progress) -> int:
@@ -116,9 +92,10 @@ def compare(args, progress) -> int:
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     for d in designs:
         load_design(d)
-    options = _search_options(args)
-    with _runner(args, progress, parallel=_parallel(args)) as runner:
-        return _compare(args, runner, faults, designs, progress, {**options, **_search_options(args, runner)})
+    options = search_options(args)
+    names = [f.name for f in faults]
+    with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
+        return _compare(args, runner, faults, designs, progress, {**options, **search_options(args, runner)})
 
 
 def _replay(args, runner, schedule) -> int:
@@ -139,7 +116,7 @@ def _replay(args, runner, schedule) -> int:
     print("timeline:")
     print(report.timeline(history))
     _write(args, {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
-                  "replay": args.file, "properties": report.results_json(results)},
+                  "replay": args.file, "server": history.server, "properties": report.results_json(results)},
            {schedule.design: results},
            page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [html.counterexample(
                name="this replay", schedule_json=schedule.to_json(), file=args.file,
@@ -171,9 +148,10 @@ def _search(args, runner, faults, progress, options: dict) -> int:
         print(line)
     counter, shown = None, []
     if out.counterexample is not None:
-        counter, shown = _show_counterexample(args, out, design, names)
+        counter, shown = _show_counterexample(args, out, design, names, runner.stamp)
     _write(args, {"design": design, "tenant_mode": mode, "faults": [f.name for f in faults],
-                  "examples": args.examples, "seed": args.seed, "properties": report.results_json(results),
+                  "examples": args.examples, "seed": args.seed, "server": runner.database.environment(),
+                  "properties": report.results_json(results),
                   "counterexample": counter, "small_scope_runs": out.small_scope_runs,
                   "coverage": out.coverage(), "never_struck": never, "budget_spent": out.budget_spent},
            {design: results},
@@ -184,25 +162,22 @@ def _search(args, runner, faults, progress, options: dict) -> int:
     return _exit_code(args, results, never_struck=never)
 
 
-def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list]:
+def _show_counterexample(args, out, design: str, names: str, stamp) -> tuple[dict, list]:
     """Print and save the counterexample (and the smallest schedule for each other violated
-    property); returns its JSON and ``(name, run, saved path)`` of each schedule saved."""
-
-
-def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list]:
-    """Print and save the counterexample (and the smallest schedule for each other violated
-    property); returns its JSON and ``(name, run, saved path)`` of each schedule saved."""
+    property), each stamped with the server it ran on; returns its JSON and ``(name, run, saved
+    path)`` of each schedule saved."""
     ce = out.counterexample
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / f"{design}-{names.replace(',', '-')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(ce.schedule.to_json() + "\n")
+    saved = stamp(ce.schedule)  # with the server version and pooler it ran on: a replay uses them
+    path.write_text(saved.to_json() + "\n")
     replay = f"python run.py --replay {path}"
     state = "FLAKY: the replay did not violate it again" if out.flaky else "replayed: violated again"
     budget = " (shrink budget spent: the smallest schedule observed)" if out.shrink_budget_spent else ""
     print(f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
           f"violates {', '.join(ce.violated)}; {state}")
-    print(ce.schedule.to_json())
+    print(saved.to_json())
     print(f"saved to {path}\nreplay with: {replay}\n\ntimeline of that run:")
     print(report.timeline(ce.history))
     aggregate = out.aggregate()
@@ -212,10 +187,10 @@ def _show_counterexample(args, out, design: str, names: str) -> tuple[dict, list
         small = out.smallest_for(n)
         if small is not None:
             p = outdir / f"{path.stem}-{n}.json"
-            p.write_text(small.schedule.to_json() + "\n")
+            p.write_text(stamp(small.schedule).to_json() + "\n")
             print(f"{n}: smallest schedule that violated it ({len(small.schedule.jobs)} jobs): {p}")
             shown.append((f"smallest schedule violating {n}", small, p))
-    return {"schedule": ce.schedule.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
+    return {"schedule": saved.to_dict(), "file": str(path), "replay": replay, "violated": ce.violated,
             "flaky": out.flaky}, shown
 
 
@@ -233,7 +208,7 @@ def _compare(args, runner, faults, designs, progress, options: dict) -> int:
     for i, deciding in enumerate(c.schedules, 1):
         outdir.mkdir(parents=True, exist_ok=True)
         path = outdir / f"compare-S{i}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(deciding.schedule.to_json() + "\n")
+        path.write_text(runner.stamp(deciding.schedule).to_json() + "\n")
         files.append(str(path))
         print(f"S{i}: {deciding.origin}: {len(deciding.schedule.jobs)} jobs, {deciding.schedule.workers} workers, "
               f"faults {','.join(deciding.schedule.faults()) or 'none'}; replay: python run.py --replay {path} "
@@ -252,20 +227,6 @@ def _compare(args, runner, faults, designs, progress, options: dict) -> int:
                                                  violated=d.run.violated, history=d.run.history)
                              for i, (d, path) in enumerate(zip(c.schedules, files, strict=True), 1)]})
     return max(_exit_code(args, res) for res in c.results.values())
-
-
-def _search_options(args, runner=None) -> dict:
-    """--budget, --shard, --example-db and --parallel as the search takes them."""
-    from harness.exampledb import open_database
-
-    opts: dict = {"budget": args.budget}
-    if runner is not None and runner.slots is not None:
-        opts.update(run_many=runner.slots.run_many, parallel=runner.slots.n)
-    if args.shard:
-        opts["shard"] = args.shard
-    if args.example_db:
-        opts["database"] = open_database(args.example_db)
-    return opts
 
 
 def _write(args, data: dict, suites: dict, *, page=None) -> None:

@@ -2,7 +2,7 @@
 
 The harness starts it (``python -m harness.janitor``) in its own session, holding the write end
 of its stdin, and registers every resource it creates: worker process groups, the PostgreSQL
-server, its temp directory, a database and role on a user's server, a container. On a clean
+server, PgBouncer, their temp directories, a database and role on a user's server, a container. On a clean
 exit the harness cleans up itself and sends ``done``. If the harness dies -- even by SIGKILL --
 the pipe closes, the janitor reads EOF and removes what is still registered, then exits.
 
@@ -21,13 +21,18 @@ from pathlib import Path
 from core import procs
 
 # Order of cleanup on EOF: stop what writes before removing where it writes.
-_ORDER = ("killpg", "dropdb", "container", "postgres", "rmtree")
+_ORDER = ("killpg", "kill", "nft", "dropdb", "container", "postgres", "rmtree")
 
 
 def _do(task: dict) -> None:
     op = task["op"]
     if op == "killpg":
         procs.killpg(task["pgid"], signal.SIGKILL)
+    elif op == "kill":  # a process of ours (PgBouncer): only if the pid is still the one we started
+        if procs.process_start_time(task["pid"]) == task.get("start"):
+            procs.terminate(task["pid"])
+    elif op == "nft":  # a partition's nftables table
+        subprocess.run(["nft", "delete", "table", "inet", task["table"]], check=False, capture_output=True)
     elif op == "postgres":
         procs.stop_server(task["pid"])
     elif op == "rmtree":

@@ -20,6 +20,7 @@ from core.schedule import Schedule
 from harness import db
 from harness.postgres import Database
 from harness.supervisor import Supervisor
+from harness.supervisor.loop import CLIENT_TIMEOUTS
 from workers import load_design
 
 log = logging.getLogger("pgjc.runner")
@@ -55,8 +56,13 @@ class Runner:
             design.enqueue(self.admin, schedule.jobs, max_attempts=schedule.max_attempts)
         return design
 
+    def stamp(self, schedule: Schedule) -> Schedule:
+        """*schedule* with where it runs recorded (server major version, pooler), as saved and replayed."""
+        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler)
+
     def run(self, schedule: Schedule, *, design=None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        schedule = self.stamp(schedule)
         design = self.prepare(schedule, design)
         self.runs += 1
         RUNS_BASE.mkdir(parents=True, exist_ok=True)
@@ -68,7 +74,11 @@ class Runner:
                 cleanup.push("telling the janitor", lambda: janitor.forget(key))
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, design, admin_dsn=self.database.admin_dsn,
-                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor).run()
+                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor,
+                                server=self.database.control).run()
+            if any(i.get("fault") == "restart" for i in result.injected):  # it broke the admin session
+                self.admin.close()
+                self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
             jobs = design.final_states(self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]
@@ -83,4 +93,5 @@ class Runner:
             schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
+            server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
         )

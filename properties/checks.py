@@ -69,6 +69,19 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 # --- the properties ---------------------------------------------------------------------------------
 
+def inherited_from(ex: Execution) -> str:
+    """Whose setting it was, from the session marker: another worker's job (through a pooler) or
+    this worker's own earlier job (its pooled connection)."""
+    parts = (ex.inherited_from or "").split()
+    if len(parts) != 3:
+        return ""
+    worker, job, attempt = parts
+    session = f" on server session {ex.server_pid}" if ex.server_pid is not None else ""
+    if worker != ex.worker:
+        return f" from another worker's job: {worker}'s job {job} attempt {attempt}{session}"
+    return f" from its own worker's job {job} attempt {attempt}{session}"
+
+
 @decides("tenant-isolation")
 def tenant_isolation(h: History) -> Result:
     """Violated by every execution that started with another job's ``app.tenant`` or saw another
@@ -82,10 +95,12 @@ def tenant_isolation(h: History) -> Result:
         return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
                              "tenant or the rows it could see")
     lines, jobs = [], []
+    # Another worker's setting (only a pooler hands one over) leads the evidence.
+    informed.sort(key=lambda ex: " another worker's" not in inherited_from(ex))
     for ex in informed:
         wrong = []
         if ex.inherited not in (None, ""):
-            wrong.append(f"started with app.tenant={ex.inherited} inherited")
+            wrong.append(f"started with app.tenant={ex.inherited} inherited{inherited_from(ex)}")
         if ex.foreign:  # a system job (tenant None) counts every visible row as foreign
             wrong.append(f"saw {ex.foreign} invoices of another tenant")
         if wrong:

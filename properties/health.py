@@ -150,8 +150,8 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
 @decides("pool-hygiene")
 def pool_hygiene(h: History) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
-    (terminate faults aimed at it) + (sessions the server cut, per its ``session-cut`` records)
-    connections, and by every record whose error mentions a
+    (terminate faults aimed at it) + (sessions the server cut, per its ``session-cut`` records) +
+    (server restarts: each breaks every connection) connections, and by every record whose error mentions a
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
     name = "pool-hygiene"
@@ -163,11 +163,12 @@ def pool_hygiene(h: History) -> Result:
     # design chose: its reconnect is budgeted the same way.
     terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
     terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
+    restarts = sum(1 for i in h.injected if i.get("fault") == "restart")
     pool = h.schedule.get("pool_size")
     greedy = {}
     if pool is not None:
         greedy = {w: n for w, n in sorted(connects.items(), key=lambda kv: str(kv[0]))
-                  if n > (1 if "/" in w else pool) + RECONNECT_SLACK + terminated[w.split("/")[0]]}
+                  if n > (1 if "/" in w else pool) + RECONNECT_SLACK + terminated[w.split("/")[0]] + restarts}
     broken = sorted((r for r in h.records if "prepared statement" in str(r.get("error") or "").lower()),
                     key=lambda r: r["t"])
     if greedy or broken:

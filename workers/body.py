@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from core import sqlfile
 from core.execlog import ExecLog, path_for
@@ -31,7 +32,7 @@ from core.schedule import Schedule
 from faults.catalogue import CATALOGUE
 from workers.tenant import MODES
 
-Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant", "insert_run",
+Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
@@ -151,10 +152,15 @@ class Execution:
         self._log("started", tenant=self.job.tenant, fault=self.job.fault, **fields)
 
     def point(self, name: str) -> None:
-        """A named point: the supervisor strikes here if it watches it; then the job's own fault."""
+        """A named point: the supervisor strikes here if it watches it; then the job's own fault.
+        Behind a pooler, the server session's pid is read and logged at every point."""
         self.point_name = name
+        backend = None
+        if self.ctx.schedule.pooler is not None:
+            backend = self._server_pid()
+            self._log("server-session", point=name, backend=backend)
         if (self.job.id, name) in self.ctx.spec.watch:
-            self.ctx.wait_for_supervisor(self.job, name, self._backend())
+            self.ctx.wait_for_supervisor(self.job, name, backend if self.ctx.schedule.pooler else self._backend())
         fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
         if fault is not None and fault.strike is not None and (self.job.point or fault.point) == name:
             self._log("fault", fault=fault.name, point=name)
@@ -166,9 +172,24 @@ class Execution:
         except Exception:
             return None
 
+    def _server_pid(self) -> int | None:
+        """``pg_backend_pid()`` of the server session this connection is on, or None when asking would
+        change the design. Hazard: outside a transaction on a non-autocommit connection the query would
+        open one (holding a snapshot across the work); behind transaction pooling the client then holds
+        no server session anyway. In autocommit the pid is the session of that one statement."""
+        status = self.conn.info.transaction_status
+        if status == psycopg.pq.TransactionStatus.INTRANS or (
+                status == psycopg.pq.TransactionStatus.IDLE and self.conn.autocommit):
+            try:
+                return self.conn.execute(Q.server_pid).fetchone()[0]
+            except psycopg.Error:
+                return None
+        return None
+
     def read_inherited(self) -> None:
-        value = self.conn.execute(Q.inherited_tenant).fetchone()[0]
-        self._log("tenant-inherited", value=value)
+        me = f"{self.ctx.identity} {self.job.id} {self.job.attempt}"
+        value, last, pid, _ = self.conn.execute(inherited_tenant(me)).fetchone()
+        self._log("tenant-inherited", value=value, last=last, backend=pid)
 
     def set_tenant(self) -> None:
         if self.job.tenant is not None:
@@ -219,6 +240,12 @@ class Execution:
 
     def failed(self, exc: BaseException) -> None:
         self._log("failed", error=describe(exc))
+
+
+def inherited_tenant(me: str) -> sql.Composed:
+    """The inherited-tenant read with the session marker *me* as a literal (see body.sql: why not a
+    parameter)."""
+    return sql.SQL(Q.inherited_tenant).format(me=sql.Literal(me))
 
 
 def describe(exc: BaseException) -> str:

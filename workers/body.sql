@@ -1,8 +1,22 @@
 -- The job body's statements, shared by every design (workers/body.py).
 
 -- name: inherited_tenant
--- What the connection carries before this job sets anything.
-select current_setting('app.tenant', true);
+-- What the server session carries before this job sets anything: the tenant, the marker of the
+-- execution that last used this session (pgjc.last: "worker job attempt", session-level, so behind
+-- a pooler it names another worker's job when the session came from one), and the session's pid.
+-- Then the marker becomes ours. Materialized: the reads happen before the set_config.
+-- {me} is a client-side literal (psycopg.sql), not a parameter: a parameterized statement goes
+-- through the extended protocol, after which an idle transaction still shows a backend_xmin --
+-- holding the horizon at a strike point where the article's plain read held none.
+with before as materialized (
+    select current_setting('app.tenant', true) as tenant, current_setting('pgjc.last', true) as last,
+           pg_backend_pid() as pid
+)
+select tenant, last, pid, set_config('pgjc.last', {me}, false) from before;
+
+-- name: server_pid
+-- The server session this client is on now (behind PgBouncer the client's backend_pid is not it).
+select pg_backend_pid();
 
 -- name: set_tenant
 -- Become the job's tenant; is_local true ends with the transaction, false outlives it.

@@ -33,6 +33,8 @@ _RUNNERS = {  # name -> (module, function)
     "rls-queue": ("rls_queue", "rls_queue"),
 }
 
+DIRECT = ("vacuum", "horizon", "rls-queue")  # measure the server itself: never through a pooler
+
 __all__ = ["NAMES", "add_parser", "command", "render", "run_experiment"]
 
 
@@ -50,6 +52,10 @@ def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None,
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["quick"] = quick
     result["server_version"] = getattr(database, "server_version", None)
+    result["server"] = getattr(database, "server", None)
+    if getattr(database, "pooler", None) and name in DIRECT:
+        result["note"] = ((result.get("note") or "") + f" (measured straight to the server, not through "
+                          f"{database.pooler}: it measures PostgreSQL itself)").strip()
     return result
 
 
@@ -90,7 +96,7 @@ def add_parser(sub, parents) -> None:
 
 def command(args, progress) -> int:
     """Run the experiments *args* names; print each result; exit code 0 (a measurement has no verdict)."""
-    from harness.postgres import provision
+    from harness.postgres import provision_for
 
     if args.jobs is not None and args.jobs < 10:
         raise UsageError("--jobs must be at least 10")
@@ -102,7 +108,7 @@ def command(args, progress) -> int:
         plot_dir = args.plot
         if args.html is not None and plot_dir is None:  # the page needs the curves; they go inline
             plot_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgjc-plots-")))
-        with provision(args.postgres, pg_bin=args.pg_bin, progress=progress) as database:
+        with provision_for(args, progress=progress) as database:
             progress(f"experiments on {database.server}")
             for i, name in enumerate(names):
                 step(progress, f"experiment {name} ({i + 1} of {len(names)})", done=i, total=len(names))

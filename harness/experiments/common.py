@@ -28,6 +28,12 @@ class Context:
     time_scale: float | None = None  # None: harness.scales.experiment(quick)
 
     @property
+    def direct_worker_dsn(self) -> str:
+        """The worker role straight to the server, even with ``--pooler``: for the experiments that
+        measure PostgreSQL itself (vacuum, horizon, rls-queue), whose sessions must stay put."""
+        return self.database.direct_worker_dsn or self.database.worker_dsn
+
+    @property
     def scale(self) -> float:
         return self.time_scale if self.time_scale is not None else scales.experiment(self.quick)
 

@@ -24,7 +24,7 @@ N_JOBS = 100
 
 def _look(ctx: Context, tenant: int | None) -> dict:
     """What a worker sees: jobs visible, and what the claim returns, in a transaction rolled back."""
-    with psycopg.connect(ctx.database.worker_dsn, application_name="pg-job-chaos/exp-rls") as conn:
+    with psycopg.connect(ctx.direct_worker_dsn, application_name="pg-job-chaos/exp-rls") as conn:
         try:
             if tenant is not None:
                 conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})

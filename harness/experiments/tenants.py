@@ -29,11 +29,15 @@ LEAK_ARTICLE = {
 }
 
 
-def _leak_run(ctx: Context, mode_name: str, fail_job: int | None) -> list[int]:
+def _leak_run(dsn: str, mode_name: str, fail_job: int | None, *, other_worker: bool = False) -> list[int]:
+    """Jobs for tenants 1, 2, 3 on one pool; after each, the next borrower counts the invoices it sees
+    without setting a tenant. *other_worker*: that borrower is another worker's pool (another client
+    connection), as when a pooler hands the same server session to another worker process."""
     mode = MODES[mode_name]
     counts = []
-    pool = mode.pool(ctx.database.worker_dsn, size=1, name=f"exp-leak-{mode_name}",
-                     application_name="pg-job-chaos/exp-leak")
+    pool = mode.pool(dsn, size=1, name=f"exp-leak-{mode_name}", application_name="pg-job-chaos/exp-leak")
+    borrower = mode.pool(dsn, size=1, name=f"exp-leak-{mode_name}-other",
+                         application_name="pg-job-chaos/exp-leak-other") if other_worker else pool
     try:
         for tenant in (1, 2, 3):
             try:
@@ -44,23 +48,43 @@ def _leak_run(ctx: Context, mode_name: str, fail_job: int | None) -> list[int]:
                         conn.execute(Q.fail)
             except psycopg.errors.DivisionByZero:
                 pass  # the job failed; the pool rolled its transaction back (if it had one)
-            with pool.connection() as conn:  # the next borrower sets nothing
+            with borrower.connection() as conn:  # the next borrower sets nothing
                 counts.append(conn.execute(Q.count_invoices).fetchone()[0])
     finally:
         pool.close()
+        if borrower is not pool:
+            borrower.close()
     return counts
 
 
 def leak(ctx: Context) -> dict:
+    """The article's table (``counts_after``: the next borrower of the same pool, direct), the next
+    borrower being another worker (``other_worker_after``), and with ``--pooler`` both again through
+    the pooler (``via_<pooler>``, ``other_worker_via_<pooler>``)."""
+    db = ctx.database
+    direct = db.direct_worker_dsn or db.worker_dsn
+    pooler = db.pooler
     rows = []
     for mode_name in ("session", "session-autocommit", "local"):
         for fails in (False, True):
-            counts = _leak_run(ctx, mode_name, 2 if fails else None)
-            rows.append({"tenant_mode": mode_name, "tenant2_fails": fails, "counts_after": counts,
-                         "leaked": any(counts), "article": LEAK_ARTICLE[(mode_name, fails)]})
-    return {"experiment": "leak", "rows": rows,
-            "article": "a job that succeeds leaks its tenant (session); a failing job does not, except in "
-                       "autocommit, which leaks both; set_config(.., true) leaks nothing"}
+            fail_job = 2 if fails else None
+            counts = _leak_run(direct, mode_name, fail_job)
+            row = {"tenant_mode": mode_name, "tenant2_fails": fails, "counts_after": counts,
+                   "other_worker_after": _leak_run(direct, mode_name, fail_job, other_worker=True)}
+            if pooler is not None:
+                row[f"via_{pooler}"] = _leak_run(db.worker_dsn, mode_name, fail_job)
+                row[f"other_worker_via_{pooler}"] = _leak_run(db.worker_dsn, mode_name, fail_job, other_worker=True)
+            row.update(leaked=any(counts), article=LEAK_ARTICLE[(mode_name, fails)])
+            rows.append(row)
+    result = {"experiment": "leak", "rows": rows,
+              "article": "a job that succeeds leaks its tenant (session); a failing job does not, except in "
+                         "autocommit, which leaks both; set_config(.., true) leaks nothing"}
+    if pooler is not None:
+        result["note"] = (f"through {pooler}, the next borrower may be another worker: it sees what the "
+                          "server session carries, whoever set it. The rows run in order on one PgBouncer: in "
+                          "transaction mode nothing resets a server session, so even local's borrowers find "
+                          "tenant 3, left by the session rows' clients (long closed) on the sessions they used")
+    return result
 
 
 RESET_VARIANTS = ("session", "local", "reset", "reset-no-autocommit", "discard-all", "discard-all-unprepared")

@@ -76,7 +76,7 @@ def _one_way(ctx: Context, admin, way: str, n: int, long_s: float) -> dict:
     admin.execute(sql.SQL(Q.create).format(n=sql.Literal(n), worker=sql.Identifier(ctx.database.worker_role)))
     long_job = None
     if way != "nothing held":
-        long_job = LongJob(ctx.database.worker_dsn, way, long_s)
+        long_job = LongJob(ctx.direct_worker_dsn, way, long_s)
         long_job.start()
         long_job.ready.wait(30)
     notices: list[str] = []
@@ -85,7 +85,7 @@ def _one_way(ctx: Context, admin, way: str, n: int, long_s: float) -> dict:
         notices.append(diag.message_primary or "")
 
     try:
-        with psycopg.connect(ctx.database.worker_dsn, application_name="pg-job-chaos/exp-short") as conn:
+        with psycopg.connect(ctx.direct_worker_dsn, application_name="pg-job-chaos/exp-short") as conn:
             t0 = time.perf_counter()
             for _ in range(n):
                 row = conn.execute(Q.short_job).fetchone()

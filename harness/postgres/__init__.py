@@ -11,15 +11,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from core.cleanup import Cleanup
 from core.errors import HarnessError, UsageError
 from harness import db
 from harness.janitor import Janitor
 from harness.postgres import dsn as dsn_backend
+from harness.postgres import pgbouncer
 
-__all__ = ["Database", "provision", "parse_spec"]
+__all__ = ["Database", "provision", "provision_for", "parse_spec"]
+
+# Reported in every history: what decides whether an acknowledged commit survives a crash.
+REPORTED_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
 
 log = logging.getLogger("pgjc.postgres")
 
@@ -35,6 +40,19 @@ class Database:
     server: str  # one line for the user: what runs where
     server_version: int  # server_version_num, e.g. 171000
     janitor: Janitor | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # the server's durability settings, as it reports them
+    pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
+    direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
+    control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
+
+    @property
+    def major(self) -> int:
+        return self.server_version // 10000
+
+    def environment(self) -> dict:
+        """What a history and a saved schedule record about where a run happened."""
+        return {"pg_version": self.major, "server": self.server, "settings": dict(self.settings),
+                "pooler": self.pooler}
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
@@ -49,26 +67,36 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 
 @contextlib.contextmanager
-def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[str, str] | None = None,
-              progress=None):
+def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int | None = None,
+              pooler: str | None = None, settings: dict[str, str] | None = None, progress=None):
     """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
     *progress* (:mod:`harness.progress`) hears about long first-time work (copying the server).
 
-    Raises :class:`HarnessError` when the server cannot be started or reached. A cleanup step that
-    fails after an earlier error is logged; the earlier error is the one raised.
+    *pg_version* (a major version) picks the local server's binaries, a Docker image's tag, and is
+    checked against a DSN's server. Raises :class:`HarnessError` when the server cannot be started
+    or reached, or is not that version. *pooler* (``pgbouncer[:transaction|session]``) puts PgBouncer
+    between the workers and the server: ``worker_dsn`` goes through it, ``admin_dsn`` never does. A cleanup step that fails after an earlier error is logged;
+    the earlier error is the one raised.
     """
+    if pg_bin and pg_version is not None:
+        raise UsageError("--pg-bin and --pg-version both pick the server: give one of them")
     kind, arg = parse_spec(spec)
+    pooler = pgbouncer.parse(pooler)
+    if pooler is not None:
+        pgbouncer.find()  # not installed: say so before a server is started
     janitor = Janitor()
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
         if kind == "local":
             from harness.postgres import local
 
-            server = local.start(pg_bin=pg_bin, janitor=janitor, settings=settings, progress=progress)
+            server = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor, settings=settings,
+                                 progress=progress)
         elif kind == "docker":
             from harness.postgres import docker
 
-            server = docker.start(arg, janitor=janitor)
+            image = arg or (f"postgres:{pg_version}" if pg_version is not None else None)
+            server = docker.start(image, janitor=janitor)
         else:
             server = None
         if server is not None:
@@ -96,4 +124,20 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, settings: dict[
         db.install(admin_dsn, database=database, worker_role=role)
         with dsn_backend.connect_admin(admin_dsn) as conn:
             version = conn.info.server_version
-        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor)
+            reported = {k: conn.execute("select current_setting(%s)", (k,)).fetchone()[0] for k in REPORTED_SETTINGS}
+        if pg_version is not None and version // 10000 != pg_version:
+            raise HarnessError(f"--pg-version {pg_version}: the server at {where} is {version // 10000}")
+        direct = worker_dsn
+        if pooler is not None:
+            bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
+            cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
+            worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
+        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct,
+                       control=server if kind == "local" else None)
+
+
+def provision_for(args, *, settings: dict[str, str] | None = None, progress=None):
+    """:func:`provision` with the command line's server options (``--postgres``, ``--pg-bin``,
+    ``--pg-version``, ``--pooler``)."""
+    return provision(args.postgres, pg_bin=args.pg_bin, pg_version=getattr(args, "pg_version", None),
+                     pooler=getattr(args, "pooler", None), settings=settings, progress=progress)

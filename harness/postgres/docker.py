@@ -3,6 +3,11 @@
 Every container carries the label ``pg-job-chaos`` and its owner (host, pid, start time), so the
 next run removes leftovers whose owner is dead; it is removed at exit, or by the janitor.
 With no Docker engine answering, :func:`start` raises :class:`HarnessError` in one line.
+
+Networking: a port published on 127.0.0.1 (the usual form) when the engine has its ``bridge``
+network; on an engine started without one (``dockerd --bridge=none --iptables=false``, as the tests
+here do, so that no packet leaves the loopback) the container shares the host's network and the
+server listens on a free 127.0.0.1 port. Removal always takes the container's volumes with it.
 """
 
 from __future__ import annotations
@@ -63,14 +68,14 @@ def sweep(c) -> list[str]:
     removed = []
     for ctr in c.containers.list(all=True, filters={"label": LABEL}):
         if _owner_dead(ctr.labels.get(f"{LABEL}.owner", "")):
-            ctr.remove(force=True)
+            ctr.remove(force=True, v=True)
             removed.append(ctr.id)
     return removed
 
 
 def remove_container(container_id: str) -> None:
     try:
-        client().containers.get(container_id).remove(force=True)
+        client().containers.get(container_id).remove(force=True, v=True)  # v: its anonymous volumes too
     except Exception:
         pass
 
@@ -116,12 +121,20 @@ def start(image: str | None = None, *, janitor=None) -> DockerServer:
         # Never pulled implicitly: the harness makes no traffic beyond the machine on its own.
         raise HarnessError(f"image {image} is not on this machine; build or pull it first "
                            f"(docker pull {image})")
+    command = ["postgres", "-c", "fsync=off", "-c", "max_connections=200"]
+    host_port = None
+    if c.networks.list(names=["bridge"]):
+        network = {"ports": {"5432/tcp": ("127.0.0.1", None)}}
+    else:  # no bridge: the host's network, and only its loopback
+        from harness.postgres.local import free_port
+
+        host_port = free_port()
+        network = {"network_mode": "host"}
+        command += ["-c", "listen_addresses=127.0.0.1", "-c", f"port={host_port}"]
     try:
         ctr = c.containers.run(
             image, detach=True, environment={"POSTGRES_PASSWORD": password},
-            ports={"5432/tcp": ("127.0.0.1", None)},
-            labels={LABEL: "1", f"{LABEL}.owner": _owner()},
-            command=["postgres", "-c", "fsync=off", "-c", "max_connections=200"],
+            labels={LABEL: "1", f"{LABEL}.owner": _owner()}, command=command, **network,
         )
     except Exception as exc:
         raise HarnessError(f"could not start a {image} container: {exc}") from None
@@ -131,9 +144,10 @@ def start(image: str | None = None, *, janitor=None) -> DockerServer:
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             ctr.reload()
-            ports = ctr.attrs["NetworkSettings"]["Ports"].get("5432/tcp")
-            if ports:
-                server = DockerServer(ctr.id, int(ports[0]["HostPort"]), password, image, key)
+            ports = (ctr.attrs["NetworkSettings"].get("Ports") or {}).get("5432/tcp")
+            port = host_port or (int(ports[0]["HostPort"]) if ports else None)
+            if port:
+                server = DockerServer(ctr.id, port, password, image, key)
                 try:
                     psycopg.connect(server.admin_dsn, connect_timeout=2).close()
                     return server

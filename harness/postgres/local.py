@@ -44,6 +44,10 @@ SERVER_SETTINGS = {
     "max_connections": "200",
     "log_min_messages": "warning",
 }
+# Runs with the restart fault: an immediate stop must not lose acknowledged commits, or the
+# harness's own settings, not the design, would lose a committed claim.
+DURABLE_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+CRASH_TIMEOUT = 30.0  # seconds an immediate stop may take before the fast/immediate fallback
 
 
 def run_as_user() -> str | None:
@@ -90,7 +94,7 @@ def sweep() -> list[str]:
     return removed
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -114,7 +118,8 @@ class LocalServer:
     password: str
     proc: subprocess.Popen
     user: str | None
-    janitor_keys: tuple[str, ...] = ()
+    janitor_keys: tuple[str, ...] = ()  # the first is the running postmaster's
+    args: tuple[str, ...] = ()  # how it was started: the restart fault starts it the same way
 
     @property
     def admin_dsn(self) -> str:
@@ -123,6 +128,31 @@ class LocalServer:
     def describe(self) -> str:
         who = f" as user {self.user}" if self.user else ""
         return f"local PostgreSQL {self.binaries.version} on 127.0.0.1:{self.port}{who} ({self.binaries.source})"
+
+    def crash(self, janitor=None) -> None:
+        """Stop in immediate mode (SIGQUIT), as a crash does: every session cut, no checkpoint; the
+        next start replays the WAL. The data directory stays."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGQUIT)
+            try:
+                self.proc.wait(timeout=CRASH_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                stop_server(self.proc.pid)
+        if janitor is not None and self.janitor_keys:
+            janitor.forget(self.janitor_keys[0])
+
+    def start_again(self, janitor=None) -> None:
+        """Start the same data directory on the same port, as before; :class:`HarnessError` when it
+        does not accept connections again (crash recovery included) within :data:`READY_TIMEOUT`."""
+        log = self.run_dir / "postgres.log"
+        with open(log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                list(self.args), user=self.user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_tie_to_parent(os.getpid()), cwd=self.run_dir,
+            )
+        if janitor is not None:
+            self.janitor_keys = (janitor.register("postgres", pid=self.proc.pid), *self.janitor_keys[1:])
+        _wait_ready(self, log)
 
     def stop(self, janitor=None) -> None:
         if self.proc.poll() is None:
@@ -137,15 +167,15 @@ class LocalServer:
                 janitor.forget(k)
 
 
-def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] | None = None,
-          progress=None) -> LocalServer:
+def start(*, pg_bin: str | None = None, pg_version: int | None = None, janitor=None,
+          settings: dict[str, str] | None = None, progress=None) -> LocalServer:
     """initdb into a fresh run directory and start a server on a free loopback port.
 
     Raises :class:`HarnessError` (exit 3) with the server's own words when it cannot start.
     """
     sweep()
     user = run_as_user()
-    found = binaries.find(pg_bin)
+    found = binaries.find(pg_bin, pg_version)
     bins = binaries.reachable_copy(found, user, progress)
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(RUNS_DIR, 0o1777)  # shared by every user's runs, like /tmp itself
@@ -162,7 +192,7 @@ def start(*, pg_bin: str | None = None, janitor=None, settings: dict[str, str] |
         raise
 
 
-def _chown(path: Path, user: str | None) -> None:
+def chown(path: Path, user: str | None) -> None:
     if user:
         pw = pwd.getpwnam(user)
         os.chown(path, pw.pw_uid, pw.pw_gid)
@@ -172,11 +202,11 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
     data, sock = run_dir / "data", run_dir / "sock"
     for d in (data, sock):
         d.mkdir(mode=0o700)
-        _chown(d, user)
+        chown(d, user)
     password = secrets.token_hex(16)
     pwfile = run_dir / "pwfile"
     pwfile.write_text(password + "\n")
-    _chown(pwfile, user)
+    chown(pwfile, user)
     os.chmod(pwfile, 0o600)
     init = subprocess.run(
         [bins.tool("initdb"), "-D", str(data), "-U", ADMIN, "--pwfile", str(pwfile),
@@ -189,9 +219,9 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
         raise HarnessError(f"initdb failed with {bins.tool('initdb')}: {tail[0]}")
     log = run_dir / "postgres.log"
     log.touch()
-    _chown(log, user)
+    chown(log, user)
     for attempt in range(3):  # a free port can be taken between our check and the bind
-        port = _free_port()
+        port = free_port()
         conf = {**SERVER_SETTINGS, "unix_socket_directories": str(sock), "port": str(port), **extra}
         args = [bins.tool("postgres"), "-D", str(data)]
         for k, v in conf.items():
@@ -201,7 +231,7 @@ def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, s
                 args, user=user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=_tie_to_parent(os.getpid()), cwd=run_dir,
             )
-        server = LocalServer(bins, run_dir, port, password, proc, user)
+        server = LocalServer(bins, run_dir, port, password, proc, user, args=tuple(args))
         if janitor is not None:
             server.janitor_keys = (janitor.register("postgres", pid=proc.pid), *keys)
         try:

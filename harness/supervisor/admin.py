@@ -57,6 +57,14 @@ class Admin:
         return psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                                options=f"-c statement_timeout={STATEMENT_TIMEOUT_MS}", application_name=APP)
 
+    def reconnect(self) -> None:
+        """A new session (after a server restart broke the old one); a failure is a note."""
+        try:
+            self.conn.close()
+            self.conn = self._connect()
+        except psycopg.Error as exc:
+            self.notes.append(f"supervisor: reconnecting after the restart failed: {exc}")
+
     def guarded(self, what: str, fn: Callable[[psycopg.Connection], T], default: T) -> T:
         """``fn(conn)``, or *default* with a note when it fails."""
         try:

@@ -14,12 +14,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from psycopg import conninfo
+
 from core import execlog, logs
 from core.cleanup import Cleanup
 from core.history import WorkerExit
 from core.schedule import Schedule
+from harness.postgres import pgbouncer
 from harness.supervisor import process
 from harness.supervisor.admin import Admin
+from harness.supervisor.network import NETWORK_FAULTS, Network
 from harness.supervisor.strikes import Strikes
 from workers.body import WorkerSpec
 
@@ -30,6 +34,26 @@ SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
 SAMPLES_PER_LEASE = 4  # pg_stat_activity samples per lease (see sample_every)
 MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
 LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core/logs.py)
+# After a restart fault, psycopg_pool retries a failed connection after 1, 2 and 4 s (its
+# AttemptWithBackoff, jittered): a server still in crash recovery at the first retry costs a worker up
+# to 7 s without a connection. No stall is declared that soon after the server started again.
+POOL_RECOVERY = 8.0
+# Behind PgBouncer, add its server_login_retry: a worker waits that long for a server connection if
+# PgBouncer's first try after the restart failed.
+
+
+# Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
+# within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
+# keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
+# sent data has gone unacknowledged for 10 s (a partition). libpq's defaults have none of these.
+CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
+                   "keepalives_count": "3", "tcp_user_timeout": "10000"}
+
+
+def client_timeouts(dsn: str) -> str:
+    """*dsn* with :data:`CLIENT_TIMEOUTS` wherever it does not set them itself."""
+    given = conninfo.conninfo_to_dict(dsn)
+    return conninfo.make_conninfo(dsn, **{k: v for k, v in CLIENT_TIMEOUTS.items() if k not in given})
 
 
 @dataclass
@@ -46,11 +70,13 @@ class SupervisorResult:
 
 class Supervisor:
     def __init__(self, schedule: Schedule, design, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
-                 janitor=None):
+                 janitor=None, server=None):
         self.s, self.design = schedule, design
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
-        self.janitor = janitor
+        self.janitor, self.server = janitor, server
+        self.uses_network = any(e.fault in NETWORK_FAULTS for e in schedule.events)
+        self.net: Network | None = None
         self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
         self.workers: dict[str, process.WorkerProcess] = {}
         self.records: list[dict] = []
@@ -63,6 +89,7 @@ class Supervisor:
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.default_restart_delay if delay is None else delay)
         self.poll = schedule.seconds(schedule.timing.poll)
+        self.recovery = POOL_RECOVERY + (pgbouncer.SERVER_LOGIN_RETRY if schedule.pooler else 0.0)
         # The horizon property flags a transaction older than half a lease; sampling four times a
         # lease sees any that lasts three quarters of one, and costs the workers little CPU.
         self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
@@ -74,7 +101,11 @@ class Supervisor:
         with Cleanup(log) as cleanup:
             admin = Admin(self.admin_dsn, self.notes)
             cleanup.push("closing the admin session", admin.close)
-            self.strikes = Strikes(self.s, self.workers, admin)
+            if self.uses_network:
+                self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
+                cleanup.push("ending the network faults", self.net.close)
+            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
+                                   network=self.net)
             tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
             cleanup.push("reading the last records", lambda: self._read(tail))
@@ -101,20 +132,23 @@ class Supervisor:
             self._reap(now)
             self.strikes.run_due(now)
             self._restart_due(now)
-            if now >= next_sample:
+            down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
+            if now >= next_sample and not down:
                 self.samples += admin.sample(now, self.workers)
                 next_sample = now + self.sample_every
-            if now >= next_check:
+            if now >= next_check and not down:
                 next_check = now + self.poll
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
                     return "quiescent"
             if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self.strikes.pending:
                 return "workers-exhausted"
-            if now - last_activity >= stall and not self.strikes.pending:
+            recovering = now - self.strikes.server_started_at < self.recovery
+            if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
                 return "stalled"
-            if now >= deadline:
+            # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
+            if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
                 self.notes.append(f"deadline of {self.s.timing.deadline} article seconds reached")
                 return "deadline"
             time.sleep(TICK)
@@ -122,8 +156,11 @@ class Supervisor:
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:
         identity = f"w{slot}.{generation}"
-        spec = WorkerSpec(identity, self.s, self.worker_dsn, self.run_dir, self.watch)
+        dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
+        spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch)
         close = (self.janitor.fd,) if self.janitor is not None else ()
+        if self.net is not None:
+            close += self.net.fds
         w = process.spawn(spec, self.design, slot=slot, generation=generation, close_fds=close)
         if self.janitor is not None:
             self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from core.errors import HarnessError
 from core.schedule import Event, Schedule
 from faults.api import Stop
 from faults.catalogue import CATALOGUE
@@ -26,7 +27,14 @@ log = logging.getLogger("pgjc.supervisor")
 class Strikes:
     """What faults may do to the run, and the timers they leave behind (``later``)."""
 
-    def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin):
+    def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin, *,
+                 server=None, janitor=None, network=None):
+        self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
+        self.net = network  # harness.supervisor.network.Network, when the schedule has network faults
+        self.server_down = False
+        self.server_started_at = float("-inf")  # monotonic time of the last restart's start
+        self.restarts, self.downtime = 0, 0.0  # restarts so far; real seconds the server was down in all
+        self._stopped_at = 0.0
         self.s = schedule
         self.workers = workers
         self.admin = admin
@@ -68,6 +76,39 @@ class Strikes:
     def terminate_backend(self, pid: int) -> None:
         self.admin.terminate(pid)
 
+    def latency_seconds(self) -> float:
+        return self.s.seconds(self.s.timing.latency)
+
+    def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+        if self.net is None:
+            raise HarnessError("a network fault without the run's network (the schedule names none?)")
+        slot = self.workers[worker].slot
+        if action == "latency":
+            self.net.latency(slot, seconds)
+        elif action == "reset":
+            self.net.reset(slot)
+        elif action == "partition":
+            self.net.partition(slot)
+        elif action == "heal":
+            self.net.heal(slot)
+
+    def stop_server(self) -> None:
+        if self.server is None:  # the command line refuses restart without a local server; a schedule
+            raise HarnessError("the restart fault needs the local server (--postgres local)")
+        self.server_down = True
+        self.restarts += 1
+        self._stopped_at = time.monotonic()
+        self.server.crash(self.janitor)
+
+    def start_server(self) -> None:
+        if not self.server_down:
+            return
+        self.server.start_again(self.janitor)
+        self.server_down = False
+        self.server_started_at = time.monotonic()
+        self.downtime += self.server_started_at - self._stopped_at
+        self.admin.reconnect()
+
     # --- the supervisor's side ----------------------------------------------------------------------
     def at_point(self, w: WorkerProcess, r: dict) -> None:
         """A ``point`` record: strike what is due at this occurrence, else let the worker go on."""
@@ -93,7 +134,9 @@ class Strikes:
         return bool(self._later)
 
     def close(self) -> None:
-        """Release every holder; drop the timers (the workers they would touch are gone)."""
+        """Release every holder; drop the timers (the workers they would touch are gone); a server
+        still stopped by a restart starts again, so the run's tables can be read."""
         for holder in list(self._holders):
             self.close_holder(holder)
         self._later.clear()
+        self.start_server()

@@ -21,8 +21,9 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
                 "--json", str(out), "--junit", str(junit), "--out", str(tmp_path / "ce"), timeout=600)
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
-    assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "properties", "counterexample",
-                         "small_scope_runs", "coverage", "never_struck", "budget_spent"}
+    assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
+                         "counterexample", "small_scope_runs", "coverage", "never_struck", "budget_spent"}
+    assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
     assert data["small_scope_runs"] == 12 and data["never_struck"] == [] and not data["budget_spent"]
     assert set(data["coverage"]["crash"]) == {"before-tenant", "after-insert", "mid-work", "after-effect",
                                               "before-finish"}, data["coverage"]

@@ -1,13 +1,22 @@
-"""The Docker back end. There is no Docker engine on the project's machines: these tests skip
-with the reason where none answers, and run where one does."""
+"""The Docker back end against a real engine, with an image built here from the binaries the harness
+already uses (no registry is reachable). ``.ci/run`` starts ``dockerd --bridge=none --iptables=false``
+when no engine answers, so the container shares the host's network on a free 127.0.0.1 port and no
+packet leaves the loopback. These tests skip with the reason only where no engine answers at all."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import psycopg
 import pytest
 
 from core.errors import HarnessError
-from harness.postgres import docker, provision
+from harness.postgres import binaries, docker, image, provision
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -22,15 +31,68 @@ def engine():
     client.close()
 
 
-def test_docker_backend_runs_the_article_database_and_removes_its_container(engine):
-    if not docker.has_image(engine, docker.DEFAULT_IMAGE):  # no registry is reachable: never pull
-        pytest.skip(f"image {docker.DEFAULT_IMAGE} is not on this machine")
-    with provision("docker") as db:
+@pytest.fixture(scope="module")
+def local_image(engine):
+    bins = binaries.find()
+    tag = f"pgjc-test-postgres:{bins.version}"
+    image.build(engine, bins, tag)
+    yield tag
+    engine.images.remove(tag, force=True)
+
+
+def _ours(engine):
+    return engine.containers.list(all=True, filters={"label": docker.LABEL})
+
+
+def _volume_names(ctr) -> set[str]:
+    return {m["Name"] for m in ctr.attrs.get("Mounts", []) if m.get("Type") == "volume"}
+
+
+def _volumes(engine) -> set[str]:
+    return {v.name for v in engine.volumes.list()}
+
+
+def test_docker_backend_runs_the_article_database_and_removes_container_and_volume(engine, local_image):
+    with provision(f"docker:{local_image}") as db:
         with psycopg.connect(db.worker_dsn) as conn:
             conn.execute("select set_config('app.tenant', '3', false)")
             assert conn.execute("select count(*) from invoices").fetchone()[0] == 6666
-        ours = engine.containers.list(all=True, filters={"label": docker.LABEL})
-        assert ours
-    left = [c for c in engine.containers.list(all=True, filters={"label": docker.LABEL})
-            if c.id in {x.id for x in ours}]
-    assert left == []
+        (ctr,) = [c for c in _ours(engine) if c.id.startswith(db.server.split()[4])]
+        volumes = _volume_names(ctr)
+        assert volumes, "the image declares a VOLUME: the container has one"
+        if not engine.networks.list(names=["bridge"]):  # the loopback-only engine of these tests
+            assert ctr.attrs["HostConfig"]["NetworkMode"] == "host"
+            assert "127.0.0.1:" in db.server
+    assert ctr.id not in {c.id for c in _ours(engine)}
+    assert not volumes & _volumes(engine), "the container's volume was left behind"
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_image):
+    before = {c.id for c in _ours(engine)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--postgres", f"docker:{local_image}",
+                             "--design", "lease", "--faults", "overrun", "--examples", "50"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        ctr = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and ctr is None:
+            mine = [c for c in _ours(engine) if c.id not in before
+                    and c.labels.get(f"{docker.LABEL}.owner", "").split(":")[1:2] == [str(proc.pid)]]
+            ctr = mine[0] if mine else None
+            time.sleep(0.3)
+        assert ctr is not None, "the harness started no container"
+        volumes = _volume_names(ctr)
+        assert volumes
+        time.sleep(3.0)  # into the run: the database is being created and filled
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (ctr.id in {c.id for c in _ours(engine)}
+                                               or volumes & _volumes(engine)):
+            time.sleep(0.5)
+        assert ctr.id not in {c.id for c in _ours(engine)}, "container left behind"
+        assert not volumes & _volumes(engine), "volume left behind"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -139,6 +139,22 @@ def test_tenant_isolation_inherited_tenant_and_system_job():
     assert "(and 1 more)" in result.evidence
 
 
+def test_tenant_isolation_names_whose_setting_was_inherited_through_a_pooler():
+    other = execution("w2.0", 2, 1, 2.0, 3.0, tenant=2, inherited="1", visible=2857, foreign=0)
+    other[1].update(last="w1.0 1 1", backend=4242)  # the session marker: w1.0's job 1 used it last
+    own = execution("w1.0", 3, 1, 3.0, 4.0, tenant=3, inherited="1", visible=6666, foreign=0)
+    own[1].update(last="w1.0 1 1", backend=4243)
+    h = sane(records=[*execution("w1.0", 1, 1, 1.0, 2.0, tenant=1), *own, *other])
+    result = one("tenant-isolation", h)
+    assert (result.status, result.jobs) == (VIOLATED, (2, 3))
+    # The evidence leads with an inheritance from another worker, the pooler's signature.
+    assert result.evidence.startswith("job 2 (tenant 2) started with app.tenant=1 inherited from another "
+                                      "worker's job: w1.0's job 1 attempt 1 on server session 4242")
+    h = sane(records=[*execution("w1.0", 1, 1, 1.0, 2.0, tenant=1), *own])
+    assert one("tenant-isolation", h).evidence.startswith(
+        "job 3 (tenant 3) started with app.tenant=1 inherited from its own worker's job 1 attempt 1")
+
+
 def test_tenant_isolation_empty_string_is_not_inherited_and_system_job_seeing_nothing_holds():
     h = sane(records=execution("w1.0", 1, 1, 1.0, 2.0, tenant=None, inherited="", visible=0, foreign=0))
     assert one("tenant-isolation", h).status == HELD
@@ -398,6 +414,13 @@ def test_pool_hygiene_terminate_faults_allow_reconnects():
     terminate = {"t": 0.15, "fault": "terminate", "job": 1, "worker": "w1.0"}
     assert one("pool-hygiene", sane(records=connects)).status == VIOLATED
     assert one("pool-hygiene", sane(records=connects, injected=[terminate])).status == HELD
+
+
+def test_pool_hygiene_a_server_restart_allows_every_worker_a_reconnect():
+    connects = [rec(i / 10, w, "connect", backend=i) for w in ("w1.0", "w2.0") for i in range(3)]
+    restart = {"t": 0.15, "fault": "restart", "job": 1, "worker": "w1.0"}  # struck at w1.0's point
+    assert one("pool-hygiene", sane(records=connects)).status == VIOLATED
+    assert one("pool-hygiene", sane(records=connects, injected=[restart])).status == HELD
 
 
 def test_pool_hygiene_own_connection_has_a_budget_of_one():

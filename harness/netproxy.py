@@ -1,0 +1,150 @@
+"""A fault proxy per worker: the network faults ``latency`` and ``reset`` act here.
+
+Contract. :class:`Proxies` starts one process (``python -m harness.netproxy``, not a fork: a
+forked worker must not inherit proxied sockets, or closing them would not close them) that listens on
+one free 127.0.0.1 port per worker slot and forwards each accepted connection to the target
+(PostgreSQL, or PgBouncer). Commands, one line each on its stdin:
+
+* ``latency SLOT SECONDS`` -- every chunk forwarded for that slot, either way, waits SECONDS first
+  (0 ends it);
+* ``reset SLOT`` -- every open connection of that slot is cut with a TCP RST, both sides, at once
+  (mid-transaction: the server rolls back, the client's next statement fails);
+
+and it answers ``ok`` after each. It exits when its stdin closes: the harness's death, even by
+SIGKILL, ends it. A ``partition`` is not done here (a proxy that stops forwarding still has its
+kernel acknowledge the bytes): see :mod:`harness.partition`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+CHUNK = 65536
+
+
+class _Server:
+    def __init__(self, target: tuple[str, int], slots: int):
+        self.target, self.slots = target, slots
+        self.latency: dict[int, float] = defaultdict(float)
+        self.open: dict[int, set[asyncio.StreamWriter]] = defaultdict(set)
+        self.ports: dict[int, int] = {}
+
+    async def start(self) -> None:
+        for slot in range(1, self.slots + 1):
+            srv = await asyncio.start_server(lambda r, w, s=slot: self._client(s, r, w), "127.0.0.1", 0)
+            self.ports[slot] = srv.sockets[0].getsockname()[1]
+
+    async def _client(self, slot: int, reader, writer) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            _abort(writer)
+            return
+        pair = {writer, up_w}
+        self.open[slot] |= pair
+        try:
+            await asyncio.gather(self._pump(slot, reader, up_w), self._pump(slot, up_r, writer))
+        finally:
+            self.open[slot] -= pair
+            for w in pair:
+                w.close()
+
+    async def _pump(self, slot: int, reader, writer) -> None:
+        try:
+            while data := await reader.read(CHUNK):
+                if self.latency[slot] > 0:
+                    await asyncio.sleep(self.latency[slot])
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            if not writer.is_closing():
+                writer.close()
+
+    def reset(self, slot: int) -> None:
+        for w in list(self.open[slot]):
+            _abort(w)
+        self.open[slot].clear()
+
+
+def _abort(writer) -> None:
+    """Close with RST, not FIN: SO_LINGER on, timeout 0, then close without flushing."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+    writer.transport.abort()
+
+
+async def _main(target: tuple[str, int], slots: int) -> None:
+    server = _Server(target, slots)
+    await server.start()
+    print(" ".join(str(server.ports[s]) for s in range(1, slots + 1)), flush=True)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while line := await reader.readline():
+        parts = line.decode().split()
+        if parts[:1] == ["latency"]:
+            server.latency[int(parts[1])] = float(parts[2])
+        elif parts[:1] == ["reset"]:
+            server.reset(int(parts[1]))
+        print("ok", flush=True)
+    # stdin closed: the harness is gone or done
+
+
+class Proxies:
+    """The harness side: start the proxy process, send it commands, stop it. One per run."""
+
+    def __init__(self, target_host: str, target_port: int, slots: int):
+        root = str(Path(__file__).resolve().parent.parent)
+        self.proc = subprocess.Popen([sys.executable, "-m", "harness.netproxy", target_host, str(target_port),
+                                      str(slots)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     # asyncio's shutdown reports the connections it cancels at exit
+                                     stderr=subprocess.DEVNULL, cwd=root, start_new_session=True)
+        first = self.proc.stdout.readline().split()
+        if len(first) != slots:
+            self.close()
+            raise RuntimeError("the fault proxy did not start")
+        self.ports = {slot: int(p) for slot, p in enumerate(first, 1)}
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """Our ends of its pipes: a forked worker must close them."""
+        return (self.proc.stdin.fileno(), self.proc.stdout.fileno())
+
+    def _send(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        self.proc.stdout.readline()  # "ok": the change is in effect before we go on
+
+    def latency(self, slot: int, seconds: float) -> None:
+        self._send(f"latency {slot} {seconds}")
+
+    def reset(self, slot: int) -> None:
+        self._send(f"reset {slot}")
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main((sys.argv[1], int(sys.argv[2])), int(sys.argv[3])))

@@ -1,0 +1,73 @@
+"""What a command runs on: the provisioned server (with durable settings when a fault restarts
+it), the runner, the slots of ``--parallel``, and the search options from the command line."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from core.errors import HarnessError, UsageError
+from harness import partition
+from harness.postgres import parse_spec, provision_for
+from harness.postgres.local import DURABLE_SETTINGS
+from harness.runner import Runner
+
+
+def server_settings(args, fault_names) -> dict[str, str] | None:
+    """Durable server settings when a run may restart the server (see ``DURABLE_SETTINGS``); the
+    restart fault needs the local server, which the harness can stop and start."""
+    if "partition" in fault_names and (why := partition.available()):
+        raise HarnessError(why)
+    if "restart" not in fault_names:
+        return None
+    if parse_spec(args.postgres)[0] != "local":
+        raise UsageError("the restart fault needs the local server (--postgres local): it stops and starts it")
+    return dict(DURABLE_SETTINGS)
+
+
+@contextlib.contextmanager
+def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator[Runner]:
+    """A provisioned database and its runner; with *parallel* > 1 also that many slots (cloned
+    first: a template database must have no session open), as ``runner.slots``."""
+    with contextlib.ExitStack() as stack:
+        database = stack.enter_context(provision_for(args, settings=server_settings(args, fault_names),
+                                                     progress=progress))
+        progress(f"PostgreSQL: {database.server}")
+        if database.settings:
+            progress("server settings: " + ", ".join(f"{k}={v}" for k, v in database.settings.items()))
+        slots = None
+        if parallel > 1:
+            from harness.slots import Slots
+
+            slots = stack.enter_context(Slots(database, parallel))
+            progress(f"{parallel} slots: databases cloned, one process each")
+        runner = stack.enter_context(Runner(database))
+        runner.slots = slots
+        yield runner
+
+
+def slot_count(args, fault_names) -> int:
+    """Slots for the run: one when a fault reaches the whole server (a restart) or the workers go
+    through a pooler (its configuration names one database)."""
+    from harness.slots import MAX_SLOTS, default_slots
+
+    n = default_slots() if args.parallel is None else args.parallel
+    if not 1 <= n <= MAX_SLOTS:
+        raise UsageError(f"--parallel must be between 1 and {MAX_SLOTS}")
+    if "restart" in fault_names or getattr(args, "pooler", None):
+        return 1
+    return n
+
+
+def search_options(args, runner=None) -> dict:
+    """--budget, --shard, --example-db and --parallel as the search takes them."""
+    from harness.exampledb import open_database
+
+    opts: dict = {"budget": args.budget}
+    if runner is not None and runner.slots is not None:
+        opts.update(run_many=runner.slots.run_many, parallel=runner.slots.n)
+    if args.shard:
+        opts["shard"] = args.shard
+    if args.example_db:
+        opts["database"] = open_database(args.example_db)
+    return opts

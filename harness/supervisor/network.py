@@ -1,0 +1,60 @@
+"""A run's network: the per-worker fault proxies and the partitions, for the network faults.
+
+Started only when a schedule has a network fault (``latency``, ``partition``, ``reset``): each
+worker slot then connects through its own proxy port (:mod:`harness.netproxy`), and a partition
+drops that port's packets on the loopback (:mod:`harness.partition`). Everything is undone at the
+end of the run, and by the janitor if the harness dies.
+"""
+
+from __future__ import annotations
+
+from psycopg import conninfo
+
+from core.errors import HarnessError
+from harness import partition
+from harness.netproxy import Proxies
+
+NETWORK_FAULTS = ("latency", "partition", "reset")
+
+
+class Network:
+    def __init__(self, worker_dsn: str, slots: int, janitor=None):
+        target = conninfo.conninfo_to_dict(worker_dsn)
+        self.worker_dsn, self.janitor = worker_dsn, janitor
+        try:
+            self.proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), slots)
+        except RuntimeError as exc:
+            raise HarnessError(str(exc)) from None
+        self._partitions: dict[int, tuple[str, str | None]] = {}  # slot -> (table, janitor key)
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return self.proxies.fds
+
+    def dsn_for(self, slot: int) -> str:
+        return conninfo.make_conninfo(self.worker_dsn, host="127.0.0.1", port=str(self.proxies.ports[slot]))
+
+    def latency(self, slot: int, seconds: float) -> None:
+        self.proxies.latency(slot, seconds)
+
+    def reset(self, slot: int) -> None:
+        self.proxies.reset(slot)
+
+    def partition(self, slot: int) -> None:
+        if slot in self._partitions:
+            return
+        port = self.proxies.ports[slot]
+        key = self.janitor.register("nft", table=partition.table_name(port)) if self.janitor else None
+        self._partitions[slot] = (partition.drop(port), key)
+
+    def heal(self, slot: int) -> None:
+        table, key = self._partitions.pop(slot, (None, None))
+        if table is not None:
+            partition.heal(table)
+            if key is not None:
+                self.janitor.forget(key)
+
+    def close(self) -> None:
+        for slot in list(self._partitions):
+            self.heal(slot)
+        self.proxies.close()
