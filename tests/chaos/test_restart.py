@@ -57,12 +57,12 @@ def test_restart_needs_the_local_server(tmp_path):
     r = run_cli("replay", str(s), "--postgres", "postgresql://x:y@127.0.0.1:1/z", timeout=60)
     assert r.returncode == 2 and "restart fault needs the local server" in r.stderr and r.stderr.count("\n") == 1
     with pytest.raises(UsageError):
-        from harness.commands import _settings
+        from harness.session import server_settings
 
         class A:
             postgres = "docker"
 
-        _settings(A, ["restart"])
+        server_settings(A, ["restart"])
 
 
 def test_a_search_with_restart_runs_on_durable_settings(tmp_path):
