@@ -54,29 +54,10 @@ def killpg(pgid: int, sig: int) -> None:
         pass
 
 
-def terminate(pid: int, *, grace: float = 5.0) -> None:
-    """SIGTERM, then SIGKILL after *grace* seconds; a process that is gone is not an error."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:  # reap if it is our child; harmless otherwise
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return
-            except ChildProcessError:
-                pass
-            if not alive(pid):
-                return
-            time.sleep(0.05)
-
-
-def stop_server(pid: int, *, grace: float = STOP_GRACE) -> None:
-    """PostgreSQL's fast shutdown (SIGINT), then immediate (SIGQUIT) after *grace*; never SIGKILL
-    (a SIGKILLed postmaster leaves its shared memory and children behind)."""
-    for sig, wait in ((signal.SIGINT, grace), (signal.SIGQUIT, grace)):
+def _escalate(pid: int, steps: tuple[tuple[int, float], ...]) -> None:
+    """Send each ``(signal, seconds)`` step's signal and wait up to its seconds for the process to
+    end (reaping it if it is our child), then the next; a process that is gone is not an error."""
+    for sig, wait in steps:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
@@ -91,3 +72,14 @@ def stop_server(pid: int, *, grace: float = STOP_GRACE) -> None:
             if not alive(pid):
                 return
             time.sleep(0.05)
+
+
+def terminate(pid: int, *, grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after *grace* seconds; a process that is gone is not an error."""
+    _escalate(pid, ((signal.SIGTERM, grace), (signal.SIGKILL, grace)))
+
+
+def stop_server(pid: int, *, grace: float = STOP_GRACE) -> None:
+    """PostgreSQL's fast shutdown (SIGINT), then immediate (SIGQUIT) after *grace*; never SIGKILL
+    (a SIGKILLed postmaster leaves its shared memory and children behind)."""
+    _escalate(pid, ((signal.SIGINT, grace), (signal.SIGQUIT, grace)))

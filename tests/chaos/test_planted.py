@@ -8,6 +8,7 @@ import pytest
 
 from faults import parse_faults
 from harness.search import search
+from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -30,7 +31,7 @@ CASES = [  # (bug, faults, the property that must find it)
 @pytest.mark.parametrize(("bug", "faults", "prop"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_found(runner, bug, faults, prop):
     out = search(runner.run, faults=parse_faults(faults), design=f"{PLANTED}:{bug}", tenant_mode="local",
-                 examples=10, seed=1, time_scale=SCALE)
+                 examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
     smallest = out.smallest_for(prop)
@@ -41,6 +42,7 @@ def test_planted_bug_is_found(runner, bug, faults, prop):
 
 def test_raise_limit_is_found_by_the_small_scope_pass(runner):
     out = search(runner.run, faults=parse_faults("raise"), design=f"{PLANTED}:RaiseLimitOnRetry",
-                 tenant_mode="local", examples=1, seed=1, time_scale=SCALE)
+                 tenant_mode="local", examples=1, seed=1, time_scale=SCALE,
+                 **parallel_options(runner))
     first = next(r for r in out.runs if r.violated)
     assert first.label.startswith("raise at"), first.label  # found before any random schedule ran
