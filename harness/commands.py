@@ -143,8 +143,9 @@ def _search(args, runner, faults, progress, options: dict) -> int:
     print(report.property_table(results, title=title))
     for n in report.notes_for(results):
         print(n)
-    never = out.never_struck(faults)
-    for line in report.coverage_lines(out.coverage(), never, budget_spent=out.budget_spent):
+    coverage = out.coverage()
+    never = out.never_struck(faults, coverage)
+    for line in report.coverage_lines(coverage, never, budget_spent=out.budget_spent):
         print(line)
     counter, shown = None, []
     if out.counterexample is not None:
@@ -153,7 +154,7 @@ def _search(args, runner, faults, progress, options: dict) -> int:
                   "examples": args.examples, "seed": args.seed, "server": runner.database.environment(),
                   "properties": report.results_json(results),
                   "counterexample": counter, "small_scope_runs": out.small_scope_runs,
-                  "coverage": out.coverage(), "never_struck": never, "budget_spent": out.budget_spent},
+                  "coverage": coverage, "never_struck": never, "budget_spent": out.budget_spent},
            {design: results},
            page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [
                html.counterexample(name=name, schedule_json=run.schedule.to_json(), file=str(path),

@@ -91,13 +91,7 @@ class LeaseHeartbeat(LeaseFenced):
         conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
         with self.heartbeat(ctx, ex) as hb:
-            # 1. a short reading transaction, tenant set locally in it
-            ex.read_inherited()
-            ex.point("before-tenant")
-            ex.set_tenant()
-            ex.read_invoices()
-            started = conn.execute("select clock_timestamp()").fetchone()[0]
-            conn.commit()
+            started = self.read_briefly(ex)
             # 2. the long part, outside any transaction
             ex.work()
             self.confirm_lease(hb, ex)
@@ -112,6 +106,18 @@ class LeaseHeartbeat(LeaseFenced):
             self.finish(ex)
             conn.commit()
         ex.finished()
+
+    @staticmethod
+    def read_briefly(ex):
+        """Step 1: a short reading transaction, the tenant set locally in it. Returns the start time
+        the finishing transaction records in ``job_runs``."""
+        ex.read_inherited()
+        ex.point("before-tenant")
+        ex.set_tenant()
+        ex.read_invoices()
+        started = ex.conn.execute("select clock_timestamp()").fetchone()[0]
+        ex.conn.commit()
+        return started
 
     def confirm_lease(self, hb: Heartbeat, ex) -> None:
         """Right before the side effect: beat once more, synchronously. A worker that lost its lease

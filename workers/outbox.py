@@ -34,7 +34,7 @@ from core import sqlfile
 from core.schedule import POINTS
 from core.world import World
 from workers.body import describe
-from workers.heartbeat import EXIT_ABANDONED, Heartbeat, LeaseHeartbeat, LeaseLost
+from workers.heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
 from workers.lease import Q as LEASE
 
 Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "clear_outbox", "insert_outbox", "mark_delivered",
@@ -125,14 +125,8 @@ class LeaseOutbox(LeaseHeartbeat):
     def work(self, ctx, ex) -> None:
         conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
-        with Heartbeat(ctx, ex) as hb:
-            # 1. a short reading transaction, tenant set locally in it
-            ex.read_inherited()
-            ex.point("before-tenant")
-            ex.set_tenant()
-            ex.read_invoices()
-            started = conn.execute("select clock_timestamp()").fetchone()[0]
-            conn.commit()
+        with self.heartbeat(ctx, ex) as hb:
+            started = self.read_briefly(ex)
             # 2. the long part, outside any transaction; no effect is sent from here
             ex.work()
             if not hb.beat():
