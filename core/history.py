@@ -17,6 +17,10 @@ from dataclasses import asdict, dataclass, field
 
 TERMINAL_EVENTS = {"finished": "ok", "failed": "fail", "fenced": "fail"}
 
+# What a design's ``final_states`` may say of a job (``History.jobs``): waiting to run or to be retried,
+# taken by a worker, finished successfully, given up. A hosted library's statuses are mapped onto these.
+JOB_STATES = ("queued", "running", "done", "dead")
+
 
 @dataclass
 class WorkerExit:
@@ -96,24 +100,25 @@ class History:
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:
-        """Every execution, in start order. An execution with no terminal event ends when its worker
-        exited (outcome ``info``), or at the end of the run."""
+        """Every execution, in start order. A worker may run several jobs at once (a hosted library
+        with a concurrency above one): its records are told apart by job. An execution with no
+        terminal event ends when its worker exited (outcome ``info``), or at the end of the run."""
         exit_at = self._death_times()
-        current: dict[str, Execution] = {}
+        current: dict[tuple[str, int], Execution] = {}
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
             w, ev = r.get("worker"), r.get("event")
             if ev == "started":
                 ex = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
                                fault=r.get("fault"), lease_until=r.get("lease_until"))
-                prev = current.get(w)
-                if prev is not None and prev.end is None:  # cannot happen with one job at a time
+                prev = current.get((w, r["job"]))
+                if prev is not None and prev.end is None:  # the same job again with no end: cannot happen
                     prev.end = r["t"]
-                current[w] = ex
+                current[(w, r["job"])] = ex
                 out.append(ex)
                 continue
-            ex = current.get(w)
-            if ex is None or r.get("job") != ex.job:
+            ex = current.get((w, r.get("job")))
+            if ex is None:
                 continue
             if ev == "tenant-inherited":
                 ex.inherited, ex.inherited_read = r.get("value"), True
@@ -174,6 +179,17 @@ class History:
                 out[x.worker] = min(x.t, last[x.worker])  # os._exit right after its last line
             else:
                 out[x.worker] = x.t
+        return out
+
+    def points_reached(self) -> set[str]:
+        """Every strike point some execution passed: from the outcome records (their ``points``), the
+        supervisor's ``point`` records and the faults that struck."""
+        out: set[str] = set()
+        for r in self.records:
+            if r.get("event") in TERMINAL_EVENTS:
+                out.update(r.get("points") or ())
+            elif r.get("event") in ("point", "fault") and r.get("point"):
+                out.add(r["point"])
         return out
 
     def job_faults(self) -> dict[int, set[str]]:

@@ -85,6 +85,10 @@ class Schedule:
     # Where it ran, stamped by the runner and used by a replay unless the command line says otherwise:
     pg_version: int | None = None  # the server's major version
     pooler: str | None = None  # e.g. "pgbouncer:transaction"; None: workers connect directly
+    # What the design was built with (--design-option key=value), and the hosted library's version:
+    # both change a run, so a replay uses the options and warns when the version differs.
+    design_options: dict[str, str] = field(default_factory=dict, hash=False)
+    libraries: dict[str, str] = field(default_factory=dict, hash=False)
 
     def seconds(self, article_seconds: float) -> float:
         """Real seconds for a duration given in article seconds."""
@@ -185,6 +189,10 @@ def _value(tp, v, where: str, path: str):
         return tuple(_value(args[0], x, where, f"{path}[{i}]") for i, x in enumerate(v))
     if dataclasses.is_dataclass(tp):
         return _build(tp, v, where, f"{path}.")
+    if origin is dict:
+        if not isinstance(v, dict):
+            raise UsageError(f"{where}, field {path}: expected an object")
+        return {str(k): _value(args[1], x, where, f"{path}.{k}") for k, x in v.items()}
     if tp is float and isinstance(v, int | float) and not isinstance(v, bool):
         return float(v)
     if tp is int and isinstance(v, int) and not isinstance(v, bool):

@@ -21,7 +21,7 @@ from core import logs
 from core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
 from harness import bench, commands, experiments, scales
 from harness.progress import Progress
-from workers import DESIGNS, MODES
+from workers import DESIGNS, LIBRARIES, MODES
 
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
 DEFAULT_EXAMPLES = 10
@@ -84,11 +84,16 @@ def parser() -> argparse.ArgumentParser:
         "guarantees. Without a subcommand, 'search'."))
     sub = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
     s = sub.add_parser("search", parents=[common, runs, drawn], help="search for a violating schedule (default)")
-    s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | package.module:attr (default lease)")
+    s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | package.module:attr | "
+                                    "path/to/file.py:attr (default lease)")
+    s.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="passed to the design's class or factory as a keyword argument (repeatable)")
     s.set_defaults(command=commands.search)
     r = sub.add_parser("replay", parents=[common, runs], help="run one saved schedule and check it")
     r.add_argument("file", metavar="FILE")
     r.add_argument("--design", help="run it on another design than the one it names")
+    r.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="replace the design options the schedule records (repeatable)")
     r.set_defaults(command=commands.replay)
     c = sub.add_parser("compare", parents=[common, runs, drawn], help="the same schedules on several designs")
     c.add_argument("--designs", help="comma-separated designs (default all built-in)")

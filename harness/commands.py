@@ -7,6 +7,7 @@ exit code: 0 every property held, 1 a property violated.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from faults.catalogue import CATALOGUE, parse_faults
 from harness import html, report, scales, schedules
 from harness.progress import finish
 from harness.session import runner_for, search_options, slot_count
-from workers import DESIGNS, MODES, load_design
+from workers import DESIGNS, MODES, load_design, parse_options
 
 
 def _check_common(args) -> None:
@@ -60,8 +61,11 @@ def _exit_code(args, results: dict, *, never_struck: list[str] = ()) -> int:
 def replay(args, progress) -> int:
     _check_common(args)
     schedule = schedules.load(args.file)
-    if args.design:
-        load_design(args.design)
+    options = parse_options(args.design_option) if args.design_option else None
+    design = load_design(args.design or schedule.design,
+                         schedule.design_options if options is None and not args.design else options)
+    _check_scale(args, [design], schedule.time_scale)
+    _check_versions(schedule, design)
     if schedule.pg_version is not None and args.pg_version is None and args.pg_bin is None \
             and args.postgres == "local":
         args.pg_version = schedule.pg_version  # the server it failed on, unless the user picks another
@@ -76,8 +80,8 @@ def search(args, progress) -> int:
         return _list_faults()
     _check_common(args)
     faults = _check_drawn(args)
-    if args.design:
-        load_design(args.design)
+    args.design_options = parse_options(args.design_option)
+    _check_scale(args, [load_design(args.design or "lease", args.design_options)])
     options = search_options(args)  # an unreachable example database fails before anything starts
     names = [f.name for f in faults]
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
@@ -90,18 +94,44 @@ def compare(args, progress) -> int:
     _check_common(args)
     faults = _check_drawn(args)
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
-    for d in designs:
-        load_design(d)
+    _check_scale(args, [load_design(d) for d in designs])
     options = search_options(args)
     names = [f.name for f in faults]
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
         return _compare(args, runner, faults, designs, progress, {**options, **search_options(args, runner)})
 
 
+def _check_scale(args, designs, default: float = scales.SEARCH) -> None:
+    """A hosted library that cannot time below a second needs a larger time scale: the default is
+    raised to it (and said); a smaller one given on the command line is a usage error."""
+    floor = max((getattr(d, "min_time_scale", None) or 0.0 for d in designs), default=0.0)
+    if not floor:
+        return
+    names = ", ".join(d.name for d in designs if (getattr(d, "min_time_scale", None) or 0.0) == floor)
+    if args.time_scale is None:
+        if default < floor:
+            args.time_scale = floor
+            print(f"time scale {floor:g}: {names} cannot honour its own intervals at a smaller one")
+    elif args.time_scale < floor:
+        raise UsageError(f"--time-scale {args.time_scale:g}: {names} needs at least {floor:g} "
+                         "(it counts some of its intervals in whole seconds)")
+
+
+def _check_versions(schedule, design) -> None:
+    """Say so when the library a replay runs is not the version the schedule was saved with."""
+    versions = getattr(design, "versions", None)
+    now = dict(versions()) if callable(versions) else {}
+    for lib, then in (schedule.libraries or {}).items():
+        if lib in now and now[lib] != then:
+            print(f"note: the schedule was saved with {lib} {then}; this replay runs {lib} {now[lib]}")
+
+
 def _replay(args, runner, schedule) -> int:
     changes = {}
     if args.design:
-        changes["design"] = args.design
+        changes["design"], changes["design_options"] = args.design, {}
+    if args.design_option:
+        changes["design_options"] = parse_options(args.design_option)
     if args.tenant_mode:
         changes["tenant_mode"] = args.tenant_mode
     if args.time_scale:
@@ -135,9 +165,13 @@ def _search(args, runner, faults, progress, options: dict) -> int:
     progress(f"searching: design {design}, tenant mode {mode}, faults {names}, {args.examples} examples, "
              f"time scale {scale}")
     out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
-                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, **options)
+                 seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
+                 design_options=args.design_options, **options)
     finish(progress)
     results = out.aggregate()
+    no_strike = out.no_strike_point(faults)
+    if no_strike:
+        results = _no_strike(results)
     title = (f"{design} ({mode}) under faults {names}: {len(out.runs)} runs ({out.small_scope_runs} small-scope) "
              f"in {out.seconds:.1f} s")
     print(report.property_table(results, title=title))
@@ -160,7 +194,18 @@ def _search(args, runner, faults, progress, options: dict) -> int:
                html.counterexample(name=name, schedule_json=run.schedule.to_json(), file=str(path),
                                    replay=f"python run.py --replay {path}", violated=run.violated,
                                    history=run.history) for name, run, path in shown]})
+    if no_strike:
+        print(f"NO FAULT COULD STRIKE: no execution of {design} reached a strike point in {len(out.runs)} runs "
+              "(does its worker run the harness's job body? see workers/hosted.py); the run fails")
+        return EXIT_VIOLATED
     return _exit_code(args, results, never_struck=never)
+
+
+def _no_strike(results: dict) -> dict:
+    """What held in a search where no fault could strike is unknown: nothing was put to the test."""
+    return {n: r if r.status != properties.HELD else properties.Result(
+        n, properties.UNKNOWN, evidence="no fault could strike: no execution reached a strike point")
+        for n, r in results.items()}
 
 
 def _show_counterexample(args, out, design: str, names: str, stamp) -> tuple[dict, list]:
@@ -170,7 +215,9 @@ def _show_counterexample(args, out, design: str, names: str, stamp) -> tuple[dic
     ce = out.counterexample
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
-    path = outdir / f"{design}-{names.replace(',', '-')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    # A plug-in's spec is a path or module:attr: its file name keeps only the attribute's name.
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", design.rpartition(":")[2] or design).strip("-.") or "design"
+    path = outdir / f"{stem}-{names.replace(',', '-')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     saved = stamp(ce.schedule)  # with the server version and pooler it ran on: a replay uses them
     path.write_text(saved.to_json() + "\n")
     replay = f"python run.py --replay {path}"

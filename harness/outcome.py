@@ -61,6 +61,12 @@ class SearchOutcome:
                 out[fault][point] += 1
         return {f: dict(sorted(points.items())) for f, points in sorted(out.items())}
 
+    def no_strike_point(self, faults) -> bool:
+        """True when faults were allowed and no execution of any run reached a single strike point:
+        the design never runs the harness's job body (or never calls its points), so no fault could
+        strike and nothing was tested. A fault that simply did not fire in a run is coverage, not this."""
+        return bool(faults) and bool(self.runs) and not any(r.history.points_reached() for r in self.runs)
+
     def never_struck(self, faults, coverage: dict | None = None) -> list[str]:
         """Allowed faults that struck in no run of the whole search: the search proved nothing about them.
         *coverage*: :meth:`coverage`'s result, when the caller has it already (it reads every history)."""

@@ -7,6 +7,7 @@ plus the final tables into a :class:`~core.history.History`.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import shutil
 import tempfile
@@ -28,6 +29,19 @@ log = logging.getLogger("pgjc.runner")
 RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
 
 
+def install(design, conn, *, worker_role: str) -> None:
+    """``design.install``: protocol v2 passes the worker role (its grants are the design's job); a
+    version-1 plug-in's ``install(conn)`` gets the connection alone."""
+    try:
+        params = inspect.signature(design.install).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "worker_role" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        design.install(conn, worker_role=worker_role)
+    else:
+        design.install(conn)
+
+
 class Runner:
     def __init__(self, database: Database):
         self.database = database
@@ -47,22 +61,28 @@ class Runner:
 
     def prepare(self, schedule: Schedule, design=None):
         """Reset the queue and enqueue the schedule's jobs. Returns the design object."""
-        design = design or load_design(schedule.design)
+        design = design or load_design(schedule.design, schedule.design_options)
         if design.name not in self._installed:
-            design.install(self.admin)
+            install(design, self.admin, worker_role=self.database.worker_role)
             self._installed.add(design.name)
         db.reset(self.admin)
+        if hasattr(design, "reset"):  # a hosted design empties its library's own tables
+            design.reset(self.admin)
         with self.admin.transaction():
             design.enqueue(self.admin, schedule.jobs, max_attempts=schedule.max_attempts)
         return design
 
-    def stamp(self, schedule: Schedule) -> Schedule:
-        """*schedule* with where it runs recorded (server major version, pooler), as saved and replayed."""
-        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler)
+    def stamp(self, schedule: Schedule, design=None) -> Schedule:
+        """*schedule* with where it runs recorded (server major version, pooler, the hosted library's
+        version), as saved and replayed."""
+        versions = getattr(design, "versions", None)
+        libraries = dict(versions()) if callable(versions) else schedule.libraries
+        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler, libraries=libraries)
 
     def run(self, schedule: Schedule, *, design=None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
-        schedule = self.stamp(schedule)
+        design = design or load_design(schedule.design, schedule.design_options)
+        schedule = self.stamp(schedule, design)
         design = self.prepare(schedule, design)
         self.runs += 1
         RUNS_BASE.mkdir(parents=True, exist_ok=True)

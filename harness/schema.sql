@@ -35,6 +35,11 @@ create table job_runs (
     finished timestamptz
 );
 create index job_runs_job on job_runs (job_id);
+-- A hosted library's own id of each schedule job (workers/hosted.py): ints, UUIDs, kept as text.
+create table job_map (
+    job_id     bigint primary key,
+    library_id text not null unique
+);
 
 -- name: load_data
 -- 100 tenants; floor(20000 / tenant) invoices each: 103,707 in all.
@@ -62,11 +67,12 @@ grant connect on database {database} to {worker};
 grant usage on schema public to {worker};
 grant select on tenants, invoices to {worker};
 grant select, insert, update, delete on jobs, job_runs to {worker};
+grant select on job_map to {worker};
 grant usage on all sequences in schema public to {worker};
 
 -- name: reset_queue
 -- Between runs: empty the queue and the execution counter; invoices stay.
-truncate jobs, job_runs restart identity;
+truncate jobs, job_runs, job_map restart identity;
 
 -- name: final_runs
 -- Every committed execution, for the history.

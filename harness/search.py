@@ -11,6 +11,7 @@ is replayed once more, uncached: if it does not fail again, the report says "fla
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -48,7 +49,8 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
            seed: int | None, time_scale: float, workers: int | None = None,
            progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
            budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
-           run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1) -> SearchOutcome:
+           run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
+           design_options: dict[str, str] | None = None) -> SearchOutcome:
     """Search for a schedule that violates a property. *run* executes one schedule.
 
     First the small-scope pass (:mod:`harness.smallscope`, outside the example budget), then
@@ -59,7 +61,11 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts of the search.
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
+    *design_options* (``--design-option``) go into every schedule, so that a saved one replays with them.
     """
+    def configured(s: Schedule) -> Schedule:
+        return s.replace(design_options=dict(design_options)) if design_options else s
+
     out = SearchOutcome()
     cache: dict[str, Run] = {}
     state = {"after_failure": 0, "last_failing": None, "generated": 0, "phase": "example"}
@@ -115,12 +121,13 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
         state["phase"] = "small scope"
         cases = smallscope.schedules(faults=faults, design=design, tenant_mode=tenant_mode,
                                      time_scale=time_scale, workers=workers, points=points_of([design]))
-        out.small_scope_runs = execute_all([c for k, c in enumerate(cases) if k % shards == index])
+        out.small_scope_runs = execute_all([(label, configured(c)) for k, (label, c) in enumerate(cases)
+                                            if k % shards == index])
         state["phase"] = "example"
 
     strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                         workers=workers, points=points_of([design]))
-    key = f"{design}|{tenant_mode}|{','.join(sorted(f.name for f in faults))}|{time_scale}|{workers}"
+                         workers=workers, points=points_of([design])).map(configured)
+    key = f"{json.dumps(design_options or {}, sort_keys=True)}|{design}|{tenant_mode}|{','.join(sorted(f.name for f in faults))}|{time_scale}|{workers}"
     if database is None:
         database = DirectoryBasedExampleDatabase(database_dir(key))
     share = -(-examples // shards)  # this shard's part of the example budget
@@ -162,7 +169,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
                                 workers=workers)
         progress(f"exploring the other {len(rest)} examples of the budget")
         state["phase"] = "example"
-        execute_all([("", s) for s in rest])
+        execute_all([("", configured(s)) for s in rest])
     out.seconds = time.monotonic() - t0
     # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
     failing = [r for r in out.runs if r.violated]

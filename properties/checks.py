@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import combinations
 
-from core.history import Execution, History
+from core.history import JOB_STATES, Execution, History
 from properties.core import Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
@@ -20,6 +20,20 @@ from properties.core import Result, decides, held, over_limits, unknown, violate
 def job_rows(h: History) -> dict[int, dict]:
     """The final ``jobs`` table by job id."""
     return {row["id"]: row for row in h.jobs}
+
+
+def rows_undecidable(h: History, name: str) -> Result | None:
+    """``unknown`` when the final jobs table says what the protocol cannot read: a status outside
+    :data:`~core.history.JOB_STATES` (a hosted library's status its adapter did not map) or attempts
+    that are not a count. None when every row is readable."""
+    for row in sorted(h.jobs, key=lambda r: str(r.get("id"))):
+        status, attempts = row.get("status"), row.get("attempts")
+        if status not in JOB_STATES:
+            return unknown(name, f"job {row.get('id')} has status {status!r}, not one of "
+                                 f"{', '.join(JOB_STATES)} (the design's final_states did not map it)")
+        if attempts is not None and (not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0):
+            return unknown(name, f"job {row.get('id')} has attempts {attempts!r}, not a count")
+    return None
 
 
 def by_job(executions: list[Execution]) -> dict[int, list[Execution]]:
@@ -157,6 +171,8 @@ def attempts_counted(h: History) -> Result:
     name = "attempts-counted"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
+    if (undecidable := rows_undecidable(h, name)) is not None:
+        return undecidable
     rows = job_rows(h)
     groups = by_job(h.executions())
     lines, jobs, missing = over_limits(

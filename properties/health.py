@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from core.history import Execution, History
-from properties.checks import end_of, job_rows, limit_changes, max_attempts_of, plural
+from properties.checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
 from properties.core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
@@ -31,6 +31,8 @@ def progress(h: History) -> Result:
     name = "progress"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
+    if (undecidable := rows_undecidable(h, name)) is not None:
+        return undecidable
     rows = job_rows(h)
     faults = h.job_faults()
     order = [j["id"] for j in h.schedule.get("jobs", [])] or sorted(rows)
@@ -63,6 +65,8 @@ def terminal_states(h: History) -> Result:
     name = "terminal-states"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
+    if (undecidable := rows_undecidable(h, name)) is not None:
+        return undecidable
     lines, jobs = [], []
     for row in sorted(h.jobs, key=lambda r: r["id"]):
         status = row.get("status")

@@ -24,7 +24,17 @@ from workers.tenant import MODES, TenantMode, check_schedule
 DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat,
                                         LeaseOutbox)}
 
-__all__ = ["DESIGNS", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design"]
+# Real queue libraries, hosted by the adapters in ``adapters/`` (protocol v2, ``workers/hosted.py``).
+# Named here as plug-ins are, by ``module:attr``: importing one needs its library (the ``libraries`` extra).
+LIBRARIES = {
+    "procrastinate": "adapters.procrastinate:Procrastinate",
+    "pgqueuer": "adapters.pgqueuer:PgQueuer",
+    "chancy": "adapters.chancy:Chancy",
+}
+LIBRARIES_EXTRA = "pip install -e '.[libraries]'"
+
+__all__ = ["DESIGNS", "LIBRARIES", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design",
+           "parse_options"]
 
 
 def _import(module_name: str):
@@ -53,36 +63,71 @@ def _import(module_name: str):
     return importlib.import_module(module_name)
 
 
-def load_design(spec: str):
-    """A built-in design by name, ``package.module:attr`` or ``path/to/file.py:attr`` (a class is
-    instantiated).
+def parse_options(pairs) -> dict[str, str]:
+    """``--design-option key=value`` strings as a dict; :class:`UsageError` for one without ``=``."""
+    out = {}
+    for pair in pairs or ():
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--design-option {pair!r}: expected key=value")
+        out[key.strip()] = value
+    return out
+
+
+def load_design(spec: str, options: dict[str, str] | None = None):
+    """A built-in design by name, a hosted library by name (:data:`LIBRARIES`), ``package.module:attr``
+    or ``path/to/file.py:attr``. A class or a factory function is called with *options* (the
+    ``--design-option`` strings) as keyword arguments; an object given as it is takes none.
 
     Raises :class:`UsageError` naming the module and what went wrong when it cannot be imported
-    (its own code raised, too), or what is missing when the object does not fit the protocol.
+    (its own code raised, too), when the options do not fit, or what is missing when the object does
+    not fit the protocol.
     """
+    options = dict(options or {})
     if spec in DESIGNS:
-        return DESIGNS[spec]()
+        return _configured(DESIGNS[spec], spec, options)
+    library = spec in LIBRARIES
+    if library:
+        spec = LIBRARIES[spec]
     if ":" not in spec:
-        raise UsageError(f"unknown design {spec!r}; built-in designs: {', '.join(DESIGNS)}; "
-                         "or give package.module:attr or path/to/file.py:attr")
+        raise UsageError(f"unknown design {spec!r}; built-in designs: {', '.join(DESIGNS)}; libraries: "
+                         f"{', '.join(LIBRARIES)}; or give package.module:attr or path/to/file.py:attr")
     module_name, _, attr = spec.rpartition(":")
     try:
         module = _import(module_name)
     except ImportError as exc:
-        raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}") from None
+        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if library else ""
+        raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
     except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
         raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
         raise UsageError(f"--design {spec}: module {module_name} has no attribute {attr!r}") from None
-    if isinstance(obj, type):
-        obj = obj()
+    obj = _configured(obj, spec, options)
     missing = [m for m in PROTOCOL if not hasattr(obj, m)]
     if missing:
         raise UsageError(f"--design {spec} does not fit the design protocol: missing {', '.join(missing)} "
-                         "(see workers/base.py)")
+                         "(see workers/base.py and workers/hosted.py)")
     not_callable = [m for m in PROTOCOL[2:] if not callable(getattr(obj, m))]
     if not_callable:
         raise UsageError(f"--design {spec}: {', '.join(not_callable)} must be callable")
     return obj
+
+
+def _configured(obj, spec: str, options: dict[str, str]):
+    """*obj* built with *options*: a class or a factory is called; an instance must get none."""
+    is_factory = callable(obj) and not hasattr(obj, "run_worker")
+    if not isinstance(obj, type) and not is_factory:
+        if options:
+            raise UsageError(f"--design {spec} is an object, not a class or factory: it takes no --design-option")
+        return obj
+    try:
+        return obj(**options)
+    except UsageError:
+        raise
+    except TypeError as exc:
+        given = ", ".join(options) or "none"
+        raise UsageError(f"--design {spec}: cannot be built with the options given ({given}): {exc}") from None
+    except Exception as exc:
+        raise UsageError(f"--design {spec}: building it raised {type(exc).__name__}: {exc}") from None

@@ -50,7 +50,7 @@ class QueueDesign:
     exit_outcomes: dict[int, str] = {}  # the design's own exit codes, named (see the heartbeat)
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 
-    def install(self, conn) -> None:
+    def install(self, conn, *, worker_role: str) -> None:
         pass
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:

@@ -90,6 +90,12 @@ class WorkerContext:
         self._own: dict[str, psycopg.Connection] = {}
 
     # --- connections ---------------------------------------------------------------------------
+    @property
+    def worker_dsn(self) -> str:
+        """The ordinary worker role's DSN (with the harness's client timeouts): what a hosted library's
+        own connections use."""
+        return self.spec.worker_dsn
+
     def open_pool(self):
         self.pool = self.mode.pool(self.spec.worker_dsn, size=self.schedule.pool_size,
                                    configure=self._on_connect, application_name=self.identity,
@@ -141,6 +147,7 @@ class Execution:
     def __init__(self, ctx: WorkerContext, conn: psycopg.Connection, job: Claimed):
         self.ctx, self.conn, self.job = ctx, conn, job
         self.point_name: str | None = None
+        self.reached: list[str] = []  # the points this execution passed, logged with its outcome
         self.run_id: int | None = None
         self.t_started = time.monotonic()
 
@@ -155,6 +162,7 @@ class Execution:
         """A named point: the supervisor strikes here if it watches it; then the job's own fault.
         Behind a pooler, the server session's pid is read and logged at every point."""
         self.point_name = name
+        self.reached.append(name)
         backend = None
         if self.ctx.schedule.pooler is not None:
             backend = self._server_pid()
@@ -232,14 +240,14 @@ class Execution:
 
     # --- outcomes --------------------------------------------------------------------------------
     def finished(self) -> None:
-        self._log("finished")
+        self._log("finished", points=self.reached)
 
     def fenced(self) -> None:
         """The finish matched no row: another worker holds the job now; our transaction rolled back."""
-        self._log("fenced")
+        self._log("fenced", points=self.reached)
 
     def failed(self, exc: BaseException) -> None:
-        self._log("failed", error=describe(exc))
+        self._log("failed", error=describe(exc), points=self.reached)
 
 
 def inherited_tenant(me: str) -> sql.Composed:

@@ -28,6 +28,7 @@ import os
 import threading
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from core import sqlfile
@@ -37,7 +38,7 @@ from workers.body import describe
 from workers.heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
 from workers.lease import Q as LEASE
 
-Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "clear_outbox", "insert_outbox", "mark_delivered",
+Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "grant_outbox", "clear_outbox", "insert_outbox", "mark_delivered",
                  "relay_claim", "pending")
 
 # Server-side limits as fractions of the lease. ``horizon`` judges a transaction held when it is
@@ -108,8 +109,9 @@ class LeaseOutbox(LeaseHeartbeat):
     points = POINTS  # the job's points and the relay's
     PENDING_SQL = Q.pending  # effects still owed keep the run going, like jobs still queued
 
-    def install(self, conn) -> None:
+    def install(self, conn, *, worker_role: str) -> None:
         conn.execute(Q.create_outbox)
+        conn.execute(sql.SQL(Q.grant_outbox).format(worker=sql.Identifier(worker_role)))
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         conn.execute(Q.clear_outbox)

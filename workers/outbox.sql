@@ -2,8 +2,7 @@
 
 -- name: create_outbox
 -- One row per effect a committed execution owes the world. The key is unique: a second commit of
--- the same effect fails here even if the fence before it were wrong. The run's database is ours
--- alone (a throwaway), so the worker role gets the table through public.
+-- the same effect fails here even if the fence before it were wrong.
 create table if not exists outbox (
     id           bigserial primary key,
     job_id       bigint not null,
@@ -14,8 +13,11 @@ create table if not exists outbox (
     deliveries   int not null default 0,
     delivered_at timestamptz
 );
-grant select, insert, update on outbox to public;
-grant usage on sequence outbox_id_seq to public;
+
+-- name: grant_outbox
+-- The ordinary worker role (filled in with psycopg.sql.Identifier), nobody else.
+grant select, insert, update on outbox to {worker};
+grant usage on sequence outbox_id_seq to {worker};
 
 -- name: clear_outbox
 -- A fresh outbox for every run, like the queue (the runner truncates jobs and job_runs).

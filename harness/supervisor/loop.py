@@ -216,15 +216,15 @@ class Supervisor:
             return
         ev = r.get("event")
         if ev == "started":
-            w.current = (r["job"], r.get("attempt"))
+            w.current[r["job"]] = r.get("attempt")
         elif ev in ("finished", "failed", "fenced"):
-            w.current = None
+            w.current.pop(r.get("job"), None)
         elif ev == "worker-error":
             w.error = r.get("error")
         elif ev == "point":
             self.strikes.at_point(w, r)
 
     def _quiet(self, admin: Admin) -> bool:
-        if any(w.alive and w.current is not None for w in self.workers.values()):
+        if any(w.alive and w.current for w in self.workers.values()):
             return False
         return admin.pending(self.design) == 0

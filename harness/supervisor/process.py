@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core import logs, procs
 from core.history import WorkerExit
@@ -48,7 +48,8 @@ class WorkerProcess:
     slot: int
     generation: int
     proc: multiprocessing.process.BaseProcess
-    current: tuple[int, int] | None = None  # (job, attempt) being executed, per its log
+    # {job: attempt} being executed, per its log, in start order (a hosted library may run several)
+    current: dict[int, int | None] = field(default_factory=dict)
     exit: WorkerExit | None = None
     error: str | None = None  # the worker-error line it logged, if any
 
@@ -66,7 +67,7 @@ class WorkerProcess:
 
     def record_exit(self, now: float, *, by_harness: bool, declared: Mapping[int, str]) -> WorkerExit:
         code = self.proc.exitcode
-        job, attempt = self.current or (None, None)
+        job, attempt = next(iter(self.current.items()), (None, None))  # the oldest job in flight
         self.exit = WorkerExit(self.identity, self.proc.pid, now, classify(code, declared),
                                code if code and code > 0 else None, -code if code and code < 0 else None,
                                by_harness, job, attempt, self.error)

@@ -57,4 +57,4 @@ def test_ci_run_installs_what_the_tests_need_and_fails_on_failure():
     for package in ("chromium", "redis-server", "postgresql-15", "pgbouncer", "docker.io", "nftables"):
         assert f"need+=({package})" in script, package
     assert "apt-get -o DPkg::Lock::Timeout=300 update" in script and "install -y" in script
-    assert script.rstrip().splitlines()[-2:] == ["pip install -e '.[test]'", "pytest"]  # the README's test command
+    assert script.rstrip().splitlines()[-2:] == ["pip install -e '.[test,libraries]'", "pytest"]  # the README's test command

@@ -17,6 +17,9 @@ LAYERS = {
     "core": 0,  # base: errors, SQL files, schedule, history, execution log, process helpers
     "faults": 1,  # the catalogue every component names
     "workers": 2, "properties": 2,  # the systems under test; the invariants
+    # real queue libraries hosted through workers/hosted.py; named by string in workers.LIBRARIES, imported
+    # by no harness module (each needs its library, an optional extra)
+    "adapters": 3,
     "harness": 3,  # orchestration: provisioning, supervisor, runner, search, report, CLI, experiments
     "run": 4,  # run.py
     "pg_job_chaos": 4,  # the public API for users' own tests: the pytest plugin, the schedule strategy

@@ -1,0 +1,8 @@
+"""Adapters: real queue libraries hosted under the harness (protocol v2, ``workers/hosted.py``).
+
+One module per library, each needing its library (``pip install -e '.[libraries]'``): the library's
+own worker loop, claim SQL, retry policy, finish, heartbeats and the stalled-job recovery its
+documentation recommends -- configured as documented, never improved -- with its task calling the
+harness's job body. ``--design procrastinate`` (``pgqueuer``, ``chancy``) names them
+(``workers.LIBRARIES``).
+"""

@@ -1,0 +1,157 @@
+"""Protocol version 2: hosting a real queue library, observed rather than prescribed.
+
+A built-in design (``workers/base.py``) claims from the harness's own ``jobs`` table. A **hosted**
+design runs somebody else's queue -- procrastinate, pgqueuer, chancy, a user's own -- with its own
+schema, claim SQL, retry policy, finish, heartbeats and recovery; the harness only supplies the job
+body the library's task calls and reads, at the end, what the library says became of each job.
+
+A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/``) provides:
+
+``install(conn, *, worker_role)``
+    the library's schema, by its own installer, on the admin connection (the owner), and the grants
+    the ordinary ``worker_role`` needs. The worker role never gets BYPASSRLS.
+``reset(conn)``
+    empty the library's tables between runs (the harness empties ``jobs``, ``job_runs``, ``job_map``).
+``enqueue(conn, jobs, *, max_attempts)``
+    queue every :class:`~core.schedule.JobSpec` through the library, with :func:`job_args` as the
+    task's arguments, configured to run at most *max_attempts* times in all; record the library's
+    ids with :func:`record_ids`.
+``pending(conn) -> int``
+    jobs the library's workers or its recovery may still act on.
+``final_states(conn) -> list[dict]``
+    per job: ``id`` (the schedule's id), ``tenant_id``, ``status`` -- one of :data:`STATES`, mapped from
+    the library's own; a status that cannot be mapped is passed through as it is, and the properties
+    that read it say ``unknown`` -- ``attempts`` (executions the library counted), ``last_error``,
+    ``lease_expired`` (None when the library has no such notion). The *configured* limit is the
+    schedule's ``max_attempts``, never a column the library may change.
+``run_worker(ctx)``
+    the library's real worker loop in the forked worker, lowest concurrency it allows; its task calls
+    :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``). Timing derives from
+    ``ctx.lease``, ``ctx.poll`` and ``ctx.heartbeat`` (real seconds); logic stays as documented.
+
+Constructor keyword arguments are the ``--design-option key=value`` strings; a saved schedule keeps
+them and the library's version (:meth:`HostedDesign.versions`), and a replay uses them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterable
+
+from psycopg.types.json import Jsonb
+
+from core import sqlfile
+from core.errors import UsageError
+from core.history import JOB_STATES
+from workers.body import Claimed
+from workers.heartbeat import LeaseHeartbeat
+
+Q = sqlfile.load(__file__, "hosted.sql", "record_id", "schedule_ids")
+
+__all__ = ["HOSTED_POINTS", "STATES", "HostedDesign", "Jsonb", "claimed", "job_args", "record_ids", "run_job",
+           "schedule_ids"]
+
+STATES = JOB_STATES
+"""What ``final_states`` may say of a job: waiting to run (or to be retried), taken by a worker,
+finished successfully, given up (failed for good, cancelled, expired)."""
+
+# The hosted body's points, in the order it reaches them (see run_job).
+HOSTED_POINTS = ("before-tenant", "mid-work", "after-effect", "before-finish", "after-insert")
+
+
+def job_args(job) -> dict:
+    """The task arguments a hosted design enqueues for *job* (JSON-able): :func:`run_job` needs them back."""
+    return {"job": job.id, "tenant": job.tenant, "duration": job.duration, "fault": job.fault, "point": job.point}
+
+
+def record_ids(conn, pairs: Iterable[tuple[int, object]]) -> None:
+    """Remember which library id each schedule job got (``job_map``; ids of any type, kept as text)."""
+    with conn.cursor() as cur:
+        cur.executemany(Q.record_id, [{"job": job, "library_id": str(lib)} for job, lib in pairs])
+
+
+def schedule_ids(conn) -> dict[str, int]:
+    """``{library id as text: schedule job id}`` for the jobs of the current run."""
+    return {lib: job for job, lib in conn.execute(Q.schedule_ids)}
+
+
+def claimed(args: dict, attempt: int) -> Claimed:
+    """The job the library handed over, as the body runs it; *attempt* as the library counts it (1-based)."""
+    payload = {"duration": args.get("duration", 0.0), "fault": args.get("fault"), "point": args.get("point")}
+    return Claimed(int(args["job"]), args.get("tenant"), int(attempt), payload)
+
+
+def run_job(ctx, args: dict, *, attempt: int) -> None:
+    """The harness's job body, as a library's task runs it: on a connection of the harness's pool
+    (its tenant mode), with short transactions of its own -- read (tenant set, invoices read), work
+    and side effect outside any transaction, then the ``job_runs`` row committed. Every fault strikes
+    inside at :data:`HOSTED_POINTS`. Raises what the body raised (``raise``, ``sql-error``, a lost
+    connection), so the library records the failure and applies its own retry policy; the library
+    then writes its own finish. Safe to call from several threads at once (one connection each)."""
+    job = claimed(args, attempt)
+    if ctx.pool is None:
+        ctx.open_pool()
+    with ctx.pool.connection() as conn:
+        ex = ctx.execution(conn, job)
+        try:
+            ex.started()
+            started = LeaseHeartbeat.read_briefly(ex)
+            ex.work()
+            ex.effect()
+            ex.point("before-finish")
+            if ctx.mode.autocommit:
+                conn.execute("begin")
+            ex.set_tenant()
+            ex.insert_finished_run(started)
+            ex.point("after-insert")
+            conn.commit()
+        except BaseException as exc:
+            ex.failed(exc)
+            raise
+        ex.finished()
+
+
+class HostedDesign:
+    """Base of the adapters: protocol-v2 defaults and the options/versions every one shares."""
+
+    name = "hosted"
+    library: str | None = None  # the PyPI distribution hosted, whose version a saved schedule records
+    default_restart_delay = 1.1  # article seconds before a dead worker is replaced, as for the leases
+    points: tuple[str, ...] = HOSTED_POINTS
+    exit_outcomes: dict[int, str] = {}
+    min_time_scale: float | None = None  # below this the library cannot honour its own intervals
+    OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
+
+    def __init__(self, **options: str):
+        unknown = [k for k in options if k not in self.OPTIONS]
+        if unknown:
+            known = ", ".join(f"{k} ({v})" for k, v in self.OPTIONS.items()) or "none"
+            raise UsageError(f"design {self.name}: unknown option {unknown[0]!r}; options: {known}")
+        self.options = dict(options)
+
+    def versions(self) -> dict[str, str]:
+        """The hosted library's version, for the saved schedule (empty when none is named)."""
+        if not self.library:
+            return {}
+        try:
+            return {self.library: importlib.metadata.version(self.library)}
+        except importlib.metadata.PackageNotFoundError:
+            return {self.library: "not installed"}
+
+    def install(self, conn, *, worker_role: str) -> None:
+        raise NotImplementedError
+
+    def reset(self, conn) -> None:
+        raise NotImplementedError
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        raise NotImplementedError
+
+    def pending(self, conn) -> int:
+        raise NotImplementedError
+
+    def final_states(self, conn) -> list[dict]:
+        raise NotImplementedError
+
+    def run_worker(self, ctx) -> None:
+        raise NotImplementedError
