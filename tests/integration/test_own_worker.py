@@ -1,0 +1,71 @@
+"""A user's own worker, in a file outside the repository, loaded with --design and run (protocol v2):
+the README's worked example, and a worker that never runs the harness's body."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tests.conftest import ROOT, run_cli
+
+SKIPS_THE_BODY = '''
+from workers import hosted
+from examples_copy import MyWorker
+
+
+class SkipsTheBody(MyWorker):
+    """Marks every job done without running the job body: no fault can strike it."""
+
+    name = "skips-the-body"
+
+    def run_worker(self, ctx):
+        import time
+        import psycopg
+
+        with psycopg.connect(ctx.worker_dsn, autocommit=True) as conn:
+            while True:
+                if conn.execute("update my_jobs set status = 'done', attempts = 1 where status = 'queued'").rowcount == 0:
+                    time.sleep(ctx.poll)
+'''
+
+
+def test_own_worker_from_a_file_search_replay_and_options(tmp_path):
+    design = tmp_path / "my_worker.py"
+    shutil.copy(ROOT / "examples" / "my_worker.py", design)
+    out = tmp_path / "out"
+    r = run_cli("--design", f"{design}:MyWorker", "--design-option", "poll=0.02", "--faults", "crash",
+                "--examples", "2", "--seed", "1", "--out", str(out), "--json", str(tmp_path / "s.json"),
+                timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    data = json.loads((tmp_path / "s.json").read_text())
+    # Nothing in MyWorker looks at a job a dead worker left running: terminal-states, as its docstring says.
+    assert data["properties"]["terminal-states"]["status"] == "violated"
+    assert "stuck running" in data["properties"]["terminal-states"]["evidence"] or \
+        "still running" in data["properties"]["terminal-states"]["evidence"]
+    saved = json.loads((out / data["counterexample"]["file"].rpartition("/")[2]).read_text())
+    assert saved["design_options"] == {"poll": "0.02"} and saved["design"] == f"{design}:MyWorker"
+    # The replay takes the design and its options from the file, and fails the same way.
+    r = run_cli("replay", data["counterexample"]["file"], "--json", str(tmp_path / "r.json"), timeout=300,
+                cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["properties"]["terminal-states"]["status"] == "violated"
+
+
+def test_a_worker_that_never_runs_the_body_is_not_all_held(tmp_path):
+    shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "examples_copy.py")
+    (tmp_path / "skips.py").write_text(SKIPS_THE_BODY)
+    r = run_cli("--design", f"{tmp_path / 'skips.py'}:SkipsTheBody", "--faults", "crash", "--examples", "1",
+                "--seed", "1", "--out", str(tmp_path / "out"), "--json", str(tmp_path / "s.json"),
+                timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NO FAULT COULD STRIKE" in r.stdout
+    props = json.loads((tmp_path / "s.json").read_text())["properties"]
+    assert "held" not in {p["status"] for p in props.values()}
+
+
+def test_unknown_design_option_is_a_usage_error(tmp_path):
+    shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "w.py")
+    r = run_cli("--design", f"{tmp_path / 'w.py'}:MyWorker", "--design-option", "speed=3", "--faults", "crash",
+                timeout=60, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "unknown option 'speed'; options: poll" in r.stderr
