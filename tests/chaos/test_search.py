@@ -132,19 +132,18 @@ def _outbox_search(runner, faults, examples):
     return out, out.aggregate()
 
 
-def test_lease_outbox_holds_every_property_under_every_fault_but_pause(runner):
-    out, r = _outbox_search(runner, OUTBOX_FAULTS, 20)
-    assert out.counterexample is None, out.counterexample and out.counterexample.violated
-    assert all(x.status == "held" for x in r.values()), {n: x.evidence for n, x in r.items() if x.status != "held"}
+def test_lease_outbox_holds_every_property_under_every_fault_and_pause_costs_only_overlap(runner):
+    """One search under every fault, pause included (one small-scope pass, where two searches cost the
+    suite six minutes): every run without a pause holds every property; a pause loses only no-overlap."""
+    out, r = _outbox_search(runner, OUTBOX_FAULTS + ",pause", 10)
+    for run in out.runs:
+        lost = {n for n, x in run.results.items() if x.status != "held"}
+        allowed = {"no-overlap"} if "pause" in run.schedule.faults() else set()
+        assert lost <= allowed, (run.label, run.schedule.faults(), {n: run.results[n].evidence for n in lost})
+    assert r["single-commit"].status == r["no-stale-effect"].status == r["at-most-once-effects"].status == "held"
+    assert any("pause" in run.schedule.faults() for run in out.runs)
     # not vacuous: the effect properties judged the relay's deliveries, the world's answers included
     effects = [run.results["at-most-once-effects"].evidence for run in out.runs]
     assert sum("accepted, at most one per job" in e for e in effects) >= len(out.runs) // 2, effects
     sends = [e for run in out.runs for e in run.history.effects()]
     assert sends and all(e.key is not None and e.answer is not None for e in sends)
-
-
-def test_lease_outbox_under_pause_loses_only_no_overlap(runner):
-    out, r = _outbox_search(runner, OUTBOX_FAULTS + ",pause", 10)
-    not_held = {n: x for n, x in r.items() if x.status != "held"}
-    assert set(not_held) <= {"no-overlap"}, {n: x.evidence for n, x in not_held.items()}
-    assert r["single-commit"].status == r["no-stale-effect"].status == r["at-most-once-effects"].status == "held"
