@@ -22,11 +22,12 @@ create table if not exists my_jobs (
     status      text not null default 'queued',
     attempts    int not null default 0,
     max_attempts int not null,
-    last_error  text
+    last_error  text,
+    claimed_at  timestamptz
 );
 """
 CLAIM = """
-update my_jobs set status = 'running', attempts = attempts + 1
+update my_jobs set status = 'running', attempts = attempts + 1, claimed_at = now()
  where id = (select id from my_jobs where status = 'queued' order by id limit 1 for update skip locked)
 returning id, args, attempts
 """
@@ -56,7 +57,9 @@ class MyWorker(hosted.HostedDesign):
             hosted.record_ids(conn, [(job.id, my_id)])
 
     def pending(self, conn):
-        return conn.execute("select count(*) from my_jobs where status = 'queued'").fetchone()[0]
+        # queued, or claimed so recently that its body may not have started yet
+        return conn.execute("select count(*) from my_jobs where status = 'queued' or (status = 'running' "
+                            "and claimed_at > now() - make_interval(secs => %s))", [self.lease]).fetchone()[0]
 
     def final_states(self, conn):
         ids = hosted.schedule_ids(conn)

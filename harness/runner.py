@@ -66,6 +66,8 @@ class Runner:
             install(design, self.admin, worker_role=self.database.worker_role)
             self._installed.add(design.name)
         db.reset(self.admin)
+        if hasattr(design, "for_run"):  # a hosted design: the schedule, before the fork
+            design.for_run(schedule)
         if hasattr(design, "reset"):  # a hosted design empties its library's own tables
             design.reset(self.admin)
         with self.admin.transaction():

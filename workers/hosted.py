@@ -16,8 +16,13 @@ A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/
     queue every :class:`~core.schedule.JobSpec` through the library, with :func:`job_args` as the
     task's arguments, configured to run at most *max_attempts* times in all; record the library's
     ids with :func:`record_ids`.
+``for_run(schedule)`` (optional; :class:`HostedDesign` keeps ``schedule`` and ``lease``, real seconds)
+    called before each run's enqueue, in the supervisor's process (so also before the fork).
 ``pending(conn) -> int``
-    jobs the library's workers or its recovery may still act on.
+    jobs the library's workers or its recovery may still act on -- including a job a worker has
+    claimed whose body has not logged ``started`` yet (a running job with a live heartbeat, or one
+    claimed less than a lease ago): the run is over when this is 0 and no body is running, so a job
+    left out here can be cut off between its claim and its body.
 ``final_states(conn) -> list[dict]``
     per job: ``id`` (the schedule's id), ``tenant_id``, ``status`` -- one of :data:`STATES`, mapped from
     the library's own; a status that cannot be mapped is passed through as it is, and the properties
@@ -120,6 +125,7 @@ class HostedDesign:
     points: tuple[str, ...] = HOSTED_POINTS
     exit_outcomes: dict[int, str] = {}
     min_time_scale: float | None = None  # below this the library cannot honour its own intervals
+    pool_first = True  # the worker opens the harness's pool before run_worker: no job waits for it
     OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
 
     def __init__(self, **options: str):
@@ -137,6 +143,12 @@ class HostedDesign:
             return {self.library: importlib.metadata.version(self.library)}
         except importlib.metadata.PackageNotFoundError:
             return {self.library: "not installed"}
+
+    def for_run(self, schedule) -> None:
+        """Before each run: the schedule, and its lease in real seconds (``pending`` runs in the
+        supervisor's process, where there is no worker context)."""
+        self.schedule = schedule
+        self.lease = schedule.seconds(schedule.timing.lease)
 
     def install(self, conn, *, worker_role: str) -> None:
         raise NotImplementedError

@@ -107,6 +107,8 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
         ctx = WorkerContext(spec)
         ctx.log.write("worker-start")
+        if getattr(design, "pool_first", False):  # a hosted design: its library's task borrows from it
+            ctx.open_pool()
         design.run_worker(ctx)
         ctx.log.write("worker-exit", reason="drained")
         code = EXIT_DRAINED
