@@ -18,6 +18,7 @@ and the supervisor may be waiting to strike from outside.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ class WorkerContext:
         self.dequeues = 0
         self.pool = None
         self._own: dict[str, psycopg.Connection] = {}
+        self._strike_lock = threading.Lock()
 
     # --- connections ---------------------------------------------------------------------------
     @property
@@ -136,9 +138,13 @@ class WorkerContext:
         return Execution(self, conn, job)
 
     def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
-        self.log.write("point", job=job.id, attempt=job.attempt, point=point, backend=backend)
-        if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
-            self.log.write("point-timeout", job=job.id, attempt=job.attempt, point=point)
+        """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
+        signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
+        or another thread's wait could take this one's go."""
+        with self._strike_lock:
+            self.log.write("point", job=job.id, attempt=job.attempt, point=point, backend=backend)
+            if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
+                self.log.write("point-timeout", job=job.id, attempt=job.attempt, point=point)
 
 
 class Execution:

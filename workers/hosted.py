@@ -41,6 +41,8 @@ them and the library's version (:meth:`HostedDesign.versions`), and a replay use
 from __future__ import annotations
 
 import importlib.metadata
+import signal
+import threading
 from collections.abc import Iterable
 
 from psycopg.types.json import Jsonb
@@ -48,7 +50,7 @@ from psycopg.types.json import Jsonb
 from core import sqlfile
 from core.errors import UsageError
 from core.history import JOB_STATES
-from workers.body import Claimed
+from workers.body import STRIKE_SIGNAL, Claimed
 from workers.heartbeat import LeaseHeartbeat
 
 Q = sqlfile.load(__file__, "hosted.sql", "record_id", "schedule_ids")
@@ -94,6 +96,11 @@ def run_job(ctx, args: dict, *, attempt: int) -> None:
     connection), so the library records the failure and applies its own retry policy; the library
     then writes its own finish. Safe to call from several threads at once (one connection each)."""
     job = claimed(args, attempt)
+    if STRIKE_SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, ()):
+        # The library made this thread with the strike signal unblocked (the worker blocks it before
+        # the library starts): block it here, and say so -- another such thread would die of it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
+        ctx.log.write("strike-signal-unblocked", job=job.id, thread=threading.current_thread().name)
     if ctx.pool is None:
         ctx.open_pool()
     with ctx.pool.connection() as conn:
