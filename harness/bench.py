@@ -20,7 +20,7 @@ import psycopg
 
 from core.schedule import JobSpec, Schedule
 from faults import parse_faults
-from harness import db, scales
+from harness import bench_libraries, db, scales
 from harness.cost import design_cost
 from harness.postgres import provision_for
 from harness.runner import Runner
@@ -108,6 +108,8 @@ def add_parser(sub, parents) -> None:
                        description="Benchmarks: printed, never asserted.")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")
     p.add_argument("--examples", type=int, default=10, help="examples per search case (default 10)")
+    p.add_argument("--libraries", action="store_true",
+                   help="only the hosted queue libraries beside lease-heartbeat (harness/bench_libraries.py)")
     p.set_defaults(command=command)
 
 
@@ -116,6 +118,11 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
+    if args.libraries:
+        with provision_for(args) as database, Runner(database) as runner:
+            print(f"PostgreSQL: {database.server}", file=out)
+            bench_libraries.figures(runner, out, examples=args.examples, quick=args.quick)
+        return 0
     if not getattr(args, "pooler", None):  # slots need databases of their own, a pooler names one
         with provision_for(args) as database:
             _parallel_figures(database, out, scale, quick=args.quick)
