@@ -77,6 +77,8 @@ class Runner:
     def stamp(self, schedule: Schedule, design=None) -> Schedule:
         """*schedule* with where it runs recorded (server major version, pooler, the hosted library's
         version), as saved and replayed."""
+        if design is None:
+            design = load_design(schedule.design, schedule.design_options)
         versions = getattr(design, "versions", None)
         libraries = dict(versions()) if callable(versions) else schedule.libraries
         return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler, libraries=libraries)
