@@ -100,6 +100,15 @@ def _queue() -> Queue:
                  eager_polling=True)
 
 
+TABLES = "select tablename from pg_tables where schemaname = 'public' and tablename like %s"
+SEQUENCES = "select sequencename from pg_sequences where schemaname = 'public' and sequencename like %s"
+
+
+def _names(conn, query: str) -> list[str]:
+    """chancy's tables or sequences (core and plugins: every name starts with the prefix)."""
+    return [name for (name,) in conn.execute(query, [PREFIX.replace("_", r"\_") + "%"])]
+
+
 def _dsn_of(conn) -> str:
     """The DSN of an open connection, password included (``conn.info.dsn`` leaves it out)."""
     password = conn.pgconn.password
@@ -130,26 +139,20 @@ class Chancy(hosted.HostedDesign):
 
         asyncio.run(migrate())
         role = sql.Identifier(worker_role)
+        # CREATE: Worker.start -> Chancy.is_up_to_date -> Migrator.upsert_version_table runs CREATE
+        # TABLE IF NOT EXISTS, which PostgreSQL checks against the schema before it finds the table.
         conn.execute(sql.SQL("grant usage, create on schema public to {}").format(role))
-        for (table,) in conn.execute(
-                "select tablename from pg_tables where schemaname = 'public' and tablename like %s",
-                [PREFIX.replace("_", r"\_") + "%"]).fetchall():
+        for table in _names(conn, TABLES):
             conn.execute(sql.SQL("grant select, insert, update, delete on {} to {}").format(
                 sql.Identifier(table), role))
-        for (seq,) in conn.execute(
-                "select sequencename from pg_sequences where schemaname = 'public' and sequencename like %s",
-                [PREFIX.replace("_", r"\_") + "%"]).fetchall():
+        for seq in _names(conn, SEQUENCES):
             conn.execute(sql.SQL("grant usage, select, update on sequence {} to {}").format(
                 sql.Identifier(seq), role))
 
-    def _tables(self, conn) -> list[str]:
-        return [t for (t,) in conn.execute(
-            "select tablename from pg_tables where schemaname = 'public' and tablename like %s",
-            [PREFIX.replace("_", r"\_") + "%"]).fetchall()]
-
     def reset(self, conn) -> None:
-        keep = {f"{PREFIX}queues", f"{PREFIX}schema_version", f"{PREFIX}metric_definitions"}
-        tables = [t for t in self._tables(conn) if t not in keep]
+        # The queue (declared at install) and the schema versions stay; the rest is one run's.
+        keep = {f"{PREFIX}queues", f"{PREFIX}schema_version"}
+        tables = [t for t in _names(conn, TABLES) if t not in keep]
         conn.execute(sql.SQL("truncate {} restart identity cascade").format(
             sql.SQL(", ").join(sql.Identifier(t) for t in tables)))
 

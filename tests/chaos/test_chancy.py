@@ -104,3 +104,16 @@ def test_pause_longer_than_the_heartbeat_timeout_runs_the_job_twice(runner):
     assert [j["attempts"] for j in h.jobs] == [1, 1]
     assert _chancy_rows(runner)[1]["max_attempts"] == 4  # recovered once: 3 + 1
     assert props["bounded-attempts"] == "held" and props["terminal-states"] == "held", ev
+
+
+def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(runner, database):
+    # harness/cost.py runs run_worker in this process with a dequeue budget of 20: it returns only if
+    # the adapter stops chancy's Worker (Worker.stop) once the budget is spent.
+    from harness.cost import design_cost
+
+    cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=20, time_scale=SCALE)
+            for d in ("lease-heartbeat", "chancy")}
+    assert all(c["jobs"] == 20 for c in cost.values()), cost
+    # chancy writes finished jobs in batches (Worker.flush) and its heartbeat, leadership and recovery
+    # are transactions of their own: per job it stays within a few transactions of lease-heartbeat.
+    assert cost["chancy"]["transactions"] < cost["lease-heartbeat"]["transactions"] + 3, cost
