@@ -193,7 +193,8 @@ class Chancy(hosted.HostedDesign):
     def run_worker(self, ctx) -> None:
         global _ctx
         _ctx = ctx
-        ctx.open_pool()
+        if ctx.pool is None:  # the supervisor opens it first (HostedDesign.pool_first); harness/cost.py does not
+            ctx.open_pool()
         asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
