@@ -1,0 +1,119 @@
+"""chancy 0.26.0 hosted under the harness (adapters/chancy.py): fault-free, one crash schedule, one
+pause schedule. What each asserts is what chancy's own code implies; the file and function are named
+beside each assertion (chancy's installed source, ``python -c 'import chancy; print(chancy.__file__)'``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from core.schedule import Event, JobSpec, Schedule
+from properties import check
+
+pytest.importorskip("chancy", reason="chancy is not installed (pip install -e '.[libraries]')")
+
+pytestmark = pytest.mark.chaos
+
+# Above the adapter's min_time_scale (0.25: chancy's queue poll and its completion flush are whole
+# seconds, see adapters/chancy.py), with a margin on a loaded machine.
+SCALE = 0.5
+
+
+def _props(h) -> dict:
+    return {name: r.status for name, r in check(h).items()}
+
+
+def _evidence(h) -> dict:
+    return {name: r.evidence for name, r in check(h).items()}
+
+
+def _chancy_rows(runner) -> dict[int, dict]:
+    """chancy's own row for every schedule job: state, attempts and the max_attempts chancy now holds."""
+    rows = runner.admin.execute("""
+        select m.job_id, j.state, j.attempts, j.max_attempts
+          from job_map m join chancy_jobs j on j.id::text = m.library_id""").fetchall()
+    return {job: {"state": state, "attempts": a, "max_attempts": m} for job, state, a, m in rows}
+
+
+def test_fault_free_every_job_done_exactly_once(runner):
+    jobs = tuple(JobSpec(i, tenant=(i % 7) + 1, duration=0.01) for i in range(1, 21))
+    h = runner.run(Schedule(jobs=jobs, workers=2, design="chancy", time_scale=SCALE))
+    assert h.ended_by == "quiescent", h.notes
+    assert [j["status"] for j in h.jobs] == ["done"] * 20
+    assert [j["attempts"] for j in h.jobs] == [1] * 20
+    assert Counter(e.job for e in h.executions()) == Counter(range(1, 21))
+    assert all(e.outcome == "ok" and e.attempt == 1 for e in h.executions())
+    assert sorted(r["job_id"] for r in h.runs) == list(range(1, 21))
+    # Every property the harness reports holds (the ones with nothing to judge say so, vacuously).
+    assert set(_props(h).values()) == {"held"}, _evidence(h)
+
+
+def test_crash_recovery_never_gives_up_and_loses_the_unflushed_success(runner):
+    # One worker: job 1 succeeds, then job 2 ends the process (os._exit) at its first point.
+    jobs = (JobSpec(1, duration=0.0), JobSpec(2, duration=0.0, fault="crash", point="before-tenant"))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=SCALE, max_attempts=3))
+    props, ev = _props(h), _evidence(h)
+    rows = _chancy_rows(runner)
+    execs = Counter(e.job for e in h.executions())
+
+    # plugins/recovery.py Recovery.recover: a running job whose worker was not seen within
+    # heartbeat_timeout goes back to 'pending' with "max_attempts = max_attempts + 1" and attempts left
+    # alone -- so a job that kills every worker that runs it is never failed: it runs past the limit
+    # of 3, counted 0 times, until the supervisor runs out of workers.
+    assert execs[2] > 3, execs
+    assert props["bounded-attempts"] == "violated", ev["bounded-attempts"]
+    assert props["bounded-blast-radius"] == "violated", ev["bounded-blast-radius"]
+    assert props["terminal-states"] == "violated", ev["terminal-states"]
+    assert rows[2]["attempts"] == 0 and rows[2]["max_attempts"] > 3, rows[2]
+    assert rows[2]["state"] in ("running", "pending"), rows[2]
+
+    # executors/base.py Executor.on_job_completed only *queues* the succeeded row (Worker.queue_update);
+    # worker.py Worker._maintain_updates writes it by Worker.flush once every send_outgoing_interval
+    # (1 s). Job 2 kills the process a few milliseconds after job 1 finished, so job 1's success dies
+    # in memory, job 1 stays 'running', is recovered and runs again -- with the same attempt number,
+    # since recovery does not count the lost execution.
+    assert execs[1] >= 2, execs
+    assert {e.attempt for e in h.executions() if e.job == 1} == {1}
+    assert props["at-most-once-effects"] == "violated", ev["at-most-once-effects"]
+    assert props["single-commit"] == "violated", ev["single-commit"]
+    assert props["attempts-counted"] == "violated", ev["attempts-counted"]
+    assert props["tenant-isolation"] == "held", ev["tenant-isolation"]
+
+
+def test_pause_longer_than_the_heartbeat_timeout_runs_the_job_twice(runner):
+    # The worker running job 1 is stopped (SIGSTOP) for 3 leases at mid-work; its heartbeat stops too.
+    jobs = (JobSpec(1, duration=0.05), JobSpec(2, duration=0.05))
+    h = runner.run(Schedule(jobs=jobs, workers=2, design="chancy", time_scale=SCALE, max_attempts=3,
+                            events=(Event("pause", job=1, point="mid-work", duration=3.0),)))
+    props, ev = _props(h), _evidence(h)
+    assert h.ended_by == "quiescent", h.notes
+    ones = [e for e in h.executions() if e.job == 1]
+
+    # plugins/recovery.py Recovery.recover (run by the leader, plugins/leadership.py) sees the paused
+    # worker's chancy_workers.last_seen older than heartbeat_timeout (one lease) and puts job 1 back to
+    # 'pending', attempts unchanged: a second execution runs it as attempt 1 again. The paused one,
+    # resumed, finishes its body: the effect and the job_runs row happen twice -- chancy fences only its
+    # own row (worker.py Worker.flush: "claim_id IS NOT DISTINCT FROM"), so the stale success is
+    # discarded and chancy counts one execution of the two.
+    assert len(ones) == 2 and [e.attempt for e in ones] == [1, 1], [(e.worker, e.attempt) for e in ones]
+    assert props["at-most-once-effects"] == "violated", ev["at-most-once-effects"]
+    assert props["single-commit"] == "violated", ev["single-commit"]
+    assert props["attempts-counted"] == "violated", ev["attempts-counted"]
+    assert [j["status"] for j in h.jobs] == ["done", "done"]
+    assert [j["attempts"] for j in h.jobs] == [1, 1]
+    assert _chancy_rows(runner)[1]["max_attempts"] == 4  # recovered once: 3 + 1
+    assert props["bounded-attempts"] == "held" and props["terminal-states"] == "held", ev
+
+
+def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(runner, database):
+    # harness/cost.py runs run_worker in this process with a dequeue budget of 20: it returns only if
+    # the adapter stops chancy's Worker (Worker.stop) once the budget is spent.
+    from harness.cost import design_cost
+
+    cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=20, time_scale=SCALE)
+            for d in ("lease-heartbeat", "chancy")}
+    assert all(c["jobs"] == 20 for c in cost.values()), cost
+    # chancy writes finished jobs in batches (Worker.flush) and its heartbeat, leadership and recovery
+    # are transactions of their own: per job it stays within a few transactions of lease-heartbeat.
+    assert cost["chancy"]["transactions"] < cost["lease-heartbeat"]["transactions"] + 3, cost
