@@ -92,7 +92,8 @@ def run_job(ctx, args: dict, *, attempt: int) -> None:
     """The harness's job body, as a library's task runs it: on a connection of the harness's pool
     (its tenant mode), with short transactions of its own -- read (tenant set, invoices read), work
     and side effect outside any transaction, then the ``job_runs`` row committed. Every fault strikes
-    inside at :data:`HOSTED_POINTS`. Raises what the body raised (``raise``, ``sql-error``, a lost
+    inside at :data:`HOSTED_POINTS`, none inside a transaction (a pause there would hold the horizon
+    back: the body's doing, not the library's); ``after-insert`` is after the body's commit. Raises what the body raised (``raise``, ``sql-error``, a lost
     connection), so the library records the failure and applies its own retry policy; the library
     then writes its own finish. Safe to call from several threads at once (one connection each)."""
     job = claimed(args, attempt)
@@ -115,8 +116,10 @@ def run_job(ctx, args: dict, *, attempt: int) -> None:
                 conn.execute("begin")
             ex.set_tenant()
             ex.insert_finished_run(started)
-            ex.point("after-insert")
             conn.commit()
+            # After the job's work committed, before the library hears of it: a crash here is the
+            # classic "done twice" (the library re-runs a job whose work is already in the database).
+            ex.point("after-insert")
         except BaseException as exc:
             ex.failed(exc)
             raise
