@@ -117,3 +117,39 @@ def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(r
     assert h.jobs[0]["status"] == "done" and h.jobs[0]["attempts"] == 2
     # The stale finish was refused by procrastinate_finish_job_v1 (the job was already succeeded).
     assert _events(runner, 1) == ["deferred", "started", "deferred_for_retry", "started", "succeeded"]
+
+
+def test_without_the_recovery_a_crashed_job_stays_doing_forever(runner):
+    # recovery=off: procrastinate alone. Nothing in its worker requeues a job whose worker died
+    # (docs/howto/production/retry_stalled_jobs.md: "these stalled jobs will remain in the queue
+    # forever"): the job stays "doing", stalled by procrastinate's own criterion, and is not pending.
+    h = runner.run(Schedule(jobs=(JobSpec(1, fault="crash"), JobSpec(2)), workers=2, design="procrastinate",
+                            design_options={"recovery": "off"}, time_scale=SCALE, max_attempts=2, restarts=4))
+    status = _status(h)
+    assert h.ended_by == "quiescent"
+    assert [e.attempt for e in h.executions() if e.job == 1] == [1]
+    assert h.jobs[0] == {**h.jobs[0], "status": "running", "attempts": 1, "lease_expired": True}
+    assert h.jobs[1]["status"] == "done"
+    assert status["terminal-states"] == "violated" and status["bounded-attempts"] == "held"
+    assert _events(runner, 1) == ["deferred", "started"]
+
+
+def test_a_worker_pruned_while_paused_dies_on_its_next_fetch(runner):
+    # Worker A runs job 1 and is stopped for 5 leases. Job 2 crashes every worker that takes it; each
+    # replacement starts with Worker.run -> prune_stalled_workers(stalled_worker_timeout), which deletes
+    # A's procrastinate_workers row (its heartbeat is stale): schema.sql sets A's jobs' worker_id to NULL
+    # (ON DELETE SET NULL). When A resumes, its heartbeat (procrastinate_update_heartbeat_v1: UPDATE ...
+    # WHERE id = worker_id) silently matches nothing, and its next fetch (procrastinate_fetch_job_v2:
+    # "SET status = 'doing', worker_id = p_worker_id") violates procrastinate_jobs_worker_id_fkey: the
+    # exception leaves Worker._fetch_and_process_jobs and Worker.run, and the worker process ends.
+    h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5), JobSpec(2, fault="crash")),
+                            events=(Event("pause", 1, duration=5.0),), workers=2, design="procrastinate",
+                            time_scale=SCALE, max_attempts=1, restarts=2))
+    paused = next(i for i in h.injected if i["fault"] == "pause")
+    exit_a = next(x for x in h.exits if x.worker == paused["worker"])
+    assert exit_a.outcome == "worker error" and not exit_a.by_harness
+    error = next(r for r in h.records if r["event"] == "worker-error" and r["worker"] == paused["worker"])
+    assert "procrastinate_jobs_worker_id_fkey" in error["traceback"]
+    assert "procrastinate_fetch_job_v2" in error["traceback"]
+    # and before it died, A finished job 1 beside its re-run (the pause test's zombie)
+    assert sorted(e.attempt for e in h.executions() if e.job == 1) == [1, 2]
