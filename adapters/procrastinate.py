@@ -46,7 +46,8 @@ procrastinate job carries no retry policy of its own: the worker registers the t
 
 ``last_error``: procrastinate stores no error text (only ``procrastinate_events`` types): None.
 ``lease_expired``: for a ``doing`` job, the condition of procrastinate's own
-``select_stalled_jobs_by_heartbeat`` (``queries.sql``) with the threshold the workers used; else None.
+``select_stalled_jobs_by_heartbeat`` (``queries.sql``) with the threshold the workers use (the lease,
+from ``for_run``); else None.
 
 Design option ``recovery``: ``on`` (default) the documented periodic task; ``off`` none (what
 procrastinate does alone: a stalled job stays ``doing``).
@@ -67,8 +68,7 @@ from core import sqlfile
 from core.errors import UsageError
 from workers import hosted
 
-Q = sqlfile.load(__file__, "procrastinate.sql", "installed", "timing_table", "grantable", "reset",
-                 "record_timing", "pending", "final_states")
+Q = sqlfile.load(__file__, "procrastinate.sql", "installed", "grantable", "reset", "pending", "final_states")
 
 STATUSES = {"todo": "queued", "doing": "running", "succeeded": "done", "failed": "dead",
             "cancelled": "dead", "aborted": "dead"}  # "aborting" (legacy) is left unmapped on purpose
@@ -119,7 +119,6 @@ class Procrastinate(hosted.HostedDesign):
             # procrastinate's whole schema, as `procrastinate schema --apply` applies it (no parameters:
             # psycopg sends it as it is, so its % signs stay literal).
             conn.execute(SchemaManager.get_schema())
-        conn.execute(Q.timing_table)
         role = sql.Identifier(worker_role)
         for name, kind in conn.execute(Q.grantable).fetchall():
             privileges = "usage, select" if kind == "S" else "select, insert, update, delete"
@@ -143,12 +142,17 @@ class Procrastinate(hosted.HostedDesign):
         ids = deferrer.batch_defer(*[hosted.job_args(j) for j in jobs])
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
 
+    def stale_after(self) -> float | None:
+        """The staleness threshold the workers use (get_stalled_jobs' seconds_since_heartbeat, and
+        stalled_worker_timeout): the lease in real seconds, known here once :meth:`for_run` ran."""
+        return getattr(self, "lease", None)
+
     def pending(self, conn) -> int:
-        return conn.execute(Q.pending, {"recovery": self.recovery}).fetchone()[0]
+        return conn.execute(Q.pending, {"recovery": self.recovery, "stale": self.stale_after()}).fetchone()[0]
 
     def final_states(self, conn) -> list[dict]:
         out = []
-        for job, tenant, status, attempts, stale in conn.execute(Q.final_states):
+        for job, tenant, status, attempts, stale in conn.execute(Q.final_states, {"stale": self.stale_after()}):
             out.append({"id": job, "tenant_id": int(tenant) if tenant is not None else None,
                         "status": STATUSES.get(status, status),
                         "attempts": attempts + (1 if status == "doing" else 0),
@@ -200,12 +204,11 @@ class Procrastinate(hosted.HostedDesign):
                 "stalled_worker_timeout": ctx.lease, "listen_notify": True, "task_middleware": [budget]}
 
     def run_worker(self, ctx) -> None:
-        ctx.open_pool()  # the harness's pool, for the job body (run_job); procrastinate has its own
+        if ctx.pool is None:  # the harness's pool for the job body (pool_first opens it before the fork's
+            ctx.open_pool()   # run_worker; harness/cost.py calls run_worker directly); procrastinate has its own
         app = self.build_app(ctx)
         asyncio.run(self._run(app, ctx))
 
     async def _run(self, app, ctx) -> None:
         async with app.open_async():
-            # The staleness threshold (for final_states' lease_expired), whether or not a recovery runs.
-            await app.connector.execute_query_async(query=Q.record_timing, seconds=ctx.lease)
             await app.run_worker_async(**self.worker_options(ctx))

@@ -56,9 +56,12 @@ def test_cost_per_job_beside_lease_heartbeat(runner, database):
             for d in ("lease-heartbeat", "procrastinate")}
     print("per-job cost at time scale", SCALE, cost)
     assert all(c["jobs"] == 20 for c in cost.values()), cost
-    # procrastinate: fetch + finish (its functions) + the body's two short transactions, plus what its
-    # side tasks add while the run lasts (worker heartbeats, the periodic deferrer, the recovery job).
-    assert cost["procrastinate"]["transactions"] >= 4, cost
+    # procrastinate: fetch + finish (its functions), each on a pool connection that psycopg_pool first
+    # checks with an empty query -- one transaction more each (psycopg_connector.py:
+    # PsycopgConnector._create_pool, check=AsyncConnectionPool.check_connection) -- + the body's two
+    # short transactions = 6, plus what its side tasks add while the run lasts (worker heartbeats, the
+    # periodic deferrer, the recovery job, register/prune/unregister): measured 6.65-6.75 for 20 jobs.
+    assert 6 <= cost["procrastinate"]["transactions"] < 8, cost
 
 
 def test_crash_is_retried_by_the_documented_recovery_past_max_attempts(runner):
