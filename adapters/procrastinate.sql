@@ -1,0 +1,49 @@
+-- The harness's reading of procrastinate's tables (adapters/procrastinate.py). Never a write to them:
+-- procrastinate's own schema.sql functions do every state change.
+
+-- name: installed
+-- Whether procrastinate's schema is already in this database.
+select to_regclass('procrastinate_jobs') is not null;
+
+-- name: grantable
+-- procrastinate's tables and sequences, for the worker role's grants.
+select c.relname, c.relkind
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+ where n.nspname = current_schema()
+   and c.relkind in ('r', 'S')
+   and c.relname like 'procrastinate\_%'
+ order by c.relname;
+
+-- name: reset
+-- Between runs: every procrastinate table (jobs, events, periodic defers, workers).
+truncate procrastinate_events, procrastinate_periodic_defers, procrastinate_jobs, procrastinate_workers
+restart identity;
+
+-- name: pending
+-- The schedule's jobs procrastinate may still act on: todo (a worker will fetch it), doing (its
+-- worker runs it, or -- with the documented recovery -- retry_stalled_jobs will requeue it once the
+-- worker's heartbeat is stale). Without the recovery, a doing job of a stalled worker is acted on by
+-- nobody and is not counted (stale: the workers' threshold, the lease). The recovery's own periodic
+-- jobs are not the schedule's: never counted.
+select count(*)
+  from procrastinate_jobs j
+  join job_map m on m.library_id = j.id::text
+  left join procrastinate_workers w on w.id = j.worker_id
+ where j.status = 'todo'
+    or (j.status = 'doing' and (%(recovery)s
+        or not (j.worker_id is null
+                or coalesce(w.last_heartbeat < now() - make_interval(secs => %(stale)s), false))));
+
+-- name: final_states
+-- One row per schedule job. stale: the condition of procrastinate's own select_stalled_jobs_by_heartbeat
+-- (queries.sql) for a doing job -- no worker row, or a heartbeat older than the threshold the workers
+-- used (the lease, from for_run); null when the job is not doing or the threshold is unknown.
+select m.job_id, j.args ->> 'tenant', j.status::text, j.attempts,
+       case when j.status = 'doing' and %(stale)s::float8 is not null
+            then j.worker_id is null
+                 or coalesce(w.last_heartbeat < now() - make_interval(secs => %(stale)s::float8), false)
+       end
+  from job_map m
+  join procrastinate_jobs j on j.id::text = m.library_id
+  left join procrastinate_workers w on w.id = j.worker_id
+ order by m.job_id;
