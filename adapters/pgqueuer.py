@@ -1,0 +1,231 @@
+"""pgqueuer (PyPI ``pgqueuer``, with its ``psycopg`` extra) hosted under the harness (protocol v2).
+
+What runs is pgqueuer's own code, configured as its documentation says (``docs/guides/heartbeat.md``,
+``reliability.md``, ``retry.md``) and never patched:
+
+- schema: ``Queries.install()`` (the same DDL as ``pgq install``) on an async psycopg connection of the
+  admin role; the worker role gets the runtime privileges of ``docs/reference/database-permissions.md``.
+- enqueue: ``SyncQueries.enqueue`` over ``SyncPsycopgDriver`` on the admin connection, inside the
+  runner's transaction: one batch, entrypoint ``pgjc``, priority 0 (pgqueuer dequeues by priority
+  then id: queue order), payload the JSON of ``hosted.job_args(job)``.
+- worker: ``QueueManager.run`` (the loop ``PgQueuer.run`` starts; no scheduler is needed) on one
+  ``psycopg.AsyncConnection`` (``PsycopgDriver``, autocommit, ``application_name`` ``<identity>/queue``),
+  ``batch_size=1`` and ``max_concurrent_tasks=2`` -- the lowest it allows (``qm.py`` ``QueueManager.run``
+  raises unless ``max_concurrent_tasks >= 2 * batch_size``): a worker may run two jobs at once.
+  The task is ``async`` (sync entrypoints are rejected, ``core/executors.py``) and runs the body
+  with ``asyncio.to_thread(hosted.run_job, ...)``.
+- retry policy: ``DatabaseRetryEntrypointExecutor`` (``core/executors.py``), which turns an exception
+  into ``RetryRequested`` until ``job.attempts >= max_attempts`` -- its ``max_attempts`` counts
+  *retries* (0-based ``job.attempts``), so it gets the schedule's ``max_attempts - 1``. pgqueuer keeps
+  no limit on the job: the limit is the worker's configuration, read from the schedule.
+  ``initial_delay`` = the schedule's poll interval, doubling (its default multiplier).
+- stalled-job recovery, as documented: ``heartbeat_timeout`` = the schedule's lease. Heartbeats are
+  sent by pgqueuer at half of it (``core/heartbeat.py``, via ``HeartbeatBuffer`` flushing every
+  timeout/8, ``core/buffers.py``); any worker's dequeue re-picks a ``picked`` job whose heartbeat is
+  older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The schedule's own ``heartbeat``
+  knob has no counterpart in pgqueuer and is not used. ``dequeue_timeout`` = the schedule's poll.
+
+Statuses (``pgqueuer_status``): a job's row stays in ``pgqueuer`` while it is ``queued`` / ``picked``
+(or ``failed`` when held, ``on_failure='hold'``, not used here); when it ends, ``log_jobs`` deletes the
+row and ``pgqueuer_log`` keeps the outcome. ``final_states`` reads the row, else the job's last
+terminal log row:
+
+================  =========  ====================================================================
+pgqueuer          harness    why
+================  =========  ====================================================================
+queued            queued     waiting, or waiting for a retry (``retry_job`` re-queues in place)
+picked            running    a worker holds it (``lease_expired``: heartbeat older than the
+                             ``heartbeat_timeout`` the workers ran with, as ``next_stale`` judges)
+successful        done       the task returned
+exception         dead       terminal failure (retries spent), row deleted
+failed            dead       held terminal failure (only with ``on_failure='hold'``)
+canceled          dead       cancelled (``mark_job_as_cancelled``); not done by the harness
+deleted           dead       removed unrun (``clear_queue``); not done by the harness
+anything else     as is      reported ``unknown`` by the properties, never guessed
+================  =========  ====================================================================
+
+``attempts``: pgqueuer's own counter is ``pgqueuer.attempts``, the retries so far (0 on the first
+execution; ``retry_job`` adds 1). Executions it counted = that counter + 1 once the job has been
+picked: for a row still queued, ``attempts``; for a row picked, ``attempts + 1``; for a finished job
+(row gone), the retry records in ``pgqueuer_log`` (``status='queued'`` with a traceback) + 1 (a job
+``deleted`` unpicked: 0). A stale re-pick (its worker died or stalled) increments nothing --
+pgqueuer has no re-pick counter (its ``docs/guides/reliability.md``, "Poison jobs") -- so such
+executions are not counted, and ``attempts-counted`` says so. pgqueuer_log's ``picked`` rows do
+record every claim, re-picks included, but pgqueuer counts nothing from them; neither does this
+adapter. The body is told ``attempt = job.attempts + 1``.
+
+Not the library's: two side tables (``adapters/pgqueuer.sql``): the tenant of each job (the log
+keeps no payload) and the ``heartbeat_timeout`` each worker ran with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import psycopg
+from psycopg import conninfo, sql
+
+from core import sqlfile
+from core.errors import UsageError
+from workers import hosted
+
+Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "record_worker",
+                 "pending", "final_states")
+
+ENTRYPOINT = "pgjc"
+
+STATUS = {
+    "queued": "queued",
+    "picked": "running",
+    "successful": "done",
+    "exception": "dead",
+    "failed": "dead",
+    "canceled": "dead",
+    "deleted": "dead",
+}
+
+TABLES = ("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules")
+SEQUENCES = ("pgqueuer_id_seq", "pgqueuer_log_id_seq", "pgqueuer_statistics_id_seq", "pgqueuer_schedules_id_seq")
+
+
+def _positive(name: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise UsageError(f"design pgqueuer: option {name}={value!r} is not a number") from None
+    if x <= 0:
+        raise UsageError(f"design pgqueuer: option {name} must be > 0")
+    return x
+
+
+class PgQueuer(hosted.HostedDesign):
+    name = "pgqueuer"
+    library = "pgqueuer"
+    # Every statement pgqueuer sends goes through one psycopg AsyncConnection whose NOTIFY watcher
+    # (adapters/drivers/psycopg.py, PsycopgDriver.watch_notifies) holds the connection's lock inside
+    # ``notifies(timeout=1.0, stop_after=1)``: a heartbeat flush may wait up to a whole second behind
+    # it. A heartbeat lands at most T/2 (interval) + 1.2*T/8 (buffer flush, jittered) + 1 s (the lock)
+    # after the previous one, so heartbeat_timeout T = the lease must exceed ~3 s real for pgqueuer to
+    # keep a running job's heartbeat fresh: with the default 1 article-second lease, a time scale of 3.
+    min_time_scale = 3.0
+    OPTIONS = {
+        "batch_size": "QueueManager.run batch_size (default 1, the lowest)",
+        "max_concurrent_tasks": "QueueManager.run max_concurrent_tasks (default 2 = 2 * batch_size, the lowest)",
+        "heartbeat_timeout": "real seconds (default: the schedule's lease)",
+    }
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.batch_size = int(_positive("batch_size", options.get("batch_size", "1")))
+        self.max_concurrent_tasks = int(_positive("max_concurrent_tasks",
+                                                  options.get("max_concurrent_tasks", str(2 * self.batch_size))))
+        self.heartbeat_timeout = (_positive("heartbeat_timeout", options["heartbeat_timeout"])
+                                  if "heartbeat_timeout" in options else None)
+
+    # --- the runner's side (admin connection) ---------------------------------------------------
+    def install(self, conn, *, worker_role: str) -> None:
+        asyncio.run(self._install(conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)))
+        conn.execute(Q.create_side_tables)
+        role = sql.Identifier(worker_role)
+        tables = sql.SQL(", ").join(map(sql.Identifier, TABLES))
+        conn.execute(sql.SQL("grant select, insert, update, delete on {} to {}").format(tables, role))
+        seqs = sql.SQL(", ").join(map(sql.Identifier, SEQUENCES))
+        conn.execute(sql.SQL("grant usage, select on sequence {} to {}").format(seqs, role))
+        conn.execute(sql.SQL("grant execute on function fn_pgqueuer_changed() to {}").format(role))
+        conn.execute(sql.SQL("grant insert on pgjc_pgqueuer_workers to {}").format(role))
+
+    @staticmethod
+    async def _install(dsn: str) -> None:
+        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+        from pgqueuer.adapters.persistence.queries import Queries
+
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            queries = Queries(PsycopgDriver(aconn))
+            if not await queries.schema_is_installed():  # a database cloned from a template has it
+                await queries.install()
+
+    def reset(self, conn) -> None:
+        conn.execute(Q.reset)
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
+        from pgqueuer.adapters.persistence.queries import SyncQueries
+
+        jobs = list(jobs)
+        if not jobs:
+            return
+        payloads = [json.dumps(hosted.job_args(j)).encode() for j in jobs]
+        ids = SyncQueries(SyncPsycopgDriver(conn)).enqueue([ENTRYPOINT] * len(jobs), payloads, [0] * len(jobs))
+        hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
+        with conn.cursor() as cur:
+            cur.executemany(Q.record_job, [{"job": j.id, "library_id": lib, "tenant": j.tenant}
+                                           for j, lib in zip(jobs, ids, strict=True)])
+
+    def pending(self, conn) -> int:
+        return conn.execute(Q.pending).fetchone()[0]
+
+    def final_states(self, conn) -> list[dict]:
+        out = []
+        for (job, tenant, q_status, q_attempts, log_status, retries, _picks, error,
+             lease_expired) in conn.execute(Q.final_states):
+            if q_status is not None:
+                status = q_status
+                attempts = q_attempts + (1 if q_status == "picked" else 0)
+            elif log_status is not None:
+                status = log_status
+                attempts = retries + (0 if log_status == "deleted" and not _picks else 1)
+            else:  # neither a row nor a terminal record: nothing to map
+                status, attempts = "absent", None
+            out.append({"id": job, "tenant_id": tenant, "status": STATUS.get(status, status),
+                        "attempts": attempts, "last_error": error, "lease_expired": lease_expired})
+        return out
+
+    # --- the worker's side (forked worker process) ----------------------------------------------
+    def run_worker(self, ctx) -> None:
+        if not ctx.may_dequeue():
+            return
+        ctx.open_pool()  # the body's pool, opened once here rather than by two task threads at once
+        asyncio.run(self._run(ctx))
+
+    async def _run(self, ctx) -> None:
+        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+        from pgqueuer.adapters.persistence.queries import Queries
+        from pgqueuer.core.executors import DatabaseRetryEntrypointExecutor
+        from pgqueuer.core.qm import QueueManager
+        from pgqueuer.domain.models import Job
+
+        heartbeat_timeout = self.heartbeat_timeout or ctx.lease
+        aconn = await psycopg.AsyncConnection.connect(ctx.worker_dsn, autocommit=True,
+                                                      application_name=f"{ctx.identity}/queue")
+        ctx.log.write("connect", backend=aconn.info.backend_pid, purpose="queue")
+        qm = QueueManager(Queries(PsycopgDriver(aconn)))
+        await aconn.execute(Q.record_worker, {"identity": ctx.identity, "qm": qm.queue_manager_id,
+                                              "timeout": heartbeat_timeout})
+
+        def executor(parameters):
+            return DatabaseRetryEntrypointExecutor(
+                parameters=parameters,
+                max_attempts=ctx.schedule.max_attempts - 1,  # it counts retries: job.attempts is 0-based
+                initial_delay=timedelta(seconds=ctx.poll),
+            )
+
+        @qm.entrypoint(ENTRYPOINT, executor_factory=executor)
+        async def task(job: Job) -> None:
+            args = json.loads(job.payload)
+            try:
+                await asyncio.to_thread(hosted.run_job, ctx, args, attempt=job.attempts + 1)
+            finally:
+                if not ctx.may_dequeue():  # the budget is spent: pgqueuer's own graceful stop
+                    qm.shutdown.set()
+
+        try:
+            await qm.run(
+                dequeue_timeout=timedelta(seconds=ctx.poll),
+                batch_size=self.batch_size,
+                max_concurrent_tasks=self.max_concurrent_tasks,
+                heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
+            )
+        finally:
+            await aconn.close()
