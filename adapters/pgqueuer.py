@@ -35,7 +35,7 @@ pgqueuer          harness    why
 ================  =========  ====================================================================
 queued            queued     waiting, or waiting for a retry (``retry_job`` re-queues in place)
 picked            running    a worker holds it (``lease_expired``: heartbeat older than the
-                             ``heartbeat_timeout`` the workers ran with, as ``next_stale`` judges)
+                             ``heartbeat_timeout`` the workers run with, as ``next_stale`` judges)
 successful        done       the task returned
 exception         dead       terminal failure (retries spent), row deleted
 failed            dead       held terminal failure (only with ``on_failure='hold'``)
@@ -54,8 +54,8 @@ executions are not counted, and ``attempts-counted`` says so. pgqueuer_log's ``p
 record every claim, re-picks included, but pgqueuer counts nothing from them; neither does this
 adapter. The body is told ``attempt = job.attempts + 1``.
 
-Not the library's: two side tables (``adapters/pgqueuer.sql``): the tenant of each job (the log
-keeps no payload) and the ``heartbeat_timeout`` each worker ran with.
+Not the library's: a side table (``adapters/pgqueuer.sql``) with the tenant of each job (the log
+keeps no payload, and the row is deleted when the job ends).
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ from core import sqlfile
 from core.errors import UsageError
 from workers import hosted
 
-Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "record_worker",
-                 "pending", "final_states")
+Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
+                 "final_states")
 
 ENTRYPOINT = "pgjc"
 
@@ -134,7 +134,6 @@ class PgQueuer(hosted.HostedDesign):
         seqs = sql.SQL(", ").join(map(sql.Identifier, SEQUENCES))
         conn.execute(sql.SQL("grant usage, select on sequence {} to {}").format(seqs, role))
         conn.execute(sql.SQL("grant execute on function fn_pgqueuer_changed() to {}").format(role))
-        conn.execute(sql.SQL("grant insert on pgjc_pgqueuer_workers to {}").format(role))
 
     @staticmethod
     async def _install(dsn: str) -> None:
@@ -169,7 +168,7 @@ class PgQueuer(hosted.HostedDesign):
     def final_states(self, conn) -> list[dict]:
         out = []
         for (job, tenant, q_status, q_attempts, log_status, retries, _picks, error,
-             lease_expired) in conn.execute(Q.final_states):
+             lease_expired) in conn.execute(Q.final_states, {"timeout": self._timeout()}):
             if q_status is not None:
                 status = q_status
                 attempts = q_attempts + (1 if q_status == "picked" else 0)
@@ -182,11 +181,16 @@ class PgQueuer(hosted.HostedDesign):
                         "attempts": attempts, "last_error": error, "lease_expired": lease_expired})
         return out
 
+    def _timeout(self) -> float | None:
+        """The heartbeat_timeout the workers run with, real seconds (the lease, from ``for_run``)."""
+        return self.heartbeat_timeout or getattr(self, "lease", None)
+
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
         if not ctx.may_dequeue():
             return
-        ctx.open_pool()  # the body's pool, opened once here rather than by two task threads at once
+        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
+            ctx.open_pool()  # once here rather than by two task threads at once
         asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
@@ -201,8 +205,6 @@ class PgQueuer(hosted.HostedDesign):
                                                       application_name=f"{ctx.identity}/queue")
         ctx.log.write("connect", backend=aconn.info.backend_pid, purpose="queue")
         qm = QueueManager(Queries(PsycopgDriver(aconn)))
-        await aconn.execute(Q.record_worker, {"identity": ctx.identity, "qm": qm.queue_manager_id,
-                                              "timeout": heartbeat_timeout})
 
         def executor(parameters):
             return DatabaseRetryEntrypointExecutor(

@@ -1,7 +1,5 @@
 -- The harness's bookkeeping beside pgqueuer's own tables (adapters/pgqueuer.py). pgqueuer deletes a
--- job's row when it finishes and its log keeps no payload, so the tenant of each job is kept here;
--- each worker records the heartbeat_timeout it runs with, so final_states can say whether a job
--- left 'picked' has a heartbeat pgqueuer's own dequeue would consider stale.
+-- job's row when it finishes and its log keeps no payload, so the tenant of each job is kept here.
 
 -- name: create_side_tables
 create table if not exists pgjc_pgqueuer_jobs (
@@ -9,23 +7,13 @@ create table if not exists pgjc_pgqueuer_jobs (
     library_id bigint not null unique,
     tenant_id  int
 );
-create table if not exists pgjc_pgqueuer_workers (
-    identity          text not null,
-    queue_manager_id  uuid not null,
-    heartbeat_timeout interval not null,
-    started           timestamptz not null default now()
-);
 
 -- name: reset
 truncate pgqueuer, pgqueuer_log, pgqueuer_statistics, pgqueuer_schedules,
-         pgjc_pgqueuer_jobs, pgjc_pgqueuer_workers restart identity;
+         pgjc_pgqueuer_jobs restart identity;
 
 -- name: record_job
 insert into pgjc_pgqueuer_jobs (job_id, library_id, tenant_id) values (%(job)s, %(library_id)s, %(tenant)s);
-
--- name: record_worker
-insert into pgjc_pgqueuer_workers (identity, queue_manager_id, heartbeat_timeout)
-values (%(identity)s, %(qm)s, make_interval(secs => %(timeout)s));
 
 -- name: pending
 -- What pgqueuer's dequeue may still act on: queued jobs (retries included, whatever their
@@ -36,7 +24,9 @@ select count(*) from pgqueuer where status in ('queued', 'picked');
 -- name: final_states
 -- One row per schedule job: its row in pgqueuer when it is still there, else the last terminal
 -- status pgqueuer_log has for it; retries as pgqueuer counts them (the 'queued' log rows that
--- retry_job writes with a traceback; enqueue's own 'queued' row has none); the last error recorded.
+-- retry_job writes with a traceback; enqueue's own 'queued' row has none); the last error recorded;
+-- for a picked job, whether its heartbeat is older than the heartbeat_timeout the workers run with
+-- (%(timeout)s seconds, NULL when unknown) -- what build_dequeue_query's next_stale tests.
 with terminal as (
     select distinct on (job_id) job_id, status::text as status
       from pgqueuer_log
@@ -55,15 +45,13 @@ with terminal as (
       from pgqueuer_log
      where traceback is not null
      order by job_id, id desc
-), timeout as (
-    select max(heartbeat_timeout) as t from pgjc_pgqueuer_workers
 )
 select m.job_id, j.tenant_id,
        q.status::text as queue_status, q.attempts as queue_attempts,
        t.status as log_status, coalesce(r.n, 0) as retries, coalesce(p.n, 0) as picks,
        e.error,
-       case when q.status = 'picked' and (select t from timeout) is not null
-            then q.heartbeat < now() - (select t from timeout) end as lease_expired
+       case when q.status = 'picked'
+            then q.heartbeat < now() - make_interval(secs => %(timeout)s::float8) end as lease_expired
   from job_map m
   left join pgjc_pgqueuer_jobs j on j.job_id = m.job_id
   left join pgqueuer q on q.id = m.library_id::bigint

@@ -68,6 +68,7 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
     assert len({e.worker for e in ones}) == len(ones)
     states = {j["id"]: j for j in h.jobs}
     assert states[1]["status"] == "running" and states[1]["attempts"] == 1
+    assert isinstance(states[1]["lease_expired"], bool)  # picked: its heartbeat against the lease
     assert states[2]["status"] == states[3]["status"] == "done"
     assert Counter(e.job for e in execs if e.job != 1) == Counter({2: 1, 3: 1})
     r = _results(h)
