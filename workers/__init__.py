@@ -96,7 +96,9 @@ def load_design(spec: str, options: dict[str, str] | None = None):
     try:
         module = _import(module_name)
     except ImportError as exc:
-        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if library else ""
+        # The hint only when the library is what is missing, not the adapter module itself.
+        missing_library = library and not (exc.name or "").startswith(module_name.partition(".")[0])
+        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if missing_library else ""
         raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
     except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
         raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
