@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,14 @@ def test_no_strike_point_only_when_no_execution_reached_any():
     assert SearchOutcome(runs=[run(silent), run(silent)]).no_strike_point(faults)
     assert not SearchOutcome(runs=[run(silent), run(reached)]).no_strike_point(faults)
     assert not SearchOutcome(runs=[run(silent)]).no_strike_point([])  # no fault allowed: nothing to strike
+
+
+def test_the_readme_s_library_counterexamples_still_load():
+    """The shrunk schedules the README's library table cites (docs/compare/) stay replayable."""
+    from harness.schedules import load
+
+    files = sorted((Path(__file__).parents[2] / "docs" / "compare").glob("*/S*.json"))
+    assert len(files) == 11
+    for f in files:
+        s = load(f)
+        assert 1 <= len(s.jobs) <= 12 and s.time_scale in (1.0, 3.0), f
