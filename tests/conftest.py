@@ -53,3 +53,16 @@ def run_cli(*args: str, timeout: float = 600, cwd: Path | None = None) -> subpro
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def compare_cli(tmp_path_factory):
+    """One ``--compare`` through the command line, writing ``c.json`` and ``compare.html`` into the
+    directory it returns with the process: ``tests/integration/test_cli.py`` reads the JSON,
+    ``test_html.py`` opens the page (one compare where two cost the suite a minute)."""
+    d = tmp_path_factory.mktemp("compare")
+    r = run_cli("--compare", "--designs", "one-transaction,lease-heartbeat", "--faults", "crash",
+                "--time-scale", "0.2", "--examples", "3", "--seed", "2", "--workers", "1",
+                "--json", str(d / "c.json"), "--html", str(d / "compare.html"), timeout=600)
+    return r, d
+

@@ -59,12 +59,10 @@ def test_fault_free_search_exits_0(tmp_path):
     assert "VIOLATED" not in r.stdout
 
 
-def test_compare_runs_the_same_schedules_on_every_design(tmp_path):
-    out = tmp_path / "c.json"
-    r = run_cli("--compare", "--designs", "one-transaction,lease-heartbeat", "--faults", "crash",
-                "--time-scale", "0.2", "--examples", "3", "--seed", "2", "--workers", "1", "--json", str(out),
-                timeout=600)
-    assert r.returncode == 1
+def test_compare_runs_the_same_schedules_on_every_design(compare_cli):
+    r, d = compare_cli
+    out = d / "c.json"
+    assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) >= {"faults", "schedules", "designs"}
     assert list(data["designs"]) == ["one-transaction", "lease-heartbeat"]

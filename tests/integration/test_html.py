@@ -58,11 +58,9 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
 
 
-def test_compare_page_shows_the_matrix(tmp_path, no_browser):
-    page = tmp_path / "compare.html"
-    r = run_cli("--compare", "--designs", "one-transaction,lease-heartbeat", "--faults", "crash",
-                "--time-scale", "0.2", "--examples", "2", "--seed", "2", "--workers", "1", "--html", str(page),
-                timeout=600)
+def test_compare_page_shows_the_matrix(compare_cli, tmp_path, no_browser):
+    r, d = compare_cli  # the same compare test_cli.py reads as JSON
+    page = d / "compare.html"
     assert r.returncode == 1, r.stderr
     _check_self_contained(page.read_text())
     dom = _open(page, tmp_path, no_browser, "compare")
