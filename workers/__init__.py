@@ -96,8 +96,10 @@ def load_design(spec: str, options: dict[str, str] | None = None):
     try:
         module = _import(module_name)
     except ImportError as exc:
-        # The hint only when the library is what is missing, not the adapter module itself.
-        missing_library = library and not (exc.name or "").startswith(module_name.partition(".")[0])
+        # The hint only when the library is what is missing, not the adapter module or its package.
+        parts = module_name.split(".")
+        own = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        missing_library = library and exc.name not in own
         hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if missing_library else ""
         raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
     except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours

@@ -68,7 +68,7 @@ def test_restart_needs_the_local_server(tmp_path):
 def test_a_search_with_restart_runs_on_durable_settings(tmp_path):
     out = tmp_path / "out.json"
     # --budget: what this checks is the server the search provisions, not what the search finds
-    # (tests/chaos/test_restart.py's schedules above judge restart itself); 97 s without it.
+    # (the schedules above judge restart itself); 97 s without it.
     r = run_cli("--design", "lease-heartbeat", "--faults", "restart", "--examples", "2", "--seed", "1",
                 "--time-scale", "0.2", "--workers", "1", "--budget", "10", "--json", str(out), "--out", str(tmp_path),
                 timeout=600)
