@@ -52,7 +52,7 @@ from chancy.worker import Worker
 from psycopg import conninfo, sql
 from psycopg.rows import dict_row
 
-from workers import hosted
+from ..workers import hosted
 
 QUEUE = "default"
 PREFIX = "chancy_"

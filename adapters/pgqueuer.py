@@ -72,9 +72,9 @@ from datetime import timedelta
 import psycopg
 from psycopg import conninfo, sql
 
-from core import sqlfile
-from core.errors import UsageError
-from workers import hosted
+from ..core import sqlfile
+from ..core.errors import UsageError
+from ..workers import hosted
 
 Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
                  "final_states")

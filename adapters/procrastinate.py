@@ -64,9 +64,9 @@ import math
 
 from psycopg import sql
 
-from core import sqlfile
-from core.errors import UsageError
-from workers import hosted
+from ..core import sqlfile
+from ..core.errors import UsageError
+from ..workers import hosted
 
 Q = sqlfile.load(__file__, "procrastinate.sql", "installed", "grantable", "reset", "pending", "final_states")
 

@@ -13,8 +13,8 @@ Layers above: :mod:`faults` (the fault catalogue), then :mod:`workers` and :mod:
 :mod:`harness` (orchestration). ``tests/unit/test_layers.py`` keeps the rule.
 """
 
-from core.errors import ChaosError, HarnessError, UsageError
-from core.history import History
-from core.schedule import POINTS, Event, JobSpec, Schedule, Timing
+from .errors import ChaosError, HarnessError, UsageError
+from .history import History
+from .schedule import POINTS, Event, JobSpec, Schedule, Timing
 
 __all__ = ["POINTS", "ChaosError", "Event", "HarnessError", "History", "JobSpec", "Schedule", "Timing", "UsageError"]

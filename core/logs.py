@@ -28,7 +28,7 @@ import os
 import sys
 from pathlib import Path
 
-from core.execlog import read_new
+from .execlog import read_new
 
 SUFFIX = ".log.jsonl"
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(who)s[%(process)s] %(name)s: %(message)s"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import UsageError
+from .errors import UsageError
 
 FORMAT = 1
 

@@ -18,7 +18,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from core.execlog import ExecLog
+from .execlog import ExecLog
 
 ACCEPTED, DUPLICATE = "accepted", "duplicate"
 

@@ -13,7 +13,7 @@ import time
 
 from psycopg import sql
 
-from workers import hosted
+from pg_job_chaos.workers import hosted
 
 SCHEMA = """
 create table if not exists my_jobs (

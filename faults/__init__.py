@@ -16,8 +16,8 @@ against :class:`SupervisorAPI`, the typed interface the supervisor offers (``fau
 
 from __future__ import annotations
 
-from core.schedule import POINTS
-from faults.api import Stop, SupervisorAPI
-from faults.catalogue import CATALOGUE, Fault, check_schedule, parse_faults
+from ..core.schedule import POINTS
+from .api import Stop, SupervisorAPI
+from .catalogue import CATALOGUE, Fault, check_schedule, parse_faults
 
 __all__ = ["CATALOGUE", "POINTS", "Fault", "Stop", "SupervisorAPI", "check_schedule", "parse_faults"]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.schedule import Event
+from ..core.schedule import Event
 
 
 @dataclass(frozen=True)

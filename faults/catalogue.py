@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.errors import UsageError
-from core.schedule import Event, Schedule
-from faults import supervisor
-from faults.api import Stop, SupervisorAPI
+from ..core.errors import UsageError
+from ..core.schedule import Event, Schedule
+from . import supervisor
+from .api import Stop, SupervisorAPI
 
 EXIT_CRASH = 1
 

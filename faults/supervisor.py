@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import signal
 
-from core.schedule import Event
-from faults.api import Stop, SupervisorAPI
+from ..core.schedule import Event
+from .api import Stop, SupervisorAPI
 
 
 def kill(sup: SupervisorAPI, event: Event, stop: Stop) -> None:

@@ -19,5 +19,5 @@ below imports it:
   show it, designs side by side; :mod:`harness.experiments` reproduces the article's measurements
   and :mod:`harness.bench` prints the benchmark figures.
 
-Nothing is imported here: ``python -m harness.janitor`` must start without the provisioning stack.
+Nothing is imported here: ``python -m pg_job_chaos.harness.janitor`` must start without the provisioning stack.
 """

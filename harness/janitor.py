@@ -1,6 +1,6 @@
 """The janitor: a small process that cleans up after the harness if the harness is killed.
 
-The harness starts it (``python -m harness.janitor``) in its own session, holding the write end
+The harness starts it (``python -m pg_job_chaos.harness.janitor``) in its own session, holding the write end
 of its stdin, and registers every resource it creates: worker process groups, the PostgreSQL
 server, PgBouncer, their temp directories, a database and role on a user's server, a container. On a clean
 exit the harness cleans up itself and sends ``done``. If the harness dies -- even by SIGKILL --
@@ -12,13 +12,11 @@ Protocol: one JSON object per line, ``{"op": ..., "key": ..., ...}``; ``forget``
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
-from core import procs
+from ..core import procs
 
 # Order of cleanup on EOF: stop what writes before removing where it writes.
 _ORDER = ("killpg", "kill", "nft", "dropdb", "container", "postgres", "rmtree")
@@ -38,11 +36,11 @@ def _do(task: dict) -> None:
     elif op == "rmtree":
         subprocess.run(["rm", "-rf", "--one-file-system", task["path"]], check=False)
     elif op == "dropdb":
-        from harness.postgres.dsn import drop_database
+        from .postgres.dsn import drop_database
 
         drop_database(task["dsn"], task["database"], task.get("role"))
     elif op == "container":
-        from harness.postgres.docker import remove_container
+        from .postgres.docker import remove_container
 
         remove_container(task["id"])
 
@@ -76,13 +74,10 @@ class Janitor:
     """Harness side of the janitor. ``register`` and ``forget`` are cheap and never raise."""
 
     def __init__(self) -> None:
-        root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.janitor"],
+            [sys.executable, "-m", __spec__.name],  # pg_job_chaos.harness.janitor, as installed
             stdin=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C at the terminal must not take it down with us
-            env=env,
             text=True,
         )
         self._n = 0

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import psycopg
 
-from core.cleanup import Cleanup
-from core.history import History
-from core.schedule import Schedule
-from harness import db
-from harness.postgres import Database
-from harness.supervisor import Supervisor
-from harness.supervisor.loop import CLIENT_TIMEOUTS
-from workers import load_design
+from ..core.cleanup import Cleanup
+from ..core.history import History
+from ..core.schedule import Schedule
+from ..workers import load_design
+from .postgres import Database
+from .postgres import dataset as db
+from .supervisor import Supervisor
+from .supervisor.loop import CLIENT_TIMEOUTS
 
 log = logging.getLogger("pgjc.runner")
 

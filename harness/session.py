@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from core.errors import HarnessError, UsageError
-from harness import partition
-from harness.postgres import parse_spec, provision_for
-from harness.postgres.local import DURABLE_SETTINGS
-from harness.runner import Runner
+from ..core.errors import HarnessError, UsageError
+from .net import partition
+from .postgres import parse_spec, provision_for
+from .postgres.local import DURABLE_SETTINGS
+from .runner import Runner
 
 
 def server_settings(args, fault_names) -> dict[str, str] | None:
@@ -37,7 +37,7 @@ def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator
             progress("server settings: " + ", ".join(f"{k}={v}" for k, v in database.settings.items()))
         slots = None
         if parallel > 1:
-            from harness.slots import Slots
+            from .slots import Slots
 
             slots = stack.enter_context(Slots(database, parallel))
             progress(f"{parallel} slots: databases cloned, one process each")
@@ -49,7 +49,7 @@ def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator
 def slot_count(args, fault_names) -> int:
     """Slots for the run: one when a fault reaches the whole server (a restart) or the workers go
     through a pooler (its configuration names one database)."""
-    from harness.slots import MAX_SLOTS, default_slots
+    from .slots import MAX_SLOTS, default_slots
 
     n = default_slots() if args.parallel is None else args.parallel
     if not 1 <= n <= MAX_SLOTS:
@@ -61,7 +61,7 @@ def slot_count(args, fault_names) -> int:
 
 def search_options(args, runner=None) -> dict:
     """--budget, --shard, --example-db and --parallel as the search takes them."""
-    from harness.exampledb import open_database
+    from .engine.exampledb import open_database
 
     opts: dict = {"budget": args.budget}
     if runner is not None and runner.slots is not None:

@@ -26,13 +26,13 @@ from multiprocessing.connection import Connection, wait
 
 from psycopg import sql
 
-from core import procs
-from core.cleanup import Cleanup
-from core.errors import HarnessError
-from core.history import History
-from core.schedule import Schedule
-from harness.postgres import Database
-from harness.postgres import dsn as dsn_backend
+from ..core import procs
+from ..core.cleanup import Cleanup
+from ..core.errors import HarnessError
+from ..core.history import History
+from ..core.schedule import Schedule
+from .postgres import Database
+from .postgres import dsn as dsn_backend
 
 MAX_SLOTS = 8
 _FORK = multiprocessing.get_context("fork")
@@ -51,7 +51,7 @@ def _serve(conn: Connection, database: Database, parent: int) -> None:
             os._exit(1)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from harness.runner import Runner
+        from .runner import Runner
 
         with Runner(database) as runner:
             while True:

@@ -1,9 +1,14 @@
-"""pg-job-chaos for your own tests: the schedule strategy, and the results the pytest plugin returns.
+"""pg-job-chaos: a chaos / fault-injection harness for PostgreSQL-backed background job workers.
 
-Installing pg-job-chaos registers a pytest plugin (:mod:`pg_job_chaos.plugin`, entry point
-``pytest11``) with the fixtures ``chaos_database`` (a throwaway PostgreSQL per test session),
-``chaos_session`` (session-scoped: run schedules and searches) and ``chaos_run`` (the same, with
-the test's ``@pytest.mark.chaos_config(...)`` defaults). Write property-based tests of your own::
+Installed, the project is this one package. Its layers are sub-packages, kept in the repository as
+top-level folders and mapped here by ``pyproject.toml`` (``pg_job_chaos.workers`` is ``workers/``):
+``core`` (schedule, history, errors), ``faults`` (the catalogue), ``workers`` (the designs, the hosted
+protocol), ``properties`` (the invariants), ``adapters`` (real queue libraries), ``harness``
+(provisioning, supervisor, search engine, reporting, command line).
+
+The public API is what ``__all__`` names; everything else is internal and may change. Write a
+design for your own worker (:class:`HostedDesign`, :func:`run_job`), run and search it from pytest
+(the plugin's ``chaos_session`` fixture, a :class:`ChaosSession`), or draw schedules yourself::
 
     from hypothesis import given, settings
     from pg_job_chaos import schedules
@@ -13,23 +18,45 @@ the test's ``@pytest.mark.chaos_config(...)`` defaults). Write property-based te
     def test_my_design_counts_attempts(chaos_session, schedule):
         chaos_session.run(schedule).assert_held("attempts-counted")
 
-This package sits on top of the orchestration layer (``harness``); nothing below imports it.
+Hazard: pytest imports ``pg_job_chaos.plugin`` (so this package) in every session where pg-job-chaos
+is installed, and the janitor starts as ``python -m pg_job_chaos.harness.janitor`` without the
+provisioning stack: nothing is imported here; the names below load on first use.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
-__all__ = ["ChaosResult", "ChaosViolation", "schedules"]
+__version__ = "0.2.0"
 
-# Hazard: pytest imports pg_job_chaos.plugin (so this package) in every session where pg-job-chaos
-# is installed; the names below load on first use, so that a session which never asks for them
-# does not pay for Hypothesis and the harness.
-_HOME = {"ChaosResult": "pg_job_chaos.results", "ChaosViolation": "pg_job_chaos.results",
-         "schedules": "pg_job_chaos.strategy"}
+# In a checkout (run.py, pytest, an editable install) the layers are this file's sibling folders; in a
+# wheel they are sub-folders of this package. The folder list is the one pyproject.toml maps.
+LAYERS = ("core", "faults", "workers", "properties", "adapters", "harness")
+_HERE = Path(__file__).resolve().parent
+if not (_HERE / "harness").is_dir() and (_HERE.parent / "harness" / "__init__.py").is_file():
+    __path__.append(str(_HERE.parent))  # noqa: F821 -- a package's own __path__
+
+__all__ = [
+    "ChaosResult", "ChaosSession", "ChaosViolation", "Event", "HostedDesign", "JobSpec", "PROPERTIES",
+    "QueueDesign", "Schedule", "Settings", "__version__", "claimed", "job_args", "load_design", "run_job",
+    "schedules",
+]
+
+_HOME = {
+    "ChaosResult": "results", "ChaosViolation": "results", "ChaosSession": "session", "Settings": "session",
+    "schedules": "strategy", "Schedule": "core.schedule", "JobSpec": "core.schedule", "Event": "core.schedule",
+    "HostedDesign": "workers.hosted", "run_job": "workers.hosted", "claimed": "workers.hosted",
+    "job_args": "workers.hosted", "QueueDesign": "workers.base", "load_design": "workers",
+    "PROPERTIES": "properties",
+}
 
 
 def __getattr__(name: str):
     if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
+        return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
     raise AttributeError(f"module 'pg_job_chaos' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -83,7 +83,7 @@ def option(config: pytest.Config, name: str):
 @pytest.fixture(scope="session")
 def chaos_database(pytestconfig: pytest.Config):
     """A provisioned database (``harness.postgres.Database``) for the whole session."""
-    from harness.postgres import provision
+    from .harness.postgres import provision
 
     with provision(option(pytestconfig, "postgres") or "local") as db:
         yield db
@@ -91,8 +91,8 @@ def chaos_database(pytestconfig: pytest.Config):
 
 @pytest.fixture(scope="session")
 def chaos_session(pytestconfig: pytest.Config, chaos_database):
-    from harness.runner import Runner
-    from pg_job_chaos.session import ChaosSession, Settings
+    from .harness.runner import Runner
+    from .session import ChaosSession, Settings
 
     examples, scale = option(pytestconfig, "examples"), option(pytestconfig, "time_scale")
     if examples is not None and examples < 1 or scale is not None and scale <= 0:

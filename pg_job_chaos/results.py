@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import properties
-from core.history import History
-from core.schedule import Schedule
+from .core.history import History
+from .core.schedule import Schedule
+from .properties import UNKNOWN, VIOLATED
 
 TIMELINE_LINES = 40  # lines of the counterexample's timeline a failure message shows at most
 
@@ -25,7 +25,7 @@ class ChaosViolation(AssertionError):
 class ChaosResult:
     """The verdict of one run or one search.
 
-    ``properties`` maps every property to its :class:`properties.Result` (aggregated worst-first over
+    ``properties`` maps every property to its :class:`Result` (aggregated worst-first over
     a search's runs). On a violation ``schedule`` is the (shrunk) counterexample, ``file`` where it
     was saved and ``replay`` the command that runs it again; ``history`` is that run's history.
     """
@@ -47,11 +47,11 @@ class ChaosResult:
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.properties.items() if r.status == properties.VIOLATED]
+        return [n for n, r in self.properties.items() if r.status == VIOLATED]
 
     @property
     def unknown(self) -> list[str]:
-        return [n for n, r in self.properties.items() if r.status == properties.UNKNOWN]
+        return [n for n, r in self.properties.items() if r.status == UNKNOWN]
 
     @property
     def held(self) -> bool:
@@ -75,7 +75,7 @@ class ChaosResult:
         """Raise :class:`ChaosViolation` unless every one of *names* was violated (a test that pins
         down what a design is known to lose)."""
         __tracebackhide__ = True
-        missing = [n for n in names if self.properties[n].status != properties.VIOLATED]
+        missing = [n for n in names if self.properties[n].status != VIOLATED]
         if missing:
             raise ChaosViolation(f"{self.title}: expected {', '.join(missing)} to be violated; "
                                  + "; ".join(f"{n}: {self.properties[n].status} ({self.properties[n].evidence})"
@@ -84,7 +84,7 @@ class ChaosResult:
     def explain(self, names: list[str] | None = None) -> str:
         """The failure message: each property's evidence, the schedule, where it was saved, how to
         replay it, and the start of that run's timeline."""
-        from harness import report
+        from .harness.report import text as report
 
         names = names or self.violated
         lines = [f"{self.title}: {', '.join(names)} {'not held' if names else 'all held'}"]
@@ -113,6 +113,6 @@ class ChaosResult:
 
     def table(self) -> str:
         """The terminal property table (100 columns)."""
-        from harness import report
+        from .harness.report import text as report
 
         return report.property_table(self.properties, title=self.title)

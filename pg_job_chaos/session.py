@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import properties
-from core.errors import UsageError
-from core.schedule import Schedule
-from faults.catalogue import parse_faults
-from harness import scales
-from harness import schedules as schedule_files
-from pg_job_chaos.results import ChaosResult
-from workers import load_design
+from .core.errors import UsageError
+from .core.schedule import Schedule
+from .faults.catalogue import parse_faults
+from .harness import scales
+from .harness.engine import schedules as schedule_files
+from .properties import check
+from .results import ChaosResult
+from .workers import load_design
 
 REPLAY = "pg-job-chaos replay {file}"  # the console script pip installs; run.py's --replay is the same
 
@@ -74,7 +74,7 @@ class ChaosSession:
         """Search for a schedule that violates a property of *design* under *faults*, shrink it, save
         it under the ``--chaos-out`` directory; the result says what held. Raises
         :class:`~core.errors.UsageError` for an unknown design or fault."""
-        from harness.search import search
+        from .harness.engine.search import search
 
         design = self._design(self._opt(design, "design", "lease"))
         fault_names = self._opt(faults, "faults", "")
@@ -99,7 +99,7 @@ class ChaosSession:
         return result
 
     def _page(self, result: ChaosResult, violated: list[str]) -> Path:
-        from harness import html
+        from .harness.report import html
 
         return html.write(self.settings.html / f"{result.file.stem}.html", title=result.title,
                           tables=[("properties", result.properties)],
@@ -112,7 +112,7 @@ class ChaosSession:
         """Run one schedule and check every property; a violating schedule is saved (with *save*)."""
         schedule = schedule.replace(design=self._design(design or schedule.design))
         history = self.runner.run(schedule)
-        results = properties.check(history)
+        results = check(history)
         result = ChaosResult(f"{schedule.design} ({schedule.tenant_mode}), one schedule", results,
                              schedule=schedule, history=history, strict=self.settings.strict)
         if save and result.violated:

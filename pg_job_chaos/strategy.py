@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from hypothesis import strategies as st
 
-from faults.catalogue import parse_faults
-from properties import strategies
+from .faults.catalogue import parse_faults
+from .properties import strategies
 
 
 def schedules(*, design: str = "lease", faults: str | Iterable[str] = "", tenant_mode: str = "local",

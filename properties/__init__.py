@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from core.errors import UsageError
-from core.history import History
-from properties import checks, effects, health
-from properties.core import HELD, UNKNOWN, VIOLATED, Result, aggregate, worst
+from ..core.errors import UsageError
+from ..core.history import History
+from . import checks, effects, health
+from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, worst
 
 __all__ = ["HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "worst"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import combinations
 
-from core.history import JOB_STATES, Execution, History
-from properties.core import Result, decides, held, over_limits, unknown, violated
+from ..core.history import JOB_STATES, Execution, History
+from .core import Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 

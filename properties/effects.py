@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import combinations
 
-from core.history import Effect, History
-from properties.checks import by_job, overlap, plural, who
-from properties.core import Result, decides, held, violated
+from ..core.history import Effect, History
+from .checks import by_job, overlap, plural, who
+from .core import Result, decides, held, violated
 
 RETRY_ADVICE = "retries re-send: make the effect idempotent"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from core.history import Execution, History
-from properties.checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
-from properties.core import VIOLATED, Result, decides, held, over_limits, unknown, violated
+from ..core.history import Execution, History
+from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
+from .core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
 

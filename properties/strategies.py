@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
-from faults.catalogue import CATALOGUE
+from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
+from ..faults.catalogue import CATALOGUE
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
 DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)

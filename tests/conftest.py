@@ -22,8 +22,8 @@ _slots: list = []
 
 @pytest.fixture(scope="session")
 def database():
-    from harness.postgres import provision
-    from harness.slots import Slots
+    from pg_job_chaos.harness.postgres import provision
+    from pg_job_chaos.harness.slots import Slots
 
     # The slots are cloned first: a template database must have no session open while it is copied.
     with provision() as db, Slots(db, TEST_SLOTS) as slots:
@@ -36,7 +36,7 @@ def database():
 def runner(database):
     """The session's runner; ``runner.slots`` runs batches of schedules at once (pass
     :func:`parallel_options` to a search)."""
-    from harness.runner import Runner
+    from pg_job_chaos.harness.runner import Runner
 
     with Runner(database) as r:
         r.slots = _slots[0]

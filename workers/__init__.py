@@ -13,13 +13,13 @@ import os
 import sys
 from pathlib import Path
 
-from core.errors import UsageError
-from workers.base import PROTOCOL, QueueDesign
-from workers.heartbeat import LeaseHeartbeat
-from workers.lease import Lease, LeaseFenced
-from workers.one_transaction import OneTransaction, OneTransactionHandler
-from workers.outbox import LeaseOutbox
-from workers.tenant import MODES, TenantMode, check_schedule
+from ..core.errors import UsageError
+from .base import PROTOCOL, QueueDesign
+from .heartbeat import LeaseHeartbeat
+from .lease import Lease, LeaseFenced
+from .one_transaction import OneTransaction, OneTransactionHandler
+from .outbox import LeaseOutbox
+from .tenant import MODES, TenantMode, check_schedule
 
 DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat,
                                         LeaseOutbox)}
@@ -27,11 +27,11 @@ DESIGNS = {d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, Lea
 # Real queue libraries, hosted by the adapters in ``adapters/`` (protocol v2, ``workers/hosted.py``).
 # Named here as plug-ins are, by ``module:attr``: importing one needs its library (the ``libraries`` extra).
 LIBRARIES = {
-    "procrastinate": "adapters.procrastinate:Procrastinate",
-    "pgqueuer": "adapters.pgqueuer:PgQueuer",
-    "chancy": "adapters.chancy:Chancy",
+    "procrastinate": "pg_job_chaos.adapters.procrastinate:Procrastinate",
+    "pgqueuer": "pg_job_chaos.adapters.pgqueuer:PgQueuer",
+    "chancy": "pg_job_chaos.adapters.chancy:Chancy",
 }
-LIBRARIES_EXTRA = "pip install -e '.[libraries]'"
+LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 
 __all__ = ["DESIGNS", "LIBRARIES", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design",
            "parse_options"]

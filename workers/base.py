@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from psycopg.types.json import Jsonb
 
-from core import sqlfile
-from core.schedule import JOB_POINTS
-from workers.body import describe
+from ..core import sqlfile
+from ..core.schedule import JOB_POINTS
+from .body import describe
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
 

@@ -27,11 +27,11 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from core import sqlfile
-from core.execlog import ExecLog, path_for
-from core.schedule import Schedule
-from faults.catalogue import CATALOGUE
-from workers.tenant import MODES
+from ..core import sqlfile
+from ..core.execlog import ExecLog, path_for
+from ..core.schedule import Schedule
+from ..faults.catalogue import CATALOGUE
+from .tenant import MODES
 
 Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")

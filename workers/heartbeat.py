@@ -20,8 +20,8 @@ import time
 
 import psycopg
 
-from workers.body import describe
-from workers.lease import FencedOut, LeaseFenced, Q
+from .body import describe
+from .lease import FencedOut, LeaseFenced, Q
 
 EXIT_ABANDONED = 75  # the worker gave up a job after max runtime (EX_TEMPFAIL)
 

@@ -47,11 +47,11 @@ from collections.abc import Iterable
 
 from psycopg.types.json import Jsonb
 
-from core import sqlfile
-from core.errors import UsageError
-from core.history import JOB_STATES
-from workers.body import STRIKE_SIGNAL, Claimed
-from workers.heartbeat import LeaseHeartbeat
+from ..core import sqlfile
+from ..core.errors import UsageError
+from ..core.history import JOB_STATES
+from .body import STRIKE_SIGNAL, Claimed
+from .heartbeat import LeaseHeartbeat
 
 Q = sqlfile.load(__file__, "hosted.sql", "record_id", "schedule_ids")
 

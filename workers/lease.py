@@ -10,9 +10,9 @@ and rolls back (its ``job_runs`` row disappears), but both did the work.
 
 from __future__ import annotations
 
-from core import sqlfile
-from workers.base import QueueDesign
-from workers.body import Claimed, describe
+from ..core import sqlfile
+from .base import QueueDesign
+from .body import Claimed, describe
 
 Q = sqlfile.load(__file__, "lease.sql", "claim", "finish", "finish_fenced", "fail", "fail_fenced",
                  "heartbeat", "sweep")

@@ -31,12 +31,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from core import sqlfile
-from core.schedule import POINTS
-from core.world import World
-from workers.body import describe
-from workers.heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
-from workers.lease import Q as LEASE
+from ..core import sqlfile
+from ..core.schedule import POINTS
+from ..core.world import World
+from .body import describe
+from .heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
+from .lease import Q as LEASE
 
 Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "grant_outbox", "clear_outbox", "insert_outbox", "mark_delivered",
                  "relay_claim", "pending")

@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.errors import UsageError
-from harness import scales
-from harness.experiments.common import Context, print_to_stderr, table
-from harness.progress import step
+from ...core.errors import UsageError
+from .. import scales
+from ..progress import step
+from .common import Context, print_to_stderr, table
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue")
 
@@ -44,7 +44,7 @@ def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None,
     if name not in _RUNNERS:
         raise UsageError(f"unknown experiment {name!r}; experiments: {', '.join(NAMES)}, all")
     module, function = _RUNNERS[name]
-    fn = getattr(importlib.import_module(f"harness.experiments.{module}"), function)
+    fn = getattr(importlib.import_module(f".{module}", __name__), function)
     ctx = Context(database, quick=quick, jobs=jobs, plot_dir=Path(plot_dir) if plot_dir else None,
                   progress=progress, time_scale=time_scale)
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def add_parser(sub, parents) -> None:
 
 def command(args, progress) -> int:
     """Run the experiments *args* names; print each result; exit code 0 (a measurement has no verdict)."""
-    from harness.postgres import provision_for
+    from ..postgres import provision_for
 
     if args.jobs is not None and args.jobs < 10:
         raise UsageError("--jobs must be at least 10")
@@ -117,7 +117,7 @@ def command(args, progress) -> int:
                 print(render(results[name]), flush=True)
                 print(flush=True)
         if args.html is not None:
-            from harness import html
+            from ..report import html
 
             page = html.write(args.html, title=f"experiments: {', '.join(names)}",
                               texts=[(n, render(r)) for n, r in results.items()],

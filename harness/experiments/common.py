@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import scales
-from harness.postgres import Database
+from .. import scales
+from ..postgres import Database
 
 
 def print_to_stderr(message: str) -> None:

@@ -14,9 +14,9 @@ import time
 import psycopg
 from psycopg import sql
 
-from core import sqlfile
-from harness.experiments.common import Context, median_ms, plot
-from harness.progress import step
+from ...core import sqlfile
+from ..progress import step
+from .common import Context, median_ms, plot
 
 Q = sqlfile.load(__file__, "horizon.sql", "create", "partial_index", "drop", "dequeue_delete",
                  "dequeue_done", "hold_xid", "hold_snapshot", "backend_alive")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import psycopg
 
-from core import sqlfile
-from core.schedule import JobSpec
-from harness import db
-from harness.experiments.common import Context
-from workers.body import Q as BODY
-from workers.lease import Lease
-from workers.lease import Q as LEASE
+from ...core import sqlfile
+from ...core.schedule import JobSpec
+from ...workers.body import Q as BODY
+from ...workers.lease import Lease
+from ...workers.lease import Q as LEASE
+from ..postgres import dataset as db
+from .common import Context
 
 Q = sqlfile.load(__file__, "rls_queue.sql", "enable", "disable", "count_jobs")
 

@@ -6,10 +6,10 @@ built-in designs and faults; the figures are read from the :class:`~core.history
 
 from __future__ import annotations
 
-from core.schedule import JobSpec, Schedule, Timing
-from harness.experiments.common import Context
-from harness.runner import Runner
-from workers.lease import Q as LEASE
+from ...core.schedule import JobSpec, Schedule, Timing
+from ...workers.lease import Q as LEASE
+from ..runner import Runner
+from .common import Context
 
 POISON, HEALTHY = 1, 2
 

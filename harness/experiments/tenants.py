@@ -12,10 +12,10 @@ import time
 
 import psycopg
 
-from core import sqlfile
-from harness.experiments.common import Context, median_ms, plot
-from workers.body import Q as BODY
-from workers.tenant import MODES
+from ...core import sqlfile
+from ...workers.body import Q as BODY
+from ...workers.tenant import MODES
+from .common import Context, median_ms, plot
 
 Q = sqlfile.load(__file__, "tenants.sql", "count_invoices", "fail", "timed_query")
 

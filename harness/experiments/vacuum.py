@@ -16,9 +16,9 @@ import time
 import psycopg
 from psycopg import sql
 
-from core import sqlfile
-from harness.experiments.common import Context, plot
-from workers.body import Q as BODY
+from ...core import sqlfile
+from ...workers.body import Q as BODY
+from .common import Context, plot
 
 Q = sqlfile.load(__file__, "vacuum.sql", "create", "drop", "short_job", "claim_for_update", "write",
                  "lease_claim", "lease_finish", "read_only", "vacuum")

@@ -14,12 +14,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.cleanup import Cleanup
-from core.errors import HarnessError, UsageError
-from harness import db
-from harness.janitor import Janitor
-from harness.postgres import dsn as dsn_backend
-from harness.postgres import pgbouncer
+from ...core.cleanup import Cleanup
+from ...core.errors import HarnessError, UsageError
+from ..janitor import Janitor
+from . import dataset as db
+from . import dsn as dsn_backend
+from . import pgbouncer
 
 __all__ = ["Database", "provision", "provision_for", "parse_spec"]
 
@@ -88,12 +88,12 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
         if kind == "local":
-            from harness.postgres import local
+            from . import local
 
             server = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor, settings=settings,
                                  progress=progress)
         elif kind == "docker":
-            from harness.postgres import docker
+            from . import docker
 
             image = arg or (f"postgres:{pg_version}" if pg_version is not None else None)
             server = docker.start(image, janitor=janitor)

@@ -22,8 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import HarnessError
-from harness.progress import step
+from ...core.errors import HarnessError
+from ..progress import step
 
 CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR", "/var/tmp/pg-job-chaos"))
 

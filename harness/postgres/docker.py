@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import psycopg
 
-from core.errors import HarnessError
-from core.procs import process_start_time
+from ...core.errors import HarnessError
+from ...core.procs import process_start_time
 
 DEFAULT_IMAGE = "postgres:17.10"
 LABEL = "pg-job-chaos"
@@ -126,7 +126,7 @@ def start(image: str | None = None, *, janitor=None) -> DockerServer:
     if c.networks.list(names=["bridge"]):
         network = {"ports": {"5432/tcp": ("127.0.0.1", None)}}
     else:  # no bridge: the host's network, and only its loopback
-        from harness.postgres.local import free_port
+        from .local import free_port
 
         host_port = free_port()
         network = {"network_mode": "host"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import conninfo, sql
 
-from core.errors import HarnessError
+from ...core.errors import HarnessError
 
 CONNECT_TIMEOUT = 5  # seconds; an unreachable server must fail fast
 
@@ -36,7 +36,7 @@ def connect_admin(dsn: str) -> psycopg.Connection:
 
 def create_database(dsn: str, database: str, role: str, password: str) -> None:
     """CREATE DATABASE and CREATE ROLE, or :class:`HarnessError` saying which privilege is missing."""
-    from harness.db import create_role
+    from .dataset import create_role
 
     with connect_admin(dsn) as conn:
         try:

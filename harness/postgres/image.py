@@ -20,8 +20,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from core.errors import HarnessError
-from harness.postgres.binaries import Binaries
+from ...core.errors import HarnessError
+from .binaries import Binaries
 
 PREFIX = "/usr/local/pgsql"
 UID = GID = 999

@@ -5,7 +5,7 @@ as an unprivileged user (``postgres`` if it exists, else ``nobody``) with its da
 owned by that user. Nothing is left behind:
 
 * the server is a direct child tied to our death (``PR_SET_PDEATHSIG`` = SIGINT, a fast shutdown);
-* the janitor (``harness.janitor``) removes the run directory if we are killed;
+* the janitor (``pg_job_chaos.harness.janitor``) removes the run directory if we are killed;
 * :func:`sweep` at the next start removes any run directory whose owner is dead;
 * and PostgreSQL itself shuts down within about a minute once its ``postmaster.pid`` is gone.
 """
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import psycopg
 
-from core.errors import HarnessError
-from core.procs import die_with_parent, process_start_time, stop_server
-from harness.postgres import binaries
+from ...core.errors import HarnessError
+from ...core.procs import die_with_parent, process_start_time, stop_server
+from . import binaries
 
 RUNS_DIR = Path(tempfile.gettempdir()) / "pg-job-chaos"
 READY_TIMEOUT = 60.0  # seconds for a fresh server to accept connections

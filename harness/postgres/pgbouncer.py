@@ -33,9 +33,9 @@ from pathlib import Path
 import psycopg
 from psycopg import conninfo
 
-from core.errors import HarnessError, UsageError
-from core.procs import die_with_parent, process_start_time
-from harness.postgres import local
+from ...core.errors import HarnessError, UsageError
+from ...core.procs import die_with_parent, process_start_time
+from . import local
 
 MODES = ("transaction", "session")
 POOL_SIZE = 5  # default server connections per (database, user): as many as the workers' clients use at once

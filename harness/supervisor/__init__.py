@@ -6,7 +6,7 @@ are written against), :mod:`~harness.supervisor.admin` (its own database session
 ``pg_stat_activity`` sampler) and :mod:`~harness.supervisor.loop` (the main loop).
 """
 
-from harness.supervisor.loop import Supervisor, SupervisorResult
-from harness.supervisor.process import classify
+from .loop import Supervisor, SupervisorResult
+from .process import classify
 
 __all__ = ["Supervisor", "SupervisorResult", "classify"]

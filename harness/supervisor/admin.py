@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import psycopg
 
-from core import sqlfile
+from ...core import sqlfile
 
 Q = sqlfile.load(__file__, "admin.sql", "activity", "terminate", "hold_xid", "hold_snapshot")
 log = logging.getLogger("pgjc.supervisor")

@@ -16,16 +16,16 @@ from pathlib import Path
 
 from psycopg import conninfo
 
-from core import execlog, logs
-from core.cleanup import Cleanup
-from core.history import WorkerExit
-from core.schedule import Schedule
-from harness.postgres import pgbouncer
-from harness.supervisor import process
-from harness.supervisor.admin import Admin
-from harness.supervisor.network import NETWORK_FAULTS, Network
-from harness.supervisor.strikes import Strikes
-from workers.body import WorkerSpec
+from ...core import execlog, logs
+from ...core.cleanup import Cleanup
+from ...core.history import WorkerExit
+from ...core.schedule import Schedule
+from ...workers.body import WorkerSpec
+from ..net.network import NETWORK_FAULTS, Network
+from ..postgres import pgbouncer
+from . import process
+from .admin import Admin
+from .strikes import Strikes
 
 log = logging.getLogger("pgjc.supervisor")
 

@@ -16,10 +16,10 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core import logs, procs
-from core.history import WorkerExit
-from faults.catalogue import EXIT_CRASH
-from workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
+from ...core import logs, procs
+from ...core.history import WorkerExit
+from ...faults.catalogue import EXIT_CRASH
+from ...workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
 
 EXIT_DRAINED = 0
 EXIT_WORKER_ERROR = 70

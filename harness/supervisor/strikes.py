@@ -14,12 +14,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from core.errors import HarnessError
-from core.schedule import Event, Schedule
-from faults.api import Stop
-from faults.catalogue import CATALOGUE
-from harness.supervisor.admin import Admin, Holder
-from harness.supervisor.process import WorkerProcess
+from ...core.errors import HarnessError
+from ...core.schedule import Event, Schedule
+from ...faults.api import Stop
+from ...faults.catalogue import CATALOGUE
+from .admin import Admin, Holder
+from .process import WorkerProcess
 
 log = logging.getLogger("pgjc.supervisor")
 

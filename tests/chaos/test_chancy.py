@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from core.schedule import Event, JobSpec, Schedule
-from properties import check
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos.properties import check
 
 pytest.importorskip("chancy", reason="chancy is not installed (pip install -e '.[libraries]')")
 
@@ -109,7 +109,7 @@ def test_pause_longer_than_the_heartbeat_timeout_runs_the_job_twice(runner):
 def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(runner, database):
     # harness/cost.py runs run_worker in this process with a dequeue budget of 20: it returns only if
     # the adapter stops chancy's Worker (Worker.stop) once the budget is spent.
-    from harness.cost import design_cost
+    from pg_job_chaos.harness.bench.cost import design_cost
 
     cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=20, time_scale=SCALE)
             for d in ("lease-heartbeat", "chancy")}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.schedule import Event, JobSpec, Schedule, Timing
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing
 
 pytestmark = pytest.mark.chaos
 

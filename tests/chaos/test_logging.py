@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from core import logs
+from pg_job_chaos.core import logs
 
 pytestmark = pytest.mark.chaos
 

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from core.schedule import Event, JobSpec, Schedule
-from harness import partition
-from properties import HELD, VIOLATED, check
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos.harness.net import partition
+from pg_job_chaos.properties import HELD, VIOLATED, check
 
 pytestmark = pytest.mark.chaos
 
@@ -69,7 +69,7 @@ def test_latency_slows_the_worker_and_the_run_completes(runner):
 
 @needs_nft
 def test_the_janitor_removes_a_partition_left_by_a_dead_harness():
-    from harness.janitor import Janitor
+    from pg_job_chaos.harness.janitor import Janitor
 
     janitor = Janitor()
     table = partition.drop(1)  # port 1: nothing of ours listens there

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-import properties
-from core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos import properties
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 
 pytestmark = pytest.mark.chaos
 

@@ -20,9 +20,9 @@ import pytest
 
 pytest.importorskip("pgqueuer", reason="pgqueuer is not installed (pip install -e '.[libraries]')")
 
-import properties  # noqa: E402
-from adapters.pgqueuer import PgQueuer  # noqa: E402
-from core.schedule import Event, JobSpec, Schedule  # noqa: E402
+from pg_job_chaos import properties  # noqa: E402
+from pg_job_chaos.adapters.pgqueuer import PgQueuer  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
 

@@ -6,31 +6,20 @@ from __future__ import annotations
 
 import pytest
 
-from faults import parse_faults
-from harness.search import search
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.engine.search import search
+from pg_job_chaos.workers import planted
 from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
 SCALE = 0.2
-PLANTED = "tests.chaos.planted"
-
-CASES = [  # (bug, faults, the property that must find it)
-    ("CountAtFinish", "crash", "attempts-counted"),
-    ("RaiseLimitOnRetry", "raise", "bounded-attempts"),
-    ("RequeueResetsCounter", "raise", "attempts-counted"),
-    ("ClaimIgnoresMax", "crash", "bounded-blast-radius"),
-    ("NoLeaseCheckBeforeEffect", "pause", "no-stale-effect"),
-    ("HeartbeatAnyAttempt", "pause", "no-stale-effect"),
-    ("UnfencedFinish", "pause", "single-commit"),
-    ("SessionTenant", "", "tenant-isolation"),
-    ("WorkInTransaction", "slow", "horizon"),
-]
+CASES = planted.CASES
 
 
 @pytest.mark.parametrize(("bug", "faults", "prop"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_found(runner, bug, faults, prop):
-    out = search(runner.run, faults=parse_faults(faults), design=f"{PLANTED}:{bug}", tenant_mode="local",
+    out = search(runner.run, faults=parse_faults(faults), design=planted.spec(bug), tenant_mode="local",
                  examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
@@ -41,7 +30,7 @@ def test_planted_bug_is_found(runner, bug, faults, prop):
 
 
 def test_raise_limit_is_found_by_the_small_scope_pass(runner):
-    out = search(runner.run, faults=parse_faults("raise"), design=f"{PLANTED}:RaiseLimitOnRetry",
+    out = search(runner.run, faults=parse_faults("raise"), design=planted.spec("RaiseLimitOnRetry"),
                  tenant_mode="local", examples=1, seed=1, time_scale=SCALE,
                  **parallel_options(runner))
     first = next(r for r in out.runs if r.violated)

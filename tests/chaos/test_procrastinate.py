@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("procrastinate", reason="procrastinate is not installed (pip install -e '.[libraries]')")
 
-import properties  # noqa: E402
-from adapters.procrastinate import Procrastinate  # noqa: E402
-from core.schedule import Event, JobSpec, Schedule  # noqa: E402
+from pg_job_chaos import properties  # noqa: E402
+from pg_job_chaos.adapters.procrastinate import Procrastinate  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule  # noqa: E402
 
 pytestmark = pytest.mark.chaos
 
@@ -53,7 +53,7 @@ def test_fault_free_every_job_done_exactly_once(runner, database):
 
 def test_cost_per_job_beside_lease_heartbeat(runner, database):
     # What run.py bench measures (harness/cost.py), in this process: one worker, 20 zero-length jobs.
-    from harness.cost import design_cost
+    from pg_job_chaos.harness.bench.cost import design_cost
 
     cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=20, time_scale=SCALE)
             for d in ("lease-heartbeat", "procrastinate")}

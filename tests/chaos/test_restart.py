@@ -8,12 +8,12 @@ import json
 import psycopg
 import pytest
 
-from core.errors import UsageError
-from core.schedule import Event, JobSpec, Schedule
-from harness.postgres import provision
-from harness.postgres.local import DURABLE_SETTINGS
-from harness.runner import Runner
-from properties import HELD, check
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos.harness.postgres import provision
+from pg_job_chaos.harness.postgres.local import DURABLE_SETTINGS
+from pg_job_chaos.harness.runner import Runner
+from pg_job_chaos.properties import HELD, check
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.chaos
@@ -57,7 +57,7 @@ def test_restart_needs_the_local_server(tmp_path):
     r = run_cli("replay", str(s), "--postgres", "postgresql://x:y@127.0.0.1:1/z", timeout=60)
     assert r.returncode == 2 and "restart fault needs the local server" in r.stderr and r.stderr.count("\n") == 1
     with pytest.raises(UsageError):
-        from harness.session import server_settings
+        from pg_job_chaos.harness.session import server_settings
 
         class A:
             postgres = "docker"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from faults import parse_faults
-from harness.search import search
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.engine.search import search
 from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]

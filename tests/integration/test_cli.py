@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import properties
-from core.schedule import JobSpec, Schedule
+from pg_job_chaos import properties
+from pg_job_chaos.core.schedule import JobSpec, Schedule
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_compare_runs_the_same_schedules_on_every_design(compare_cli):
 
 
 PLUGIN = """
-from workers.lease import LeaseFenced
+from pg_job_chaos.workers.lease import LeaseFenced
 
 
 class MyDesign(LeaseFenced):

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-import workers
-from core.schedule import JobSpec, Schedule
-from workers.tenant import MODES
+from pg_job_chaos import workers
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.workers.tenant import MODES
 
 pytestmark = pytest.mark.integration
 
@@ -107,12 +107,12 @@ def test_every_tenant_mode_is_usable(runner):
 
 
 def test_plugin_design_loads_and_bad_one_is_named():
-    from core.errors import UsageError
+    from pg_job_chaos.core.errors import UsageError
 
-    d = workers.load_design("workers.lease:LeaseFenced")
+    d = workers.load_design("pg_job_chaos.workers.lease:LeaseFenced")
     assert d.name == "lease-fenced"
     with pytest.raises(UsageError, match="missing"):
-        workers.load_design("core.errors:UsageError")
+        workers.load_design("pg_job_chaos.core.errors:UsageError")
     with pytest.raises(UsageError, match="built-in designs"):
         workers.load_design("no-such-design")
 
@@ -126,7 +126,7 @@ def test_heartbeat_keeps_one_connection_of_its_own(runner):
 
 def test_the_outbox_costs_one_transaction_per_job_more_than_the_heartbeat(runner, database):
     # What run.py bench prints (harness/cost.py): the counter sees the design's transactions only.
-    from harness.cost import design_cost
+    from pg_job_chaos.harness.bench.cost import design_cost
 
     cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=50, time_scale=SCALE)
             for d in ("lease-heartbeat", "lease-outbox")}

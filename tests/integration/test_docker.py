@@ -14,8 +14,8 @@ import time
 import psycopg
 import pytest
 
-from core.errors import HarnessError
-from harness.postgres import binaries, docker, image, provision
+from pg_job_chaos.core.errors import HarnessError
+from pg_job_chaos.harness.postgres import binaries, docker, image, provision
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]

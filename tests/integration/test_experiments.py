@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.cli import main
-from harness.experiments import NAMES, render, run_experiment
+from pg_job_chaos.harness.cli.main import main
+from pg_job_chaos.harness.experiments import NAMES, render, run_experiment
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import shutil
 from tests.conftest import ROOT, run_cli
 
 SKIPS_THE_BODY = '''
-from workers import hosted
+from pg_job_chaos.workers import hosted
 from examples_copy import MyWorker
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from core.schedule import JobSpec, Schedule
-from harness.experiments import run_experiment
-from harness.postgres import local, pgbouncer, provision
-from harness.runner import Runner
-from properties import HELD, VIOLATED, check
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.harness.experiments import run_experiment
+from pg_job_chaos.harness.postgres import local, pgbouncer, provision
+from pg_job_chaos.harness.runner import Runner
+from pg_job_chaos.properties import HELD, VIOLATED, check
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.integration
@@ -97,7 +97,7 @@ def test_pooler_spec_errors():
     out = subprocess.run([sys.executable, "-c", "import shutil, harness.postgres.pgbouncer as p;"
                           "shutil.which = lambda *_: None; import os; _a = os.access;"
                           "os.access = lambda f, m: False if 'pgbouncer' in str(f) else _a(f, m);"
-                          "from harness.cli import main; raise SystemExit(main(['--pooler', 'pgbouncer']))"],
+                          "from pg_job_chaos.harness.cli.main import main; raise SystemExit(main(['--pooler', 'pgbouncer']))"],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip() == "pg-job-chaos: PgBouncer is not installed: apt-get install -y pgbouncer"

@@ -15,10 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from core.errors import HarnessError
-from harness import db
-from harness.postgres import dsn as dsn_backend
-from harness.postgres import local, provision
+from pg_job_chaos.core.errors import HarnessError
+from pg_job_chaos.harness.postgres import dataset as db
+from pg_job_chaos.harness.postgres import dsn as dsn_backend
+from pg_job_chaos.harness.postgres import local, provision
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.integration
@@ -146,7 +146,7 @@ def test_missing_binary_dir_is_one_line_and_exit_3(tmp_path):
 
 
 def test_docker_without_engine_is_one_line_and_exit_3():
-    from harness.postgres import docker
+    from pg_job_chaos.harness.postgres import docker
 
     try:
         docker.client()
@@ -216,7 +216,7 @@ def test_sweep_removes_directories_of_dead_owners(tmp_path, monkeypatch):
 
 
 def test_sql_files_resolve_names_at_import():
-    from core import sqlfile
+    from pg_job_chaos.core import sqlfile
 
     with pytest.raises(LookupError):
         sqlfile.load(db.__file__, "schema.sql", "no_such_query")

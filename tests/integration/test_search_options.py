@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from faults import parse_faults
-from harness import smallscope
-from harness.exampledb import open_database
-from harness.search import search
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.engine import smallscope
+from pg_job_chaos.harness.engine.exampledb import open_database
+from pg_job_chaos.harness.engine.search import search
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

@@ -6,13 +6,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from core.schedule import JobSpec, Schedule
-from faults import parse_faults
-from harness.postgres import dsn as dsn_backend
-from harness.postgres import provision
-from harness.runner import Runner
-from harness.search import search
-from harness.slots import Slots
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.engine.search import search
+from pg_job_chaos.harness.postgres import dsn as dsn_backend
+from pg_job_chaos.harness.postgres import provision
+from pg_job_chaos.harness.runner import Runner
+from pg_job_chaos.harness.slots import Slots
 
 pytestmark = pytest.mark.integration
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from core.schedule import JobSpec, Schedule
-from harness.experiments import run_experiment
-from harness.postgres import binaries, provision
-from harness.runner import Runner
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.harness.experiments import run_experiment
+from pg_job_chaos.harness.postgres import binaries, provision
+from pg_job_chaos.harness.runner import Runner
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import properties
-from core.schedule import JobSpec, Schedule
-from pg_job_chaos import ChaosResult, ChaosViolation
-from properties.core import Result
+from pg_job_chaos import ChaosResult, ChaosViolation, properties
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.properties.core import Result
 
 
 def _result(**kw) -> ChaosResult:

@@ -7,7 +7,8 @@ import shlex
 
 import yaml
 
-from harness import cli, search
+from pg_job_chaos.harness.cli import main as cli
+from pg_job_chaos.harness.engine import search
 from tests.conftest import ROOT
 
 CI = ROOT / "examples" / "ci"

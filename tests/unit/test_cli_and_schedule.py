@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from core import sqlfile
-from core.errors import UsageError
-from core.schedule import Event, JobSpec, Schedule, Timing
-from faults import CATALOGUE, parse_faults
-from harness.schedules import load
+from pg_job_chaos import pg_job_chaos
+from pg_job_chaos.core import sqlfile
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing
+from pg_job_chaos.faults import CATALOGUE, parse_faults
+from pg_job_chaos.harness.engine.schedules import load
 from tests.conftest import run_cli
 
 
@@ -102,14 +103,14 @@ def test_sqlfile_parser():
 def test_a_design_naming_a_query_its_sql_file_lacks_fails_at_import(tmp_path, monkeypatch):
     (tmp_path / "my_design_sql.sql").write_text("-- name: claim\nselect 1;\n")
     (tmp_path / "my_design.py").write_text(
-        "from core import sqlfile\nQ = sqlfile.load(__file__, 'my_design_sql.sql', 'claim', 'finish')\n")
+        "from pg_job_chaos.core import sqlfile\nQ = sqlfile.load(__file__, 'my_design_sql.sql', 'claim', 'finish')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(LookupError, match=r"missing queries \['finish'\]"):
         importlib.import_module("my_design")
-    import workers.lease
+    from pg_job_chaos.workers import lease
 
     with pytest.raises(LookupError, match="has no query named 'no_such_statement'"):
-        workers.lease.Q.no_such_statement  # noqa: B018
+        lease.Q.no_such_statement  # noqa: B018
 
 
 def test_sqlfile_params():
@@ -139,7 +140,8 @@ def _sql_calls():
                 continue
             if module is None:
                 rel = path.relative_to(root).with_suffix("")
-                module = importlib.import_module(".".join(rel.parts))
+                prefix = ("pg_job_chaos",) if rel.parts[0] in pg_job_chaos.LAYERS else ()
+                module = importlib.import_module(".".join((*prefix, *rel.parts)))
             queries = getattr(module, q.value.id, None)
             if not isinstance(queries, sqlfile.Queries):
                 continue

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-import properties
-from core.errors import UsageError
-from core.history import History
-from core.schedule import JobSpec, Schedule
-from harness.outcome import Run, SearchOutcome
-from workers import load_design, parse_options
-from workers.hosted import HostedDesign, claimed, job_args
+from pg_job_chaos import properties
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.history import History
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.harness.engine.outcome import Run, SearchOutcome
+from pg_job_chaos.workers import load_design, parse_options
+from pg_job_chaos.workers.hosted import HostedDesign, claimed, job_args
 
 PLUGIN = '''
-from workers.hosted import HostedDesign
+from pg_job_chaos.workers.hosted import HostedDesign
 
 
 class Mine(HostedDesign):
@@ -63,17 +63,17 @@ def test_bad_options_are_usage_errors_naming_the_known_ones(plugin):
 
 
 def test_a_library_that_is_not_installed_says_which_extra(monkeypatch, tmp_path):
-    import workers
+    from pg_job_chaos import workers
 
     (tmp_path / "fake_adapter.py").write_text("import no_such_queue_library\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(workers.LIBRARIES, "nolib", "fake_adapter:Nothing")
     with pytest.raises(UsageError, match=r"cannot import fake_adapter.*no_such_queue_library.*"
-                                         r"pip install -e '.\[libraries\]'"):
+                                         r"pip install 'pg-job-chaos\[libraries\]'"):
         load_design("nolib")
     # The adapter module itself missing is not a missing extra: no hint that would send the user astray.
-    monkeypatch.setitem(workers.LIBRARIES, "noadapter", "adapters.no_such_adapter:Nothing")
-    with pytest.raises(UsageError, match="cannot import adapters.no_such_adapter") as info:
+    monkeypatch.setitem(workers.LIBRARIES, "noadapter", "pg_job_chaos.adapters.no_such_adapter:Nothing")
+    with pytest.raises(UsageError, match="cannot import pg_job_chaos.adapters.no_such_adapter") as info:
         load_design("noadapter")
     assert "pip install" not in str(info.value)
 
@@ -128,7 +128,7 @@ def test_one_worker_may_run_two_jobs_at_once():
 
 
 def test_no_strike_point_only_when_no_execution_reached_any():
-    from faults.catalogue import CATALOGUE
+    from pg_job_chaos.faults.catalogue import CATALOGUE
 
     def run(records):
         h = _history(records, [])
@@ -144,7 +144,7 @@ def test_no_strike_point_only_when_no_execution_reached_any():
 
 def test_the_readme_s_library_counterexamples_still_load():
     """Every shrunk schedule the README's library table links (docs/compare/) exists and loads."""
-    from harness.schedules import load
+    from pg_job_chaos.harness.engine.schedules import load
 
     root = Path(__file__).parents[2]
     cited = sorted(set(re.findall(r"\((docs/compare/[\w/-]+\.json)\)", (root / "README.md").read_text())))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-import properties
-from core.history import History, WorkerExit
-from harness import html
+from pg_job_chaos import properties
+from pg_job_chaos.core.history import History, WorkerExit
+from pg_job_chaos.harness.report import html
 
 
 def _history() -> History:

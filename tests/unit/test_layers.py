@@ -1,6 +1,11 @@
 """The layers hold: no import goes up a layer or sideways between packages of one layer, and no
 module imports close a cycle. Every import counts, at module level and inside functions.
 
+Installed, every layer is a sub-package of ``pg_job_chaos`` (``pg_job_chaos.workers`` is ``workers/``):
+an import of ``pg_job_chaos.X`` is an import of the folder ``X``, and a relative import resolves from the
+file's folder, so both spellings are seen. Inside ``harness`` the sub-packages (and its flat modules)
+are ordered too (:data:`HARNESS`). No product module may import ``tests``, ``benchmarks`` or ``examples``.
+
 Run as a script (``python tests/unit/test_layers.py [ROOT]``) it prints every violation of a tree.
 """
 
@@ -25,6 +30,20 @@ LAYERS = {
     "pg_job_chaos": 4,  # the public API for users' own tests: the pytest plugin, the schedule strategy
 }
 SKIP = ("tests", "benchmarks", "examples", "docs", "build")
+NAMESPACE = "pg_job_chaos"
+# harness's own parts, lowest first (same rule: down only, never sideways). The janitor is a flat module
+# so that it starts without the provisioning stack, but it is part of provisioning.
+HARNESS = {
+    "progress": 0, "scales": 0, "net": 0,  # progress lines, time scales, network faults (proxy, partition)
+    "postgres": 1, "janitor": 1,  # provisioning: servers, PgBouncer, the article's data; the janitor
+    "supervisor": 2, "engine": 2,  # one run's processes; the search engine (given a run function)
+    "runner": 3,  # a schedule in, a history out
+    "slots": 4, "report": 4,  # parallel runs; rendering a Report (text, JSON, JUnit, HTML, saved files)
+    "session": 5, "experiments": 5,  # what a command runs on; the article's measurements
+    "bench": 6,  # the benchmark figures
+    "cli": 7,  # the command line
+}
+GROUP = {"janitor": "postgres"}  # one concept, two places
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -53,6 +72,7 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
 
     pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
     out = set()
+    layers = {m.split(".")[0] for m in known}
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -65,6 +85,12 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join([*up, base]) if base else ".".join(up)
             names = [f"{base}.{a.name}" for a in node.names] + [base]
         for n in names:
+            head, _, rest = n.partition(".")
+            if head == NAMESPACE and rest.split(".")[0] in layers:
+                n = rest  # pg_job_chaos.workers.x is workers/x.py
+            if n.split(".")[0] in SKIP:
+                out.add(n)  # never first-party product code: reported by violations()
+                continue
             t = resolve(n)
             if t and t != mod and not mod.startswith(t + "."):
                 out.add(t)
@@ -127,6 +153,12 @@ def violations(root: Path = ROOT) -> list[str]:
             continue
         for t in sorted(graph[m]):
             other = t.split(".")[0]
+            if other in SKIP:
+                out.append(f"{m} imports {t}: product code must not import {other}/")
+                continue
+            if other == top == "harness":
+                out += _within_harness(m, t)
+                continue
             if other == top or other not in LAYERS:
                 continue
             if LAYERS[other] >= LAYERS[top]:
@@ -134,6 +166,19 @@ def violations(root: Path = ROOT) -> list[str]:
                 out.append(f"{m} imports {t}: {how} from layer {LAYERS[top]} ({top}) to {LAYERS[other]} ({other})")
     out += [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
     return out
+
+
+def _within_harness(m: str, t: str) -> list[str]:
+    a, b = (GROUP.get(x.split(".")[1], x.split(".")[1]) for x in (m, t))
+    if a == b:
+        return []
+    for part in (a, b):
+        if part not in HARNESS:
+            return [f"{m}: harness part {part!r} has no layer; add it to HARNESS in tests/unit/test_layers.py"]
+    if HARNESS[b] >= HARNESS[a]:
+        how = "sideways" if HARNESS[a] == HARNESS[b] else "up"
+        return [f"{m} imports {t}: {how} inside harness, from {a} ({HARNESS[a]}) to {b} ({HARNESS[b]})"]
+    return []
 
 
 def test_no_import_goes_up_a_layer_or_closes_a_cycle():
@@ -157,6 +202,31 @@ def test_the_checker_sees_imports_inside_functions_and_cycles(tmp_path):
     assert "import cycle: core.c <-> core.d" in found
     assert any(f.startswith("stray: package 'stray' has no layer") for f in found)
     assert len(found) == 5, found  # and "core.a imports harness" (the package it imports from)
+
+
+def test_the_checker_sees_the_trees_relative_and_namespaced_imports():
+    """A layer test that passes because it sees nothing is no test: these edges exist."""
+    known = modules(ROOT)
+    graph = {m: imports(m, p, known) for m, p in known.items()}
+    assert "properties" in graph["harness.engine.search"]  # from ...properties import check
+    assert "harness.engine.outcome" in graph["harness.engine.search"]  # from .outcome import Run
+    assert "harness.engine.search" in graph["pg_job_chaos.session"]  # from .harness.engine.search
+    assert sum(len(v) for v in graph.values()) > 300
+
+
+def test_the_checker_sees_namespaced_imports_product_imports_of_tests_and_harness_order(tmp_path):
+    for pkg in ("core", "harness", "harness/cli", "harness/engine", "pg_job_chaos"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "core" / "x.py").write_text("from pg_job_chaos.harness.engine import y\n")
+    (tmp_path / "harness" / "engine" / "y.py").write_text("from ..cli import z\nfrom tests.chaos import planted\n")
+    (tmp_path / "harness" / "cli" / "z.py").write_text("from ..engine import w\n")
+    (tmp_path / "harness" / "engine" / "w.py").write_text("")
+    found = violations(tmp_path)
+    assert "core.x imports harness.engine.y: up from layer 0 (core) to 3 (harness)" in found
+    assert "harness.engine.y imports harness.cli.z: up inside harness, from engine (2) to cli (7)" in found
+    assert "harness.engine.y imports tests.chaos.planted: product code must not import tests/" in found
+    assert not any(f.startswith("harness.cli.z") for f in found), found
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.netproxy import Proxies
+from pg_job_chaos.harness.net.proxy import Proxies
 
 
 @pytest.fixture

@@ -6,16 +6,16 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.execlog import ExecLog
-from core.schedule import JOB_POINTS, POINTS, RELAY_POINTS
-from core.world import World
-from faults import parse_faults
-from properties import HELD, VIOLATED
-from properties.health import HORIZON_LEASE_FRACTION
-from properties.strategies import schedules
+from pg_job_chaos.core.execlog import ExecLog
+from pg_job_chaos.core.schedule import JOB_POINTS, POINTS, RELAY_POINTS
+from pg_job_chaos.core.world import World
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.properties import HELD, VIOLATED
+from pg_job_chaos.properties.health import HORIZON_LEASE_FRACTION
+from pg_job_chaos.properties.strategies import schedules
+from pg_job_chaos.workers import DESIGNS
+from pg_job_chaos.workers.outbox import bounded_dsn, cut_reason, effect_key, session_limits
 from tests.unit.test_properties import execution, job, one, rec, sane
-from workers import DESIGNS
-from workers.outbox import bounded_dsn, cut_reason, effect_key, session_limits
 
 
 def relay_send(t, worker, job_id, attempt, answer="accepted", *, key=None, relay="relay") -> list[dict]:

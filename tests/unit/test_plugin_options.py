@@ -14,7 +14,7 @@ PLUGIN = ("-p", "pg_job_chaos.plugin")
 def test_the_entry_point_names_the_plugin_module():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert meta["project"]["entry-points"]["pytest11"] == {"pg_job_chaos.plugin": "pg_job_chaos.plugin"}
-    assert "pg_job_chaos*" in meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert "pg_job_chaos" in meta["tool"]["setuptools"]["packages"]
 
 
 def test_options_and_markers_are_registered(pytester: pytest.Pytester):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 
-from harness.progress import Progress, finish, step
+from pg_job_chaos.harness.progress import Progress, finish, step
 
 
 def test_plain_lines_when_the_stream_is_not_a_terminal():
@@ -47,7 +47,7 @@ def test_quiet_prints_nothing_and_other_callables_get_the_text():
 
 
 def test_the_first_time_copy_of_the_server_reports_its_files(tmp_path, monkeypatch):
-    from harness.postgres import binaries
+    from pg_job_chaos.harness.postgres import binaries
 
     src = tmp_path / "pg"
     for part, n in (("bin", 3), ("lib", 250), ("share", 2)):

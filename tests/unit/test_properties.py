@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-import properties
-from core.errors import UsageError
-from core.history import History, WorkerExit
-from properties import HELD, PROPERTIES, UNKNOWN, VIOLATED, Result, aggregate, check, worst
-from properties.effects import RETRY_ADVICE
+from pg_job_chaos import properties
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.history import History, WorkerExit
+from pg_job_chaos.properties import HELD, PROPERTIES, UNKNOWN, VIOLATED, Result, aggregate, check, worst
+from pg_job_chaos.properties.effects import RETRY_ADVICE
 
 # --- building histories ------------------------------------------------------------------------
 

@@ -7,10 +7,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import properties
-from core.errors import EXIT_HELD, EXIT_VIOLATED
-from harness import cli, commands, report
-from properties.core import Result
+from pg_job_chaos import properties
+from pg_job_chaos.core.errors import EXIT_HELD, EXIT_VIOLATED
+from pg_job_chaos.harness.cli import commands
+from pg_job_chaos.harness.cli import main as cli
+from pg_job_chaos.harness.report import text as report
+from pg_job_chaos.properties.core import Result
 
 EVIDENCE = ("job 1 committed 2 job_runs rows (attempts 1, 2); retries re-send: make the effect idempotent, "
             "with a key the receiver remembers, so that a second send changes nothing at all")
@@ -68,7 +70,7 @@ def test_the_property_table_fits_100_columns_wraps_evidence_and_shortens_lists()
 
 
 def test_the_matrix_of_five_designs_fits_100_columns():
-    from workers import DESIGNS
+    from pg_job_chaos.workers import DESIGNS
 
     res = {n: Result(n, properties.VIOLATED, count=12) for n in properties.PROPERTIES}
     text = report.matrix({d: res for d in DESIGNS})

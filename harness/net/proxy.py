@@ -23,7 +23,6 @@ import struct
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 CHUNK = 65536
 
@@ -106,11 +105,10 @@ class Proxies:
     """The harness side: start the proxy process, send it commands, stop it. One per run."""
 
     def __init__(self, target_host: str, target_port: int, slots: int):
-        root = str(Path(__file__).resolve().parent.parent)
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.netproxy", target_host, str(target_port),
+        self.proc = subprocess.Popen([sys.executable, "-m", __spec__.name, target_host, str(target_port),
                                       str(slots)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      # asyncio's shutdown reports the connections it cancels at exit
-                                     stderr=subprocess.DEVNULL, cwd=root, start_new_session=True)
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
         first = self.proc.stdout.readline().split()
         if len(first) != slots:
             self.close()

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import properties
-from core.schedule import Schedule
-from harness.outcome import Run, SearchOutcome
-from harness.search import search
+from ...core.schedule import Schedule
+from ...properties import PROPERTIES, VIOLATED, aggregate, check
+from .outcome import Run, SearchOutcome
+from .search import search
 
 
 @dataclass
@@ -49,7 +49,7 @@ def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, te
     seen: dict[str, int] = {}
     for d in designs:
         out = c.outcomes[d]
-        for name in properties.PROPERTIES:
+        for name in PROPERTIES:
             smallest = out.smallest_for(name)
             if smallest is None:
                 continue
@@ -64,11 +64,11 @@ def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, te
         progress(f"compare: {len(todo)} counterexamples of other designs on {d}")
         histories = run_many([s for _, s in todo]) if run_many and todo else [run(s) for _, s in todo]
         for (i, _), history in zip(todo, histories, strict=True):
-            runs.append((_Replayed(properties.check(history)), i))
-        c.results[d] = properties.aggregate([r.results for r, _ in runs])
+            runs.append((_Replayed(check(history)), i))
+        c.results[d] = aggregate([r.results for r, _ in runs])
         c.decided_by[d] = {}
         for name, res in c.results[d].items():
-            if res.status != properties.VIOLATED:
+            if res.status != VIOLATED:
                 continue
             own = c.outcomes[d].smallest_for(name)
             if own is not None:
@@ -85,4 +85,4 @@ class _Replayed:
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.results.items() if r.status == properties.VIOLATED]
+        return [n for n, r in self.results.items() if r.status == VIOLATED]

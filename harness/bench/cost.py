@@ -24,11 +24,11 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from core import sqlfile
-from core.execlog import path_for
-from core.schedule import JobSpec, Schedule
-from workers import load_design
-from workers.body import WorkerContext, WorkerSpec
+from ...core import sqlfile
+from ...core.execlog import path_for
+from ...core.schedule import JobSpec, Schedule
+from ...workers import load_design
+from ...workers.body import WorkerContext, WorkerSpec
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
 SETTLE_PAUSE = 0.6  # seconds: PostgreSQL flushes a backend's statistics at most once a second

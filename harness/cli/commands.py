@@ -11,13 +11,16 @@ import re
 import time
 from pathlib import Path
 
-import properties
-from core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
-from faults.catalogue import CATALOGUE, parse_faults
-from harness import html, report, scales, schedules
-from harness.progress import finish
-from harness.session import runner_for, search_options, slot_count
-from workers import DESIGNS, MODES, load_design, parse_options
+from ...core.errors import EXIT_HELD, EXIT_VIOLATED, UsageError
+from ...faults.catalogue import CATALOGUE, parse_faults
+from ...properties import HELD, UNKNOWN, VIOLATED, Result, check
+from ...workers import DESIGNS, MODES, load_design, parse_options
+from .. import scales
+from ..engine import schedules
+from ..progress import finish
+from ..report import html
+from ..report import text as report
+from ..session import runner_for, search_options, slot_count
 
 
 def _check_common(args) -> None:
@@ -48,8 +51,8 @@ def _list_faults() -> int:
 def _exit_code(args, results: dict, *, never_struck: list[str] = ()) -> int:
     """1 when a property was violated, or with ``--strict`` could not decide or an allowed fault
     struck in no run; else 0."""
-    failing = {properties.VIOLATED, properties.UNKNOWN} if args.strict else {properties.VIOLATED}
-    undecided = [n for n, r in results.items() if r.status == properties.UNKNOWN]
+    failing = {VIOLATED, UNKNOWN} if args.strict else {VIOLATED}
+    undecided = [n for n, r in results.items() if r.status == UNKNOWN]
     if args.strict and undecided:
         print(f"--strict: {', '.join(undecided)} could not decide; the run fails")
     if args.strict and never_struck:
@@ -138,7 +141,7 @@ def _replay(args, runner, schedule) -> int:
         changes["time_scale"] = args.time_scale
     schedule = schedule.replace(**changes)
     history = runner.run(schedule)
-    results = properties.check(history)
+    results = check(history)
     title = f"replay of {args.file} on {schedule.design} ({schedule.tenant_mode})"
     print(report.property_table(results, title=title))
     for n in report.notes_for(results):
@@ -151,12 +154,12 @@ def _replay(args, runner, schedule) -> int:
            page=lambda: {"title": title, "tables": [("properties", results)], "counterexamples": [html.counterexample(
                name="this replay", schedule_json=schedule.to_json(), file=args.file,
                replay=f"python run.py --replay {args.file}",
-               violated=[n for n, r in results.items() if r.status == properties.VIOLATED], history=history)]})
+               violated=[n for n, r in results.items() if r.status == VIOLATED], history=history)]})
     return _exit_code(args, results)
 
 
 def _search(args, runner, faults, progress, options: dict) -> int:
-    from harness.search import search
+    from ..engine.search import search
 
     design = args.design or "lease"
     mode = args.tenant_mode or "local"
@@ -203,8 +206,8 @@ def _search(args, runner, faults, progress, options: dict) -> int:
 
 def _no_strike(results: dict) -> dict:
     """What held in a search where no fault could strike is unknown: nothing was put to the test."""
-    return {n: r if r.status != properties.HELD else properties.Result(
-        n, properties.UNKNOWN, evidence="no fault could strike: no execution reached a strike point")
+    return {n: r if r.status != HELD else Result(
+        n, UNKNOWN, evidence="no fault could strike: no execution reached a strike point")
         for n, r in results.items()}
 
 
@@ -243,7 +246,7 @@ def _show_counterexample(args, out, design: str, names: str, stamp) -> tuple[dic
 
 
 def _compare(args, runner, faults, designs, progress, options: dict) -> int:
-    from harness.comparison import compare
+    from ..engine.compare import compare
 
     mode = args.tenant_mode or "local"
     scale = args.time_scale or scales.SEARCH

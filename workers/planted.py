@@ -1,15 +1,35 @@
 """Planted bugs: realistic mistakes a queue library could ship, each a small subclass of a
-built-in design, each one the search must find with its default budget (tests/chaos/test_planted.py).
-They are test fixtures, never offered to users."""
+built-in design, each one the search must find with its default budget (tests/chaos/test_planted.py
+asserts it, ``run.py bench`` times it). They are fixtures for the search, not designs offered to users:
+:data:`CASES` names each with the faults that expose it and the property that must find it; a design
+spec is :func:`spec` (``pg_job_chaos.workers.planted:NAME``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from core import sqlfile
-from workers.body import Claimed
-from workers.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
-from workers.lease import FencedOut, LeaseFenced
+from ..core import sqlfile
+from .body import Claimed
+from .heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
+from .lease import FencedOut, LeaseFenced
+
+CASES = [  # (bug, faults, the property that must find it)
+    ("CountAtFinish", "crash", "attempts-counted"),
+    ("RaiseLimitOnRetry", "raise", "bounded-attempts"),
+    ("RequeueResetsCounter", "raise", "attempts-counted"),
+    ("ClaimIgnoresMax", "crash", "bounded-blast-radius"),
+    ("NoLeaseCheckBeforeEffect", "pause", "no-stale-effect"),
+    ("HeartbeatAnyAttempt", "pause", "no-stale-effect"),
+    ("UnfencedFinish", "pause", "single-commit"),
+    ("SessionTenant", "", "tenant-isolation"),
+    ("WorkInTransaction", "slow", "horizon"),
+]
+
+
+def spec(bug: str) -> str:
+    """The design spec ``load_design`` takes for planted bug *bug*."""
+    return f"{__name__}:{bug}"
+
 
 Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
                  "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import faults
-import workers
-from core import schedule as base
-from core.schedule import Schedule
+from ... import faults, workers
+from ...core import schedule as base
+from ...core.schedule import Schedule
 
 VALIDATORS: tuple[base.Validator, ...] = (faults.check_schedule, workers.check_schedule)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import properties
-from core.history import History
-from core.schedule import Schedule
+from ...core.history import History
+from ...core.schedule import Schedule
+from ...properties import VIOLATED, aggregate
 
 
 @dataclass
@@ -20,7 +20,7 @@ class Run:
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.results.items() if r.status == properties.VIOLATED]
+        return [n for n, r in self.results.items() if r.status == VIOLATED]
 
     @property
     def size(self) -> tuple:
@@ -42,7 +42,7 @@ class SearchOutcome:
     first_failure_seconds: float | None = None
 
     def aggregate(self) -> dict:
-        return properties.aggregate([r.results for r in self.runs])
+        return aggregate([r.results for r in self.runs])
 
     def smallest_for(self, name: str) -> Run | None:
         """The smallest observed schedule that violated *name*."""

@@ -17,11 +17,13 @@ import signal
 import sys
 import traceback
 
-from core import logs
-from core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
-from harness import bench, commands, experiments, scales
-from harness.progress import Progress
-from workers import DESIGNS, LIBRARIES, MODES
+from ...core import logs
+from ...core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
+from ...workers import DESIGNS, LIBRARIES, MODES
+from .. import experiments, scales
+from ..bench import main as bench
+from ..progress import Progress
+from . import commands
 
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
 DEFAULT_EXAMPLES = 10

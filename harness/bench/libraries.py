@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import statistics
 
-from core.errors import UsageError
-from core.schedule import JobSpec, Schedule
-from faults import parse_faults
-from harness import scales
-from harness.search import search
-from workers import LIBRARIES, load_design
+from ...core.errors import UsageError
+from ...core.schedule import JobSpec, Schedule
+from ...faults import parse_faults
+from ...workers import LIBRARIES, load_design
+from .. import scales
+from ..engine.search import search
 
 BASELINE = "lease-heartbeat"
 JOBS, WORKERS, REPEATS = 20, 2, 3

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
-from properties.strategies import dequeue_budget
+from ...core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
+from ...properties.strategies import dequeue_budget
 
 SHAPE_ONE_JOB = "one job, two workers"
 SHAPE_TWO_JOBS = "two jobs, one worker"

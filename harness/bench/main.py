@@ -18,16 +18,19 @@ import time
 
 import psycopg
 
-from core.schedule import JobSpec, Schedule
-from faults import parse_faults
-from harness import bench_libraries, db, scales
-from harness.cost import design_cost
-from harness.postgres import provision_for
-from harness.runner import Runner
-from harness.search import search
-from workers.body import Q as BODY
-from workers.body import inherited_tenant
-from workers.lease import Q as LEASE
+from ...core.schedule import JobSpec, Schedule
+from ...faults import parse_faults
+from ...workers import planted
+from ...workers.body import Q as BODY
+from ...workers.body import inherited_tenant
+from ...workers.lease import Q as LEASE
+from .. import scales
+from ..engine.search import search
+from ..postgres import dataset as db
+from ..postgres import provision_for
+from ..runner import Runner
+from . import libraries as bench_libraries
+from .cost import design_cost
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
     ("one-transaction", "crash", "local"), ("one-transaction", "raise", "local"),
@@ -61,7 +64,7 @@ def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
     faults' path), alternating, same run: the proxy's cost per job."""
     from psycopg import conninfo
 
-    from harness.netproxy import Proxies
+    from ..net.proxy import Proxies
 
     target = conninfo.conninfo_to_dict(database.worker_dsn)
     proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), 1)
@@ -174,12 +177,9 @@ def command(args, progress) -> int:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
             for design, faults, mode in CASES:
                 _search_case(runner, out, design, faults, mode, None, args.examples, scale)
-            planted = _planted()
-            if planted:
-                print(f"\nplanted bugs (tests/chaos/planted.py; time scale {scale:g}, seed 1):", file=out)
-                for bug, faults, prop in planted:
-                    _search_case(runner, out, f"tests.chaos.planted:{bug}", faults, "local", prop, args.examples,
-                                 scale)
+            print(f"\nplanted bugs (workers/planted.py; time scale {scale:g}, seed 1):", file=out)
+            for bug, faults, prop in planted.CASES:
+                _search_case(runner, out, planted.spec(bug), faults, "local", prop, args.examples, scale)
     return 0
 
 
@@ -189,7 +189,7 @@ PARALLEL_CASE = ("lease-heartbeat", "crash,pause,overrun")  # the small-scope pa
 def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
     """Schedules per minute of one small-scope pass at N = 1, 2, 4, 8 slots, and whether any slot
     count judged a schedule differently from N = 1 (a false alarm the parallelism caused)."""
-    from harness.slots import Slots
+    from ..slots import Slots
 
     design, faults = PARALLEL_CASE
     print(f"\nparallel examples: the small-scope pass of {design} under {faults} (time scale {scale:g})",
@@ -208,15 +208,6 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
         base_rate = base_rate or rate
         print(f"  N={n}: {res.small_scope_runs} schedules in {seconds:5.1f} s = {rate:5.1f}/min "
               f"({rate / base_rate:.1f}x); verdicts differing from N=1: {', '.join(differ) or 'none'}", file=out)
-
-
-def _planted() -> list[tuple[str, str, str]]:
-    """The planted bugs are test fixtures: measured from a checkout, skipped from an installed copy."""
-    try:
-        from tests.chaos.test_planted import CASES as PLANTED
-    except ImportError:
-        return []
-    return PLANTED
 
 
 def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | None, examples: int,

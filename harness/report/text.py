@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
-import properties
-from core.history import History
-from properties.effects import RETRY_ADVICE
+from ...core.history import History
+from ...properties import PROPERTIES
+from ...properties.effects import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
 WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
@@ -53,7 +53,7 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
     """properties x designs, each cell held / VIOLATED (count), and with *decided_by* the schedule
     that decided a violation (``S3``: the third of the comparison's schedules)."""
     designs = list(per_design)
-    names = list(properties.PROPERTIES)
+    names = list(PROPERTIES)
     t = Table(title="properties x designs (each searched, every counterexample replayed on every design)",
               title_justify="left")
     t.add_column("property", no_wrap=True)

@@ -11,7 +11,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from core import sqlfile
+from ...core import sqlfile
 
 Q = sqlfile.load(
     __file__, "schema.sql",

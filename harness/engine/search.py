@@ -22,14 +22,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
-import properties
-from core.history import History
-from core.schedule import JOB_POINTS, POINTS, Schedule
-from harness import smallscope
-from harness.outcome import Run, SearchOutcome
-from harness.progress import step
-from properties.strategies import schedules
-from workers import load_design
+from ...core.history import History
+from ...core.schedule import JOB_POINTS, POINTS, Schedule
+from ...properties import check
+from ...properties.strategies import schedules
+from ...workers import load_design
+from ..progress import step
+from . import smallscope
+from .outcome import Run, SearchOutcome
 
 __all__ = ["Run", "SearchOutcome", "sample_schedules", "search"]
 
@@ -78,7 +78,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
         return out.budget_spent
 
     def record(schedule: Schedule, history: History, seconds: float, label: str) -> None:
-        r = Run(schedule, properties.check(history), history, seconds, label)
+        r = Run(schedule, check(history), history, seconds, label)
         cache[schedule.to_json()] = r
         out.runs.append(r)
         what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
@@ -177,7 +177,7 @@ def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mo
     if out.counterexample is not None:
         progress("replaying the counterexample once more")
         history = run(out.counterexample.schedule)
-        out.replayed = Run(out.counterexample.schedule, properties.check(history), history, 0.0)
+        out.replayed = Run(out.counterexample.schedule, check(history), history, 0.0)
         out.runs.append(out.replayed)
         if not set(out.counterexample.violated) & set(out.replayed.violated):
             out.flaky = True

@@ -17,8 +17,8 @@ import html
 import json
 from pathlib import Path
 
-from core.history import History
-from properties.health import HORIZON_LEASE_FRACTION
+from ...core.history import History
+from ...properties.health import HORIZON_LEASE_FRACTION
 
 TEMPLATE = Path(__file__).with_name("report.html")
 _COMMIT_EVENTS = {"finished"}

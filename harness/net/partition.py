@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 
-from core.errors import HarnessError
+from ...core.errors import HarnessError
 
 INSTALL = "apt-get install -y nftables (and run as root)"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from psycopg import conninfo
 
-from core.errors import HarnessError
-from harness import partition
-from harness.netproxy import Proxies
+from ...core.errors import HarnessError
+from . import partition
+from .proxy import Proxies
 
 NETWORK_FAULTS = ("latency", "partition", "reset")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from core.errors import HarnessError, UsageError
+from ...core.errors import HarnessError, UsageError
 
 REDIS_TIMEOUT = 5.0  # seconds to connect and answer a PING
 
