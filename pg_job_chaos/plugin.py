@@ -17,8 +17,10 @@ fixtures, so ``-m "not chaos_postgres"`` leaves out the tests that need a server
 
 Options (command line, or ini without the dashes: ``chaos_examples = 5``): ``--chaos-examples``,
 ``--chaos-time-scale``, ``--chaos-seed``, ``--chaos-postgres``, ``--chaos-out``, ``--chaos-html``
-(a directory: one HTML page per search that violated something), ``--chaos-strict`` (``assert_held``
-fails on ``unknown`` too).
+(a directory: one HTML page per search that violated something), ``--chaos-budget`` (seconds),
+``--chaos-strict`` (``assert_held`` fails on ``unknown`` too, and on a fault that struck in no run).
+A search takes ``design_options`` (the ``--design-option`` pairs) in ``chaos_session.search(...)`` and in
+``chaos_config``. Searches and their reports are the command line's (:mod:`harness.report.build`).
 
 Hazard: pytest imports this module in every session of every project that has pg-job-chaos
 installed, so it imports nothing heavy at module level; the harness loads when a fixture is used.
@@ -38,6 +40,7 @@ OPTIONS = {  # name: (type, default, help)
     "postgres": (str, "local", "local (a throwaway server) | a DSN | docker[:IMAGE]"),
     "out": (str, "chaos-out", "where counterexample schedules are saved (relative to the rootdir)"),
     "html": (str, "", "a directory for one HTML page per violating search (relative to the rootdir)"),
+    "budget": (float, "", "seconds after which a chaos search starts no new schedule (default: none)"),
 }
 TRUE = ("1", "true", "yes", "on")
 
@@ -56,7 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "chaos_config(**defaults): defaults for chaos_run in this test "
-                                       "(design, faults, tenant_mode, examples, time_scale, seed, workers)")
+                                       "(design, faults, tenant_mode, examples, time_scale, seed, workers, "
+                                       "design_options, budget)")
     config.addinivalue_line("markers", "chaos_postgres: uses pg-job-chaos's database (added automatically)")
 
 
@@ -102,7 +106,8 @@ def chaos_session(pytestconfig: pytest.Config, chaos_database):
     strict = pytestconfig.getoption("chaos_strict") or pytestconfig.getini("chaos_strict")
     settings = Settings(examples=examples or 10, time_scale=scale or 0.5, seed=option(pytestconfig, "seed"),
                         out=root / (option(pytestconfig, "out") or "chaos-out"), root=root,
-                        html=root / html if html else None, strict=bool(strict))
+                        html=root / html if html else None, strict=bool(strict),
+                        budget=option(pytestconfig, "budget"))
     with Runner(chaos_database) as runner:
         yield ChaosSession(runner, settings)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .core.history import History
 from .core.schedule import Schedule
-from .properties import UNKNOWN, VIOLATED
+from .properties import VIOLATED, undecided_names, violated_names
 
 TIMELINE_LINES = 40  # lines of the counterexample's timeline a failure message shows at most
 
@@ -41,22 +41,37 @@ class ChaosResult:
     notes: list[str] = field(default_factory=list)
     strict: bool = False  # assert_held's default: --chaos-strict
     page: Path | None = None  # the HTML page written for it (--chaos-html)
+    failures: list[str] = field(default_factory=list)  # the run failed besides a property: no fault could strike
+    report: object | None = None  # the harness.report.result.Report it was made from
+
+    @classmethod
+    def from_report(cls, report, *, strict: bool = False, page: Path | None = None) -> ChaosResult:
+        """The test's view of a :class:`~harness.report.result.Report`: the same verdicts, the same
+        failure rules, the same saved schedule and replay command as the command line's."""
+        ce = report.saved[0] if report.saved else None
+        r = cls(report.title, report.results, runs=report.runs, flaky=report.flaky, strict=strict, page=page,
+                notes=list(report.notes), failures=report.failures(), report=report)
+        r.notes += [x for x in _warnings(report) if x not in r.notes]
+        if ce is not None:
+            r.schedule, r.history, r.file, r.replay = ce.schedule, ce.history, ce.file, ce.replay
+        return r
 
     def status(self, name: str) -> str:
         return self.properties[name].status
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.properties.items() if r.status == VIOLATED]
+        return violated_names(self.properties)
 
     @property
     def unknown(self) -> list[str]:
-        return [n for n, r in self.properties.items() if r.status == UNKNOWN]
+        return undecided_names(self.properties)
 
     @property
     def held(self) -> bool:
-        """True when no property was violated (an ``unknown`` is not a violation; see ``strict``)."""
-        return not self.violated
+        """True when no property was violated and the run did not fail otherwise (an ``unknown`` is not
+        a violation; see ``strict``)."""
+        return not self.violated and not self.failures
 
     def assert_held(self, *names: str, strict: bool | None = None) -> None:
         """Raise :class:`ChaosViolation` if any of *names* (default: every property) was violated,
@@ -68,7 +83,7 @@ class ChaosResult:
             self.properties[n]  # noqa: B018 -- a misspelt name must fail loudly, not pass
         strict = self.strict if strict is None else strict
         bad = [n for n in names if n in self.violated or (strict and n in self.unknown)]
-        if bad:
+        if bad or self.failures:  # a search that put nothing to the test asserts nothing
             raise ChaosViolation(self.explain(bad))
 
     def assert_violated(self, *names: str) -> None:
@@ -87,12 +102,13 @@ class ChaosResult:
         from .harness.report import text as report
 
         names = names or self.violated
-        lines = [f"{self.title}: {', '.join(names)} {'not held' if names else 'all held'}"]
+        state = "not held" if names else "failed" if self.failures else "all held"
+        lines = [f"{self.title}: {', '.join(names)} {state}".replace(":  ", ": ")]
         for n in names:
             r = self.properties[n]
             jobs = f" (jobs {report.shortlist(r.jobs)})" if r.jobs else ""
             lines.append(f"  {n}: {r.status}{jobs}: {r.evidence}")
-        notes = report.notes_for({n: self.properties[n] for n in names}) + self.notes
+        notes = report.notes_for({n: self.properties[n] for n in names}) + self.notes + self.failures
         lines += [f"  {x}" for x in notes]
         if self.schedule is not None:
             lines.append(f"counterexample{' (FLAKY: did not fail again on replay)' if self.flaky else ''}: "
@@ -116,3 +132,10 @@ class ChaosResult:
         from .harness.report import text as report
 
         return report.property_table(self.properties, title=self.title)
+
+
+def _warnings(report) -> list[str]:
+    from .harness.report import text
+
+    return [x for x in text.coverage_lines(report.coverage, report.never_struck, budget_spent=report.budget_spent)
+            if not x.startswith("coverage")]

@@ -8,8 +8,6 @@ here prints: a test asserts on the :class:`~pg_job_chaos.results.ChaosResult` it
 from __future__ import annotations
 
 import dataclasses
-import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,11 +16,10 @@ from .core.schedule import Schedule
 from .faults.catalogue import parse_faults
 from .harness import scales
 from .harness.engine import schedules as schedule_files
+from .harness.report.result import replay_command
 from .properties import check
 from .results import ChaosResult
 from .workers import load_design
-
-REPLAY = "pg-job-chaos replay {file}"  # the console script pip installs; run.py's --replay is the same
 
 
 @dataclass(frozen=True)
@@ -35,7 +32,8 @@ class Settings:
     out: Path = Path("chaos-out")
     root: Path = Path(".")  # relative design files are found from here
     html: Path | None = None  # a directory: one page per search that violated something
-    strict: bool = False  # assert_held fails on unknown too
+    strict: bool = False  # assert_held fails on unknown too, and on a fault that never struck
+    budget: float | None = None  # seconds after which a search starts no new schedule (--chaos-budget)
     defaults: dict = field(default_factory=dict)  # design, faults, tenant_mode, workers, ... (marker)
 
 
@@ -46,7 +44,8 @@ class ChaosSession:
 
     def with_defaults(self, **defaults) -> ChaosSession:
         """A session whose :meth:`search` and :meth:`run` use *defaults* for arguments not given."""
-        known = {"design", "faults", "tenant_mode", "examples", "time_scale", "seed", "workers"}
+        known = {"design", "faults", "tenant_mode", "examples", "time_scale", "seed", "workers", "design_options",
+                 "budget"}
         bad = sorted(set(defaults) - known)
         if bad:
             raise UsageError(f"chaos_config: unknown option {bad[0]!r}; options: {', '.join(sorted(known))}")
@@ -58,78 +57,75 @@ class ChaosSession:
             return given
         return self.settings.defaults.get(name, fallback)
 
-    def _design(self, spec: str) -> str:
+    def _design(self, spec: str, options: dict | None = None) -> str:
         """A relative ``path/file.py:attr`` is taken from the project's root directory."""
         module, sep, attr = spec.rpartition(":")
         if sep and module.endswith(".py") and not Path(module).is_absolute():
             candidate = self.settings.root / module
             if candidate.is_file():
                 spec = f"{candidate}:{attr}"
-        load_design(spec)  # a usage error now, before anything runs
+        load_design(spec, options)  # a usage error now, before anything runs
         return spec
 
     def search(self, *, design: str | None = None, faults: str | None = None, tenant_mode: str | None = None,
                examples: int | None = None, time_scale: float | None = None, seed: int | None = None,
-               workers: int | None = None) -> ChaosResult:
+               workers: int | None = None, design_options: dict[str, str] | None = None,
+               budget: float | None = None) -> ChaosResult:
         """Search for a schedule that violates a property of *design* under *faults*, shrink it, save
-        it under the ``--chaos-out`` directory; the result says what held. Raises
-        :class:`~core.errors.UsageError` for an unknown design or fault."""
+        it (stamped) under the ``--chaos-out`` directory: the command line's search and its rules (no
+        fault could strike fails; a fault that never struck is said, and fails with ``strict``).
+        *design_options* are the ``--design-option`` pairs; *budget* the seconds after which no new
+        schedule starts. Raises :class:`~core.errors.UsageError` for an unknown design or fault."""
         from .harness.engine.search import search
+        from .harness.report import build
 
-        design = self._design(self._opt(design, "design", "lease"))
+        options = dict(self._opt(design_options, "design_options", {}) or {})
+        design = self._design(self._opt(design, "design", "lease"), options)
         fault_names = self._opt(faults, "faults", "")
         fault_list = parse_faults(fault_names if isinstance(fault_names, str) else ",".join(fault_names))
         mode = self._opt(tenant_mode, "tenant_mode", "local")
-        scale = self._opt(time_scale, "time_scale", self.settings.time_scale)
         n = self._opt(examples, "examples", self.settings.examples)
-        out = search(self.runner.run, faults=fault_list, design=design, tenant_mode=mode, examples=n,
-                     seed=self._opt(seed, "seed", self.settings.seed), time_scale=scale,
-                     workers=self._opt(workers, "workers", None))
-        names = ",".join(f.name for f in fault_list) or "none"
-        title = f"{design} ({mode}) under faults {names}: {len(out.runs)} runs"
-        result = ChaosResult(title, out.aggregate(), runs=len(out.runs), flaky=out.flaky,
-                             strict=self.settings.strict)
-        if out.counterexample is not None:
-            ce = out.counterexample
-            result.schedule, result.history = ce.schedule, ce.history
-            result.file = self._save(ce.schedule, f"{Path(design).name}-{names}")
-            result.replay = REPLAY.format(file=result.file)
-            if self.settings.html is not None:
-                result.page = self._page(result, ce.violated)
-        return result
+        seed = self._opt(seed, "seed", self.settings.seed)
+        out = search(self.runner.run, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
+                     time_scale=self._opt(time_scale, "time_scale", self.settings.time_scale),
+                     workers=self._opt(workers, "workers", None), design_options=options,
+                     budget=self._opt(budget, "budget", self.settings.budget))
+        report = build.search_report(out, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
+                                     server=self.runner.database.environment(), stamp=self.runner.stamp,
+                                     out_dir=self.settings.out, strict=self.settings.strict)
+        return self._result(report)
 
-    def _page(self, result: ChaosResult, violated: list[str]) -> Path:
-        from .harness.report import html
+    def _result(self, report) -> ChaosResult:
+        page = None
+        if self.settings.html is not None and report.saved and report.failed:
+            from .harness.report import files, html
 
-        return html.write(self.settings.html / f"{result.file.stem}.html", title=result.title,
-                          tables=[("properties", result.properties)],
-                          counterexamples=[html.counterexample(
-                              name="counterexample", schedule_json=result.schedule.to_json(),
-                              file=str(result.file), replay=result.replay, violated=violated,
-                              history=result.history)])
+            name = report.saved[0].file.stem if report.kind != "replay" else Path(report.saved[0].file).stem
+            page = html.write(self.settings.html / f"{name}.html", **files.page(report))
+        return ChaosResult.from_report(report, strict=self.settings.strict, page=page)
 
     def run(self, schedule: Schedule, *, design: str | None = None, save: bool = True) -> ChaosResult:
         """Run one schedule and check every property; a violating schedule is saved (with *save*)."""
-        schedule = schedule.replace(design=self._design(design or schedule.design))
+        from .harness.report import build
+
+        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options))
         history = self.runner.run(schedule)
         results = check(history)
-        result = ChaosResult(f"{schedule.design} ({schedule.tenant_mode}), one schedule", results,
-                             schedule=schedule, history=history, strict=self.settings.strict)
+        title = f"{schedule.design} ({schedule.tenant_mode}), one schedule"
+        result = ChaosResult(title, results, schedule=schedule, history=history, strict=self.settings.strict)
         if save and result.violated:
-            result.file = self._save(schedule, f"{Path(schedule.design).name}-run")
-            result.replay = REPLAY.format(file=result.file)
+            stamped = self.runner.stamp(schedule)
+            result.schedule = stamped
+            result.file = build.save(stamped, self.settings.out, build.schedule_stem(schedule.design, "run"))
+            result.replay = replay_command(result.file)
         return result
 
     def replay(self, file: str | Path, *, design: str | None = None) -> ChaosResult:
         """Run a saved schedule file again (what the replay command does)."""
-        result = self.run(schedule_files.load(file), design=design, save=False)
-        result.file, result.replay = Path(file), REPLAY.format(file=file)
-        return result
+        from .harness.report import build
 
-    def _save(self, schedule: Schedule, stem: str) -> Path:
-        out = self.settings.out
-        out.mkdir(parents=True, exist_ok=True)
-        stem = re.sub(r"[^A-Za-z0-9_.,-]+", "_", stem).replace(",", "-")
-        path = out / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{time.monotonic_ns() % 10**6:06d}.json"
-        path.write_text(schedule.to_json() + "\n")
-        return path
+        schedule = schedule_files.load(file)
+        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options))
+        history = self.runner.run(schedule)
+        report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict)
+        return self._result(report)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable
 from ..core.errors import UsageError
 from ..core.history import History
 from . import checks, effects, health
-from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, worst
+from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 
-__all__ = ["HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "worst"]
+__all__ = ["HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "undecided_names",
+           "violated_names", "worst"]
 
 PROPERTIES: dict[str, Callable[[History], Result]] = {
     "tenant-isolation": checks.tenant_isolation,

@@ -55,6 +55,16 @@ def worst(statuses: Iterable[str]) -> str:
     return UNKNOWN if out is None else out
 
 
+def violated_names(results: dict[str, Result]) -> list[str]:
+    """The names of the violated properties among *results*, in order: the one place it is computed."""
+    return [n for n, r in results.items() if r.status == VIOLATED]
+
+
+def undecided_names(results: dict[str, Result]) -> list[str]:
+    """The names of the properties that could not decide (``unknown``)."""
+    return [n for n, r in results.items() if r.status == UNKNOWN]
+
+
 def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
     """Per property, the verdict over many runs of a search (properties in first-seen order).
 

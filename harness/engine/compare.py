@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...core.schedule import Schedule
-from ...properties import PROPERTIES, VIOLATED, aggregate, check
+from ...properties import PROPERTIES, VIOLATED, aggregate, check, violated_names
 from .outcome import Run, SearchOutcome
 from .search import search
 
@@ -85,4 +85,4 @@ class _Replayed:
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.results.items() if r.status == VIOLATED]
+        return violated_names(self.results)

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import VIOLATED, aggregate
+from ...properties import aggregate, violated_names
+
+
+class Phase(enum.Enum):
+    """A search's phases, in order (Hypothesis's runner names its own the same way)."""
+
+    SMALL_SCOPE = "small scope"  # the smallest schedules for every fault at every point, before generation
+    GENERATE = "generate"  # Hypothesis draws schedules until one violates a property
+    SHRINK = "shrinking"  # Hypothesis shrinks that one
+    REST = "rest"  # the rest of the example budget, drawn and run
+    REPLAY = "replay"  # the counterexample once more, uncached
+
+    @property
+    def label(self) -> str:
+        """What a progress line calls a run of this phase."""
+        return {Phase.GENERATE: "example", Phase.REST: "example"}.get(self, self.value)
+
+
+class ExitReason(enum.Enum):
+    """Why a search stopped."""
+
+    EXAMPLES = "every example of the budget ran; nothing violated"
+    BUDGET = "--budget ran out before the example budget; nothing violated"
+    SHRUNK = "a violation was found and shrunk"
+    SHRINK_BUDGET = "a violation was found; shrinking stopped at its run budget (the smallest observed)"
 
 
 @dataclass
@@ -20,7 +45,7 @@ class Run:
 
     @property
     def violated(self) -> list[str]:
-        return [n for n, r in self.results.items() if r.status == VIOLATED]
+        return violated_names(self.results)
 
     @property
     def size(self) -> tuple:
@@ -40,6 +65,7 @@ class SearchOutcome:
     small_scope_runs: int = 0
     seconds: float = 0.0
     first_failure_seconds: float | None = None
+    exit_reason: ExitReason | None = None  # set when the search ends
 
     def aggregate(self) -> dict:
         return aggregate([r.results for r in self.runs])

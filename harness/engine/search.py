@@ -6,6 +6,10 @@ working directory), a run is bounded by the supervisor's deadline, and shrinking
 new candidates after :data:`SHRINK_RUNS` runs -- the counterexample reported is then the
 smallest *observed* failing schedule, which is always a real failing run. The shrunk schedule
 is replayed once more, uncached: if it does not fail again, the report says "flaky".
+
+A search goes through named phases (:class:`Phase`), as Hypothesis's own runner does: the small-scope
+pass, generation, shrinking, the rest of the example budget, the replay. Why it stopped is one
+:class:`~harness.engine.outcome.ExitReason`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import Phase as HypothesisPhase
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
@@ -29,12 +34,13 @@ from ...properties.strategies import schedules
 from ...workers import load_design
 from ..progress import step
 from . import smallscope
-from .outcome import Run, SearchOutcome
+from .outcome import ExitReason, Phase, Run, SearchOutcome
 
-__all__ = ["Run", "SearchOutcome", "sample_schedules", "search"]
+__all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_schedules", "search"]
 
 SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
+CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR") or
+                 Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos")
 
 
 class Violation(AssertionError):
@@ -45,161 +51,211 @@ def database_dir(key: str) -> Path:
     return CACHE_DIR / "hypothesis" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def search(run: Callable[[Schedule], History], *, faults, design: str, tenant_mode: str, examples: int,
-           seed: int | None, time_scale: float, workers: int | None = None,
-           progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
-           budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
-           run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
-           design_options: dict[str, str] | None = None) -> SearchOutcome:
+class Search:
+    """One search of one design (see :func:`search` for the arguments). :meth:`run` goes through the
+    phases once and returns the :class:`SearchOutcome`; the design is loaded once, here."""
+
+    def __init__(self, run: Callable[[Schedule], History], *, faults, design: str, tenant_mode: str,
+                 examples: int, seed: int | None, time_scale: float, workers: int | None = None,
+                 progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
+                 budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
+                 run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
+                 design_options: dict[str, str] | None = None):
+        self._run, self._run_many, self.progress = run, run_many, progress
+        self.faults, self.design, self.tenant_mode = faults, design, tenant_mode
+        self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
+        self.small_scope, self.budget, self.database = small_scope, budget, database
+        self.index, self.shards = shard or (0, 1)
+        self.width = parallel if run_many is not None and parallel > 1 else 1
+        self.design_options = dict(design_options or {})
+        self.points = points_of([design], self.design_options)
+        self.share = -(-examples // self.shards)  # this shard's part of the example budget
+        self.out = SearchOutcome()
+        self.phase = Phase.GENERATE
+        self._cache: dict[str, Run] = {}
+        self._generated = 0
+        self._after_failure = 0
+        self._last_failing: Run | None = None
+        self._t0 = 0.0
+        self._stop_at: float | None = None
+
+    # -- running schedules ---------------------------------------------------------------------------
+
+    def _configured(self, s: Schedule) -> Schedule:
+        return s.replace(design_options=dict(self.design_options)) if self.design_options else s
+
+    def _spent(self) -> bool:
+        if self._stop_at is not None and time.monotonic() >= self._stop_at:
+            self.out.budget_spent = True
+        return self.out.budget_spent
+
+    def _record(self, schedule: Schedule, history: History, seconds: float, label: str) -> Run:
+        r = Run(schedule, check(history), history, seconds, label)
+        self._cache[schedule.to_json()] = r
+        self.out.runs.append(r)
+        what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
+                         f"{','.join(schedule.faults()) or 'none'}")
+        # the bar counts examples against the budget; shrinking has no known end
+        total = None if self.phase is Phase.SHRINK else max(self.examples + self.out.small_scope_runs,
+                                                            len(self.out.runs))
+        step(self.progress, f"{self.phase.label} {len(self.out.runs)}: {what} -> "
+                            f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} "
+                            f"({r.seconds:.1f} s)", done=len(self.out.runs), total=total)
+        if r.violated and self.out.first_failure_seconds is None:
+            self.out.first_failure_seconds = time.monotonic() - self._t0
+        return r
+
+    def _execute(self, schedule: Schedule, label: str = "") -> Run:
+        key = schedule.to_json()
+        if key not in self._cache:
+            t = time.monotonic()
+            self._record(schedule, self._run(schedule), time.monotonic() - t, label)
+        return self._cache[key]
+
+    def _execute_all(self, batch: list[tuple[str, Schedule]]) -> int:
+        """Run a batch known in advance, ``parallel`` at a time where slots exist; stops at the budget."""
+        batch = [(label, s) for label, s in batch if s.to_json() not in self._cache]
+        done = 0
+        for k in range(0, len(batch), self.width):
+            if self._spent():
+                break
+            chunk = batch[k:k + self.width]
+            if self.width == 1:
+                self._execute(chunk[0][1], chunk[0][0])
+            else:
+                for (label, s), h in zip(chunk, self._run_many([s for _, s in chunk]), strict=True):
+                    self._record(s, h, h.t1 - h.t0, label)
+            done += len(chunk)
+        return done
+
+    # -- the phases ----------------------------------------------------------------------------------
+
+    def run(self) -> SearchOutcome:
+        self._t0 = time.monotonic()
+        self._stop_at = self._t0 + self.budget if self.budget is not None else None
+        if self.small_scope:
+            self._small_scope()
+        self._generate_and_shrink()
+        if self._last_failing is not None and self._generated < self.share and not self._spent():
+            self._rest()
+        self.out.seconds = time.monotonic() - self._t0
+        # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
+        failing = [r for r in self.out.runs if r.violated]
+        self.out.counterexample = min(failing, key=lambda r: r.size) if failing else None
+        if self.out.counterexample is not None:
+            self._replay()
+        self.out.exit_reason = self._exit_reason()
+        return self.out
+
+    def _small_scope(self) -> None:
+        self.phase = Phase.SMALL_SCOPE
+        cases = smallscope.schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
+                                     time_scale=self.time_scale, workers=self.workers, points=self.points)
+        self.out.small_scope_runs = self._execute_all(
+            [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
+
+    def _generate_and_shrink(self) -> None:
+        """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
+        self.phase = Phase.GENERATE
+        strategy = schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
+                             time_scale=self.time_scale, workers=self.workers,
+                             points=self.points).map(self._configured)
+        key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
+               f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
+        database = self.database if self.database is not None else DirectoryBasedExampleDatabase(database_dir(key))
+
+        @settings(max_examples=self.share, deadline=None, database=database,
+                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                  phases=[HypothesisPhase.explicit, HypothesisPhase.reuse, HypothesisPhase.generate,
+                          HypothesisPhase.shrink], print_blob=False)
+        @given(strategy)
+        def test(schedule: Schedule) -> None:
+            new = schedule.to_json() not in self._cache
+            if self._last_failing is not None and new:
+                self._after_failure += 1
+                if self._after_failure > SHRINK_RUNS:
+                    self.out.shrink_budget_spent = True
+                    return  # budget spent: not run, so not a counterexample
+            if self._last_failing is None and new and self._spent():
+                return  # --budget spent: generated, not run (the report says so)
+            r = self._execute(schedule)
+            if self._last_failing is None:
+                self._generated += 1
+            if r.violated:
+                self._last_failing, self.phase = r, Phase.SHRINK
+                raise Violation(", ".join(r.violated))
+
+        if self.seed is not None:
+            # Hazard: Hypothesis's @seed also switches the example database off -- a seeded search
+            # neither reads nor saves examples. Shards that share a database must run unseeded.
+            test = hypothesis_seed(self.seed * self.shards + self.index)(test)
+        try:
+            test()
+        except Violation:
+            pass
+        except Flaky:
+            self.out.flaky = True
+
+    def _rest(self) -> None:
+        """Hypothesis stops generating at the first failure; the rest of the example budget still
+        runs, so that every property is judged on as many schedules as the user asked for."""
+        self.phase = Phase.REST
+        rest = sample_schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
+                                count=self.share - self._generated, seed=self.seed, time_scale=self.time_scale,
+                                workers=self.workers, points=self.points)
+        self.progress(f"exploring the other {len(rest)} examples of the budget")
+        self._execute_all([("", self._configured(s)) for s in rest])
+
+    def _replay(self) -> None:
+        self.phase = Phase.REPLAY
+        self.progress("replaying the counterexample once more")
+        ce = self.out.counterexample
+        history = self._run(ce.schedule)
+        self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
+        self.out.runs.append(self.out.replayed)
+        if not set(ce.violated) & set(self.out.replayed.violated):
+            self.out.flaky = True
+
+    def _exit_reason(self) -> ExitReason:
+        if self.out.counterexample is not None:
+            return ExitReason.SHRINK_BUDGET if self.out.shrink_budget_spent else ExitReason.SHRUNK
+        return ExitReason.BUDGET if self.out.budget_spent else ExitReason.EXAMPLES
+
+
+def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     """Search for a schedule that violates a property. *run* executes one schedule.
 
-    First the small-scope pass (:mod:`harness.smallscope`, outside the example budget), then
+    First the small-scope pass (:mod:`harness.engine.smallscope`, outside the example budget), then
     *examples* random schedules from Hypothesis, shrinking the first violation it finds (with a
     *seed*, reproducibly -- and then, as Hypothesis does, without its example database). *budget*
     (seconds) stops both passes from starting new schedules once spent; shrinking and the final
     replay still run. *database* is Hypothesis's example database (default: a directory under
-    :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts of the search.
+    :data:`CACHE_DIR`, ``$PGJC_CACHE_DIR`` if set); *shard* ``(i, n)`` runs the i-th of n disjoint parts.
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
     *design_options* (``--design-option``) go into every schedule, so that a saved one replays with them.
+    Keyword arguments are :class:`Search`'s.
     """
-    def configured(s: Schedule) -> Schedule:
-        return s.replace(design_options=dict(design_options)) if design_options else s
-
-    out = SearchOutcome()
-    cache: dict[str, Run] = {}
-    state = {"after_failure": 0, "last_failing": None, "generated": 0, "phase": "example"}
-    t0 = time.monotonic()
-    stop_at = t0 + budget if budget is not None else None
-
-    def spent() -> bool:
-        if stop_at is not None and time.monotonic() >= stop_at:
-            out.budget_spent = True
-        return out.budget_spent
-
-    def record(schedule: Schedule, history: History, seconds: float, label: str) -> None:
-        r = Run(schedule, check(history), history, seconds, label)
-        cache[schedule.to_json()] = r
-        out.runs.append(r)
-        what = label or (f"{len(schedule.jobs)} jobs, {schedule.workers} workers, faults "
-                         f"{','.join(schedule.faults()) or 'none'}")
-        phase = state["phase"]
-        # the bar counts examples against the budget; shrinking has no known end
-        step(progress, f"{phase} {len(out.runs)}: {what} -> "
-                       f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} ({r.seconds:.1f} s)",
-             done=len(out.runs), total=None if phase == "shrinking" else max(examples + out.small_scope_runs,
-                                                                           len(out.runs)))
-        if r.violated and out.first_failure_seconds is None:
-            out.first_failure_seconds = time.monotonic() - t0
-
-    def execute(schedule: Schedule, label: str = "") -> Run:
-        key = schedule.to_json()
-        if key not in cache:
-            t = time.monotonic()
-            record(schedule, run(schedule), time.monotonic() - t, label)
-        return cache[key]
-
-    def execute_all(batch: list[tuple[str, Schedule]]) -> int:
-        """Run a batch known in advance, *parallel* at a time where slots exist; stops at the budget."""
-        batch = [(label, s) for label, s in batch if s.to_json() not in cache]
-        done = 0
-        width = parallel if run_many is not None and parallel > 1 else 1
-        for k in range(0, len(batch), width):
-            if spent():
-                break
-            chunk = batch[k:k + width]
-            if width == 1:
-                execute(chunk[0][1], chunk[0][0])
-            else:
-                for (label, s), h in zip(chunk, run_many([s for _, s in chunk]), strict=True):
-                    record(s, h, h.t1 - h.t0, label)
-            done += len(chunk)
-        return done
-
-    index, shards = shard or (0, 1)
-    if small_scope:
-        state["phase"] = "small scope"
-        cases = smallscope.schedules(faults=faults, design=design, tenant_mode=tenant_mode,
-                                     time_scale=time_scale, workers=workers, points=points_of([design]))
-        out.small_scope_runs = execute_all([(label, configured(c)) for k, (label, c) in enumerate(cases)
-                                            if k % shards == index])
-        state["phase"] = "example"
-
-    strategy = schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                         workers=workers, points=points_of([design])).map(configured)
-    key = f"{json.dumps(design_options or {}, sort_keys=True)}|{design}|{tenant_mode}|{','.join(sorted(f.name for f in faults))}|{time_scale}|{workers}"
-    if database is None:
-        database = DirectoryBasedExampleDatabase(database_dir(key))
-    share = -(-examples // shards)  # this shard's part of the example budget
-
-    @settings(max_examples=share, deadline=None, database=database,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
-              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink], print_blob=False)
-    @given(strategy)
-    def test(schedule: Schedule) -> None:
-        if state["last_failing"] is not None and schedule.to_json() not in cache:
-            state["after_failure"] += 1
-            if state["after_failure"] > SHRINK_RUNS:
-                out.shrink_budget_spent = True
-                return  # budget spent: not run, so not a counterexample
-        if state["last_failing"] is None and schedule.to_json() not in cache and spent():
-            return  # --budget spent: generated, not run (the report says so)
-        r = execute(schedule)
-        if state["last_failing"] is None:
-            state["generated"] += 1
-        if r.violated:
-            state["last_failing"], state["phase"] = r, "shrinking"
-            raise Violation(", ".join(r.violated))
-
-    if seed is not None:
-        # Hazard: Hypothesis's @seed also switches the example database off -- a seeded search
-        # neither reads nor saves examples. Shards that share a database must run unseeded.
-        test = hypothesis_seed(seed * shards + index)(test)
-    try:
-        test()
-    except Violation:
-        pass
-    except Flaky:
-        out.flaky = True
-    if state["last_failing"] is not None and state["generated"] < share and not spent():
-        # Hypothesis stops generating at the first failure; the rest of the example budget still
-        # runs, so that every property is judged on as many schedules as the user asked for.
-        rest = sample_schedules(faults=faults, design=design, tenant_mode=tenant_mode,
-                                count=share - state["generated"], seed=seed, time_scale=time_scale,
-                                workers=workers)
-        progress(f"exploring the other {len(rest)} examples of the budget")
-        state["phase"] = "example"
-        execute_all([("", configured(s)) for s in rest])
-    out.seconds = time.monotonic() - t0
-    # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
-    failing = [r for r in out.runs if r.violated]
-    out.counterexample = min(failing, key=lambda r: r.size) if failing else None
-    if out.counterexample is not None:
-        progress("replaying the counterexample once more")
-        history = run(out.counterexample.schedule)
-        out.replayed = Run(out.counterexample.schedule, check(history), history, 0.0)
-        out.runs.append(out.replayed)
-        if not set(out.counterexample.violated) & set(out.replayed.violated):
-            out.flaky = True
-    return out
+    return Search(run, **kwargs).run()
 
 
-def points_of(designs) -> tuple[str, ...]:
+def points_of(designs, options: dict[str, str] | None = None) -> tuple[str, ...]:
     """The strike points any of *designs* reaches (by name or plug-in spec), in ``POINTS`` order."""
-    reached = {p for d in designs for p in getattr(load_design(d), "points", JOB_POINTS)}
+    reached = {p for d in designs for p in getattr(load_design(d, options), "points", JOB_POINTS)}
     return tuple(p for p in POINTS if p in reached)
 
 
 def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed: int | None,
-                     time_scale: float, workers: int | None = None, designs=None) -> list[Schedule]:
+                     time_scale: float, workers: int | None = None, designs=None,
+                     points: tuple[str, ...] | None = None) -> list[Schedule]:
     """*count* schedules drawn from the strategy without running anything (for ``--compare``:
-    *designs*, whose strike points they may use; default *design* alone)."""
+    *designs*, whose strike points they may use; default *design* alone; *points* when known)."""
     drawn: list[Schedule] = []
 
-    @settings(max_examples=count, deadline=None, database=None, phases=[Phase.generate],
+    @settings(max_examples=count, deadline=None, database=None, phases=[HypothesisPhase.generate],
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
     @given(schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                     workers=workers, points=points_of(designs or [design])))
+                     workers=workers, points=points if points is not None else points_of(designs or [design])))
     def draw(schedule):
         drawn.append(schedule)
 

@@ -157,3 +157,33 @@ def junit(path: str, suites: dict[str, dict], *, strict: bool = False) -> None:
             elif r.status == "unknown":
                 ET.SubElement(case, "skipped", message=r.evidence)
     ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
+
+
+def render(report) -> str:
+    """What the command line prints for a :class:`~harness.report.result.Report` (its failure lines
+    excepted: :meth:`~harness.report.result.Report.failures`, printed after the files are written)."""
+    out: list[str] = []
+    if report.kind == "compare":
+        out.append(matrix(report.suites, decided_by=report.decided_by))
+        for s in report.saved:
+            out.append(f"{s.name.split(':')[0]}: {s.name.partition(': ')[2]}: {len(s.schedule.jobs)} jobs, "
+                       f"{s.schedule.workers} workers, faults {','.join(s.schedule.faults()) or 'none'}; "
+                       f"replay: {s.replay} --design DESIGN")
+        return "\n".join(out)
+    out.append(property_table(report.results, title=report.title))
+    out += report.notes
+    if report.kind == "replay":
+        out += ["timeline:", timeline(report.history)]
+        return "\n".join(out)
+    out += coverage_lines(report.coverage, report.never_struck, budget_spent=report.budget_spent)
+    ce = report.counterexample
+    if ce is not None:
+        state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
+        budget = " (shrink budget spent: the smallest schedule observed)" if report.shrink_budget_spent else ""
+        out += [f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
+                f"violates {', '.join(ce.violated)}; {state}", ce.schedule.to_json(),
+                f"saved to {ce.file}\nreplay with: {ce.replay}\n\ntimeline of that run:", timeline(ce.history)]
+        for s in report.saved[1:]:
+            prop = s.name.removeprefix("smallest schedule violating ")
+            out.append(f"{prop}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): {s.file}")
+    return "\n".join(out)

@@ -33,7 +33,7 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert data["properties"]["terminal-states"]["status"] == "violated"
     assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence"}
     ce = data["counterexample"]
-    assert "terminal-states" in ce["violated"] and ce["replay"] == f"python run.py --replay {ce['file']}"
+    assert "terminal-states" in ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
     assert ce["schedule"]["jobs"] and len(ce["schedule"]["jobs"]) <= 2
     assert "Counterexample" in r.stdout and "timeline of that run:" in r.stdout and ce["replay"] in r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")

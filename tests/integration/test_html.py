@@ -48,7 +48,7 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     text = page.read_text()
     _check_self_contained(text)
     saved = sorted((tmp_path / "ce").glob("*.json"))
-    assert saved and all(f"python run.py --replay {p}" in text for p in saved)
+    assert saved and all(f"pg-job-chaos replay {p}" in text for p in saved)
     dom = _open(page, tmp_path, no_browser, "search")
     assert dom.count('class="properties"') == 1 and "VIOLATED" in dom
     assert dom.count('class="timeline"') == len(saved)  # one per saved schedule

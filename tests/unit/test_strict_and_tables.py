@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from pg_job_chaos import properties
 from pg_job_chaos.core.errors import EXIT_HELD, EXIT_VIOLATED
-from pg_job_chaos.harness.cli import commands
 from pg_job_chaos.harness.cli import main as cli
 from pg_job_chaos.harness.report import text as report
+from pg_job_chaos.harness.report.result import Report
 from pg_job_chaos.properties.core import Result
 
 EVIDENCE = ("job 1 committed 2 job_runs rows (attempts 1, 2); retries re-send: make the effect idempotent, "
@@ -24,16 +23,28 @@ def _results(status: str) -> dict:
     return out
 
 
+def _report(status: str, *, strict: bool, **kw) -> Report:
+    return Report("search", "lease", {"lease": _results(status)}, strict=strict, **kw)
+
+
 @pytest.mark.parametrize("strict, expected", [(False, EXIT_HELD), (True, EXIT_VIOLATED)])
-def test_an_unknown_fails_the_run_only_with_strict(strict, expected, capsys):
-    assert commands._exit_code(argparse.Namespace(strict=strict), _results(properties.UNKNOWN)) == expected
-    said = capsys.readouterr().out
-    assert ("--strict: horizon could not decide; the run fails" in said) is strict
+def test_an_unknown_fails_the_run_only_with_strict(strict, expected):
+    r = _report(properties.UNKNOWN, strict=strict)
+    assert r.exit_code() == expected
+    assert ("--strict: horizon could not decide; the run fails" in r.failures()) is strict
 
 
 def test_strict_still_passes_a_run_that_held_and_fails_a_violation():
-    assert commands._exit_code(argparse.Namespace(strict=True), _results(properties.HELD)) == EXIT_HELD
-    assert commands._exit_code(argparse.Namespace(strict=False), _results(properties.VIOLATED)) == EXIT_VIOLATED
+    assert _report(properties.HELD, strict=True).exit_code() == EXIT_HELD
+    assert _report(properties.VIOLATED, strict=False).exit_code() == EXIT_VIOLATED
+
+
+def test_a_fault_that_never_struck_fails_only_with_strict_and_no_strike_point_always_fails():
+    assert _report(properties.HELD, strict=False, never_struck=["crash"]).exit_code() == EXIT_HELD
+    r = _report(properties.HELD, strict=True, never_struck=["crash"])
+    assert r.exit_code() == EXIT_VIOLATED and "--strict: crash struck in no run; the run fails" in r.failures()
+    r = _report(properties.HELD, strict=False, no_strike=True)
+    assert r.exit_code() == EXIT_VIOLATED and r.failures()[0].startswith("NO FAULT COULD STRIKE")
 
 
 @pytest.mark.parametrize("sub", [["search"], ["replay", "f.json"], ["compare"]])

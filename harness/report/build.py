@@ -1,0 +1,123 @@
+"""Building a :class:`~harness.report.result.Report` from what the engine found: the same for the command
+line and the pytest plugin. Saving schedules happens here (stamped with the server they ran on, so a
+replay uses it), and so do the rules a verdict needs besides the properties: a search in which no fault
+could strike decides nothing (held becomes unknown), an allowed fault that never struck is said.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ...core.history import History
+from ...core.schedule import Schedule
+from ...properties import HELD, UNKNOWN, Result, violated_names
+from ..engine.compare import Comparison
+from ..engine.outcome import SearchOutcome
+from . import text
+from .result import Report, Saved
+
+Stamp = Callable[[Schedule], Schedule]
+
+
+def schedule_stem(design: str, what: str) -> str:
+    """A file-name stem: a plug-in's spec (a path or module:attr) keeps only its attribute's name."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", design.rpartition(":")[2] or design).strip("-.") or "design"
+    return f"{name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', what).strip('-')}"
+
+
+def save(schedule: Schedule, out_dir: Path, stem: str) -> Path:
+    """Write *schedule* under *out_dir* as ``STEM-YYYYmmdd-HHMMSS-NNNNNN.json`` (never overwriting)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{time.monotonic_ns() // 1000 % 10**6:06d}.json"
+    path.write_text(schedule.to_json() + "\n")
+    return path
+
+
+def no_strike(results: dict) -> dict:
+    """What held in a search where no fault could strike is unknown: nothing was put to the test."""
+    return {n: r if r.status != HELD else Result(
+        n, UNKNOWN, evidence="no fault could strike: no execution reached a strike point")
+        for n, r in results.items()}
+
+
+def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, examples: int,
+                  seed: int | None, server: dict, stamp: Stamp, out_dir: Path, strict: bool = False) -> Report:
+    """A search's report; its counterexample (and the smallest schedule for every other violated
+    property) saved under *out_dir*, stamped."""
+    names = ",".join(f.name for f in faults) or "none"
+    results = out.aggregate()
+    blocked = out.no_strike_point(faults)
+    if blocked:
+        results = no_strike(results)
+    coverage = out.coverage()
+    never = out.never_struck(faults, coverage)
+    title = (f"{design} ({tenant_mode}) under faults {names}: {len(out.runs)} runs "
+             f"({out.small_scope_runs} small-scope) in {out.seconds:.1f} s")
+    saved: list[Saved] = []
+    if out.counterexample is not None:
+        ce = out.counterexample
+        stem = schedule_stem(design, names.replace(",", "-"))
+        stamped = stamp(ce.schedule)
+        saved.append(Saved("counterexample", stamped, save(stamped, out_dir, stem), ce.violated, ce.history))
+        for n in results:
+            if results[n].status != "violated" or n in ce.violated:
+                continue
+            small = out.smallest_for(n)
+            if small is not None:
+                s = stamp(small.schedule)
+                saved.append(Saved(f"smallest schedule violating {n}", s, save(s, out_dir, f"{stem}-{n}"),
+                                   small.violated, small.history))
+    report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
+                    coverage=coverage, never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
+                    shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
+                    exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
+                    notes=text.notes_for(results))
+    ce_json = None
+    if saved:
+        ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file), "replay": saved[0].replay,
+                   "violated": saved[0].violated, "flaky": out.flaky}
+    report.data = {"design": design, "tenant_mode": tenant_mode, "faults": [f.name for f in faults],
+                   "examples": examples, "seed": seed, "server": server, "properties": text.results_json(results),
+                   "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
+                   "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
+                   "no_fault_could_strike": blocked, "failed": report.failed}
+    return report
+
+
+def replay_report(history: History, results: dict, schedule: Schedule, file: str | Path, *,
+                  strict: bool = False, notes: list[str] = ()) -> Report:
+    """A replay's report: the file it ran is its one saved schedule."""
+    title = f"replay of {file} on {schedule.design} ({schedule.tenant_mode})"
+    saved = [Saved("this replay", schedule, Path(file), violated_names(results),
+                   history)]
+    report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
+                    notes=[*notes, *text.notes_for(results)])
+    report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
+                   "replay": str(file), "server": history.server, "properties": text.results_json(results),
+                   "failed": report.failed}
+    return report
+
+
+def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out_dir: Path,
+                   strict: bool = False) -> Report:
+    """A compare's report: every deciding schedule saved as ``compare-S<i>-...json``."""
+    saved = []
+    for i, deciding in enumerate(c.schedules, 1):
+        s = stamp(deciding.schedule)
+        saved.append(Saved(f"S{i}: {deciding.origin}", s, save(s, out_dir, f"compare-S{i}"), deciding.run.violated,
+                           deciding.run.history))
+    names = ",".join(f.name for f in faults) or "none"
+    report = Report("compare", f"compare: faults {names} ({tenant_mode})", dict(c.results), saved=saved,
+                    strict=strict, decided_by=c.decided_by, runs=sum(len(o.runs) for o in c.outcomes.values()))
+    report.data = {"faults": [f.name for f in faults], "tenant_mode": tenant_mode,
+                   "schedules": [d.schedule.to_dict() for d in c.schedules],
+                   "origins": [d.origin for d in c.schedules], "files": [str(s.file) for s in saved],
+                   "designs": {d: {"properties": text.results_json(r),
+                                   "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
+                               for d, r in c.results.items()},
+                   "failed": report.failed}
+    return report

@@ -1,0 +1,38 @@
+"""A :class:`~harness.report.result.Report` written to the files the user asked for: ``--json`` (``-``:
+standard output), ``--junit`` and ``--html``. The same for every command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import html, text
+from .result import Report
+
+
+def page(report: Report) -> dict:
+    """:func:`harness.report.html.write`'s arguments for *report*."""
+    shown = [html.counterexample(name=s.name, schedule_json=s.schedule.to_json(), file=str(s.file),
+                                 replay=s.replay, violated=s.violated, history=s.history)
+             for s in report.saved if s.history is not None]
+    if report.kind == "compare":
+        return {"title": report.title, "matrix": report.suites, "counterexamples": shown}
+    return {"title": report.title, "tables": [("properties", report.results)], "counterexamples": shown}
+
+
+def write(report: Report, *, json_path: str | None = None, junit_path: str | None = None,
+          html_path: str | None = None) -> list[str]:
+    """Write the files; returns the lines to tell the user (where the HTML page went)."""
+    said = []
+    if html_path:
+        said.append(f"HTML report: {html.write(html_path, **page(report))}")
+    if json_path == "-":
+        sys.stdout.write(json.dumps(report.data, indent=2, default=str) + "\n")
+    elif json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(report.data, indent=2, default=str) + "\n")
+    if junit_path:
+        Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
+        text.junit(junit_path, report.suites, strict=report.strict)
+    return said

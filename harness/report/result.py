@@ -1,0 +1,112 @@
+"""One result object for a search, a replay or a compare: what the command line prints and the pytest
+plugin asserts on, built once (:mod:`harness.report.build`) and rendered by :mod:`harness.report.text`,
+:mod:`~harness.report.junit`, :mod:`~harness.report.html` and as JSON (:attr:`Report.data`).
+
+The rules that decide whether a run fails live here and only here: a violated property; with
+*strict*, a property that could not decide or an allowed fault that struck in no run; and always a
+search in which no fault could strike at all (nothing was put to the test).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...core.errors import EXIT_HELD, EXIT_VIOLATED
+from ...core.history import History
+from ...core.schedule import Schedule
+from ...properties import undecided_names, violated_names
+
+PROGRAM = "pg-job-chaos"  # the console script; run.py and python -m pg_job_chaos are the same program
+
+
+def replay_command(file: str | Path) -> str:
+    """The command that runs a saved schedule again: spelled here, and nowhere else."""
+    return f"{PROGRAM} replay {shlex.quote(str(file))}"
+
+
+@dataclass
+class Saved:
+    """A schedule shown to the user with its run: a counterexample, the smallest schedule for another
+    violated property, a compare's deciding schedule, or the file a replay ran."""
+
+    name: str  # "counterexample", "smallest schedule violating no-overlap", "S2: lease's counterexample ..."
+    schedule: Schedule  # stamped (server version, pooler, library versions): a replay uses them
+    file: Path
+    violated: list[str]
+    history: History | None = None
+
+    @property
+    def replay(self) -> str:
+        return replay_command(self.file)
+
+
+@dataclass
+class Report:
+    """The verdicts of one command. ``suites`` maps a design to its properties' :class:`Result`
+    (one suite for a search or a replay, one per design for a compare)."""
+
+    kind: str  # "search" | "replay" | "compare"
+    title: str
+    suites: dict[str, dict]
+    data: dict = field(default_factory=dict)  # the JSON document (--json), properties included
+    saved: list[Saved] = field(default_factory=list)  # saved[0] is the counterexample, when there is one
+    strict: bool = False
+    runs: int = 1
+    coverage: dict = field(default_factory=dict)
+    never_struck: list[str] = field(default_factory=list)  # allowed faults that struck in no run
+    no_strike: bool = False  # faults were allowed and no execution reached a single strike point
+    budget_spent: bool = False
+    shrink_budget_spent: bool = False
+    flaky: bool = False
+    exit_reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # sentences printed after the table
+    decided_by: dict[str, dict[str, int]] | None = None  # compare: design -> property -> schedule index
+    history: History | None = None  # the run a replay made
+
+    @property
+    def results(self) -> dict:
+        """The one suite of a search or a replay."""
+        if len(self.suites) != 1:
+            raise ValueError(f"a {self.kind} report has {len(self.suites)} suites; read .suites")
+        return next(iter(self.suites.values()))
+
+    @property
+    def counterexample(self) -> Saved | None:
+        return self.saved[0] if self.kind == "search" and self.saved else None
+
+    def violated(self, suite: str | None = None) -> list[str]:
+        """Violated properties of *suite* (default: of every suite, each name once)."""
+        names: list[str] = []
+        for name, results in self.suites.items():
+            if suite is None or name == suite:
+                names += [n for n in violated_names(results) if n not in names]
+        return names
+
+    def undecided(self) -> list[str]:
+        names: list[str] = []
+        for results in self.suites.values():
+            names += [n for n in undecided_names(results) if n not in names]
+        return names
+
+    def failures(self) -> list[str]:
+        """Why the run fails besides a violated property: one sentence each (empty: it does not)."""
+        out = []
+        if self.no_strike:
+            out.append(f"NO FAULT COULD STRIKE: no execution of {', '.join(self.suites)} reached a strike point in "
+                       f"{self.runs} runs (does its worker run the harness's job body? see workers/hosted.py); "
+                       "the run fails")
+        if self.strict and self.undecided():
+            out.append(f"--strict: {', '.join(self.undecided())} could not decide; the run fails")
+        if self.strict and self.never_struck:
+            out.append(f"--strict: {', '.join(self.never_struck)} struck in no run; the run fails")
+        return out
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.violated()) or bool(self.failures())
+
+    def exit_code(self) -> int:
+        """0 every property held; 1 a property violated, or the run failed for a reason of :meth:`failures`."""
+        return EXIT_VIOLATED if self.failed else EXIT_HELD
