@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
+from pg_job_chaos import ChaosSession, ChaosViolation, Settings
 from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.integration
 
 SKIPS_THE_BODY = '''
 from pg_job_chaos.workers import hosted
@@ -69,3 +74,22 @@ def test_unknown_design_option_is_a_usage_error(tmp_path):
                 timeout=60, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "unknown option 'speed'; options: poll" in r.stderr
+
+
+def test_the_plugin_session_applies_the_command_lines_rules(tmp_path, runner):
+    """The pytest plugin's session builds the same Report: a worker that never runs the body fails the
+    search, and a saved counterexample is stamped and keeps its design options."""
+    shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "examples_copy.py")
+    (tmp_path / "skips.py").write_text(SKIPS_THE_BODY)
+    session = ChaosSession(runner, Settings(out=tmp_path / "out", root=tmp_path, time_scale=0.5))
+    skipped = session.search(design=f"{tmp_path / 'skips.py'}:SkipsTheBody", faults="crash", examples=1, seed=1)
+    assert not skipped.held and skipped.failures and skipped.failures[0].startswith("NO FAULT COULD STRIKE")
+    with pytest.raises(ChaosViolation, match="NO FAULT COULD STRIKE"):
+        skipped.assert_held()
+    shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "my_worker.py")
+    found = session.search(design=f"{tmp_path / 'my_worker.py'}:MyWorker", design_options={"poll": "0.02"},
+                           faults="crash", examples=2, seed=1)
+    assert "terminal-states" in found.violated, found.explain()
+    saved = json.loads(found.file.read_text())
+    assert saved["design_options"] == {"poll": "0.02"} and saved["pg_version"] == runner.database.major
+    assert found.replay == f"pg-job-chaos replay {found.file}"
