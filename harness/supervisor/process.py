@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...core import logs, procs
+from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
 from ...workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
@@ -95,7 +96,7 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
         os.setpgid(0, 0)
         if not procs.die_with_parent(signal.SIGKILL, parent):
-            os._exit(EXIT_WORKER_ERROR)
+            raise RuntimeError(f"the supervisor (pid {parent}) was gone before worker {spec.identity} started")
         for fd in close_fds:  # the janitor's pipe: if we held it, the janitor would never see EOF
             try:
                 os.close(fd)
@@ -113,9 +114,9 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         ctx.log.write("worker-exit", reason="drained")
         code = EXIT_DRAINED
     except BaseException as exc:
-        try:
-            if ctx is not None:
-                worker_error(ctx.log, exc)
+        try:  # a failure before the context exists (its log, its pool) is recorded all the same
+            worker_error(ctx.log if ctx is not None else ExecLog(path_for(spec.run_dir, spec.identity),
+                                                                  spec.identity), exc)
         except BaseException:
             pass
     finally:
