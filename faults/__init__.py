@@ -11,7 +11,10 @@ Two kinds:
   trigger is what the history shows, never a wall-clock guess, so a schedule replays the same way.
 
 Adding a fault is adding one :class:`Fault` to :data:`CATALOGUE`; a supervisor fault is written
-against :class:`SupervisorAPI`, the typed interface the supervisor offers (``faults/api.py``).
+against :class:`SupervisorAPI`, the typed interface the supervisor offers (``faults/api.py``), and
+its entry declares what a run needs for it (``needs_one_slot``, ``needs_durable_settings``,
+``needs_local_server``, ``network``, ``needs_root_nftables``, ...): the harness reads those, never the
+fault's name.
 """
 
 from __future__ import annotations

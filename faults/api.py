@@ -14,6 +14,10 @@ from typing import Protocol
 
 from ..core.schedule import Event
 
+# What :meth:`SupervisorAPI.network` takes (a catalogue entry's ``network`` is one of them); any other
+# action is an error, never a silent no-op.
+NETWORK_ACTIONS = ("latency", "reset", "partition", "heal")
+
 
 @dataclass(frozen=True)
 class Stop:
@@ -67,7 +71,7 @@ class SupervisorAPI(Protocol):
     def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
         """The worker's traffic: ``latency`` (add *seconds* to every chunk either way; 0 ends it),
         ``reset`` (cut its connections with RST), ``partition`` (drop its packets: silence),
-        ``heal`` (end the partition)."""
+        ``heal`` (end the partition): :data:`NETWORK_ACTIONS`. Another action is a ``HarnessError``."""
 
     def stop_server(self) -> None:
         """Stop the server in immediate mode, as a crash does: every session breaks. Until

@@ -1,17 +1,22 @@
 """The catalogue itself. Job faults get the running execution (``workers.body.Execution``);
-supervisor faults get the :class:`~faults.api.SupervisorAPI` the supervisor offers them."""
+supervisor faults get the :class:`~faults.api.SupervisorAPI` the supervisor offers them.
+
+A supervisor fault's entry also declares what a run needs for it and how it strikes -- one slot,
+durable settings, the local server, the network (and which action), root and nftables, its
+variants, whether it strikes last -- and the harness reads those declarations, never the name.
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
 from ..core.schedule import Event, Schedule
 from . import supervisor
-from .api import Stop, SupervisorAPI
+from .api import NETWORK_ACTIONS, Stop, SupervisorAPI
 
 EXIT_CRASH = 1
 
@@ -29,6 +34,26 @@ class Fault:
     strike: Callable | None = None  # job faults: strike(execution) at the point
     work_lease_factor: float | None = None  # overrun/slow: work lasts this many leases
     inject: Callable[[SupervisorAPI, Event, Stop], None] | None = None  # supervisor faults
+    # What a supervisor fault needs from the run, and how it strikes (read by the harness: the
+    # supervisor, the runner, harness.session, the search's small-scope pass, the strategies).
+    needs_one_slot: bool = False  # it reaches the whole server: no parallel slots (restart)
+    needs_durable_settings: bool = False  # the server runs on DURABLE_SETTINGS: committed work survives it
+    needs_local_server: bool = False  # the harness stops and starts the server: only the local one
+    breaks_every_session: bool = False  # every session breaks, the runner's admin one too (restart)
+    network: str | None = None  # the SupervisorAPI.network action it strikes with (a per-worker proxy)
+    needs_root_nftables: bool = False  # it drops packets with nftables: root and nft (partition)
+    variants: tuple[str, ...] = ()  # the Event.variant values it takes; empty: none (always xid)
+    strikes_last: bool = False  # among events due at one point it goes last: nothing runs after it (kill)
+
+    def __post_init__(self):
+        if self.network is not None and self.network not in NETWORK_ACTIONS:
+            raise ValueError(f"fault {self.name!r}: unknown network action {self.network!r}; "
+                             f"known: {', '.join(NETWORK_ACTIONS)}")
+
+    @property
+    def needs_network(self) -> bool:
+        """The run's workers connect through per-worker proxies (``harness.net``) for this fault."""
+        return self.network is not None
 
 
 def _raise(ex) -> None:
@@ -57,20 +82,25 @@ _FAULTS = [
     Fault("hang", "job", "the job never finishes; the process stays alive", strike=_hang),
     Fault("overrun", "job", "the work lasts 1.5 leases", point=None, work_lease_factor=1.5),
     Fault("slow", "job", "the work lasts 0.75 of a lease", point=None, work_lease_factor=0.75),
-    Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=supervisor.kill),
+    Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=supervisor.kill,
+          strikes_last=True),
     Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=supervisor.pause),
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
-          inject=supervisor.horizon),
+          inject=supervisor.horizon, variants=("xid", "repeatable-read")),
     Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
     Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
-          inject=supervisor.latency),
+          inject=supervisor.latency, network="latency"),
     Fault("partition", "supervisor", "the worker's packets are dropped (nftables, no RST) for a while, then heal",
-          inject=supervisor.partition),
-    Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset),
+          inject=supervisor.partition, network="partition", needs_root_nftables=True),
+    Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset,
+          network="reset"),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
-          "(local server; durable settings)", inject=supervisor.restart),
+          "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
+          needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
+# Every Event.variant any fault takes, in catalogue order (what the strategies draw from).
+VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(v for f in _FAULTS for v in f.variants))
 
 
 def known() -> str:
@@ -82,6 +112,24 @@ def get(name: str, *, where: str = "fault") -> Fault:
         return CATALOGUE[name]
     except KeyError:
         raise UsageError(f"unknown {where} {name!r}; known faults: {known()}") from None
+
+
+def entries(faults: Iterable[str | Fault]) -> tuple[Fault, ...]:
+    """The catalogue entries of *faults* (names or entries); a name the catalogue lacks is left out
+    (an injected record's ``resume`` or ``healed``, an unchecked schedule's typo)."""
+    out = []
+    for f in faults:
+        entry = f if isinstance(f, Fault) else CATALOGUE.get(f)
+        if entry is not None:
+            out.append(entry)
+    return tuple(out)
+
+
+def event_variant(fault: str, variant: str) -> str:
+    """The variant an event of *fault* carries: *variant* when the fault takes it, else ``xid`` (the
+    :class:`~core.schedule.Event` default)."""
+    f = CATALOGUE.get(fault)
+    return variant if f is not None and variant in f.variants else "xid"
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:

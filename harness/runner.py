@@ -18,6 +18,7 @@ import psycopg
 from ..core.cleanup import Cleanup
 from ..core.history import History
 from ..core.schedule import Schedule
+from ..faults.catalogue import entries
 from ..workers import load_design
 from .postgres import Database
 from .postgres import dataset as db
@@ -100,7 +101,8 @@ class Runner:
             result = Supervisor(schedule, design, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor,
                                 server=self.database.control).run()
-            if any(i.get("fault") == "restart" for i in result.injected):  # it broke the admin session
+            if any(f.breaks_every_session for f in entries(i.get("fault") for i in result.injected)):
+                # a restart broke the admin session too
                 self.admin.close()
                 self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
             jobs = design.final_states(self.admin)

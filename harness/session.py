@@ -1,5 +1,6 @@
-"""What a command runs on: the provisioned server (with durable settings when a fault restarts
-it), the runner, the slots of ``--parallel``, and the search options from the command line."""
+"""What a command runs on: the provisioned server (with what its faults declare they need: durable
+settings when one restarts it), the runner, the slots of ``--parallel``, and the search options from
+the command line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ..core.errors import HarnessError, UsageError
+from ..faults.catalogue import entries
 from .net import partition
 from .postgres import parse_spec, provision_for
 from .postgres.local import DURABLE_SETTINGS
@@ -14,15 +16,18 @@ from .runner import Runner
 
 
 def server_settings(args, fault_names) -> dict[str, str] | None:
-    """Durable server settings when a run may restart the server (see ``DURABLE_SETTINGS``); the
-    restart fault needs the local server, which the harness can stop and start."""
-    if "partition" in fault_names and (why := partition.available()):
+    """The server settings the faults (names or catalogue entries) need, from what each declares:
+    ``DURABLE_SETTINGS`` for one that ``needs_durable_settings`` (a restart), else None. A fault that
+    ``needs_local_server`` (the harness stops and starts it) refuses any other server; one that
+    ``needs_root_nftables`` (a partition) refuses a machine without them."""
+    faults = entries(fault_names)
+    if any(f.needs_root_nftables for f in faults) and (why := partition.available()):
         raise HarnessError(why)
-    if "restart" not in fault_names:
-        return None
-    if parse_spec(args.postgres)[0] != "local":
-        raise UsageError("the restart fault needs the local server (--postgres local): it stops and starts it")
-    return dict(DURABLE_SETTINGS)
+    local = [f for f in faults if f.needs_local_server]
+    if local and parse_spec(args.postgres)[0] != "local":
+        raise UsageError(f"the {local[0].name} fault needs the local server (--postgres local): "
+                         "it stops and starts it")
+    return dict(DURABLE_SETTINGS) if any(f.needs_durable_settings for f in faults) else None
 
 
 @contextlib.contextmanager
@@ -47,14 +52,14 @@ def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator
 
 
 def slot_count(args, fault_names) -> int:
-    """Slots for the run: one when a fault reaches the whole server (a restart) or the workers go
-    through a pooler (its configuration names one database)."""
+    """Slots for the run: one when a fault ``needs_one_slot`` (it reaches the whole server: a restart)
+    or the workers go through a pooler (its configuration names one database)."""
     from .slots import MAX_SLOTS, default_slots
 
     n = default_slots() if args.parallel is None else args.parallel
     if not 1 <= n <= MAX_SLOTS:
         raise UsageError(f"--parallel must be between 1 and {MAX_SLOTS}")
-    if "restart" in fault_names or getattr(args, "pooler", None):
+    if any(f.needs_one_slot for f in entries(fault_names)) or getattr(args, "pooler", None):
         return 1
     return n
 

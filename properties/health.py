@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..core.history import Execution, History
+from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
 from .core import VIOLATED, Result, decides, held, over_limits, unknown, violated
 
@@ -167,7 +168,8 @@ def pool_hygiene(h: History) -> Result:
     # design chose: its reconnect is budgeted the same way.
     terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
     terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
-    restarts = sum(1 for i in h.injected if i.get("fault") == "restart")
+    # faults whose catalogue entry breaks every session (restarts), each breaking every connection
+    restarts = sum(f.breaks_every_session for f in entries(i.get("fault") for i in h.injected))
     pool = h.schedule.get("pool_size")
     greedy = {}
     if pool is not None:

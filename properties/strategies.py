@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
-from ..faults.catalogue import CATALOGUE
+from ..faults.catalogue import CATALOGUE, VARIANTS, event_variant
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
 DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)
@@ -49,8 +49,9 @@ def _job(job_faults, points):
 def _event(sup_faults, jobs: int, points):
     """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
     event drawn for a job that is not there would be dropped, and small schedules would lose most."""
+    # The variant is drawn for every event and kept where the fault takes it (catalogue.event_variant).
     return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), st.sampled_from(_points("mid-work", points)),
-                     st.sampled_from(["xid", "repeatable-read"]))
+                     st.sampled_from(list(VARIANTS)))
 
 
 @st.composite
@@ -74,7 +75,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
                                                label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
-                                variant=variant if fault == "horizon" else "xid"))
+                                variant=event_variant(fault, variant)))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
     sched = Schedule(
         jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,

@@ -9,8 +9,9 @@ itself, ``overrun`` and ``slow``, has none), and once with no fault at all:
 * **two jobs on one worker** -- what one job leaves to the next: a leaked tenant (the jobs are for
   tenants 1 and 2), a blocked queue, a poisoned connection.
 
-A bug that such a schedule shows needs no luck to be found. ``horizon`` is tried in both of its
-variants. When the user fixes the number of workers, the first shape uses that number.
+A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
+entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
+the number of workers, the first shape uses that number.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _cases(faults, points: tuple[str, ...]) -> Iterable[tuple[str, str | None, s
     yield "no fault", None, None, "xid"
     for f in faults:
         strikes = points if (f.kind == "supervisor" or f.point is not None) else (None,)
-        variants = ("xid", "repeatable-read") if f.name == "horizon" else ("xid",)
+        variants = f.variants or ("xid",)  # what the entry declares (horizon: xid, repeatable-read)
         for point in strikes:
             for variant in variants:
                 label = f"{f.name} at {point}" if point else f.name

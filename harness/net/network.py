@@ -1,8 +1,10 @@
 """A run's network: the per-worker fault proxies and the partitions, for the network faults.
 
-Started only when a schedule has a network fault (``latency``, ``partition``, ``reset``): each
-worker slot then connects through its own proxy port (:mod:`harness.netproxy`), and a partition
-drops that port's packets on the loopback (:mod:`harness.partition`). Everything is undone at the
+Started only when a schedule has a network fault (a catalogue entry with a ``network`` action:
+``latency``, ``partition``, ``reset``): each worker slot then connects through its own proxy port
+(:mod:`harness.net.proxy`), and a partition drops that port's packets on the loopback
+(:mod:`harness.net.partition`). :meth:`Network.apply` takes the actions of
+:data:`faults.api.NETWORK_ACTIONS`; any other is a :class:`HarnessError`. Everything is undone at the
 end of the run, and by the janitor if the harness dies.
 """
 
@@ -11,10 +13,15 @@ from __future__ import annotations
 from psycopg import conninfo
 
 from ...core.errors import HarnessError
+from ...faults.api import NETWORK_ACTIONS
 from . import partition
 from .proxy import Proxies
 
-NETWORK_FAULTS = ("latency", "partition", "reset")
+
+def check_action(action: str) -> None:
+    """A :class:`HarnessError` unless *action* is one of :data:`~faults.api.NETWORK_ACTIONS`."""
+    if action not in NETWORK_ACTIONS:
+        raise HarnessError(f"unknown network action {action!r}; known: {', '.join(NETWORK_ACTIONS)}")
 
 
 class Network:
@@ -33,6 +40,16 @@ class Network:
 
     def dsn_for(self, slot: int) -> str:
         return conninfo.make_conninfo(self.worker_dsn, host="127.0.0.1", port=str(self.proxies.ports[slot]))
+
+    def apply(self, slot: int, action: str, seconds: float = 0.0) -> None:
+        """One of :data:`~faults.api.NETWORK_ACTIONS` on a slot (*seconds*: the latency's delay)."""
+        check_action(action)
+        self._actions()[action](slot, seconds)
+
+    def _actions(self) -> dict:
+        """Each of :data:`~faults.api.NETWORK_ACTIONS` as ``fn(slot, seconds)``."""
+        return {"latency": self.latency, "reset": lambda slot, _: self.reset(slot),
+                "partition": lambda slot, _: self.partition(slot), "heal": lambda slot, _: self.heal(slot)}
 
     def latency(self, slot: int, seconds: float) -> None:
         self.proxies.latency(slot, seconds)

@@ -20,8 +20,9 @@ from ...core import execlog, logs
 from ...core.cleanup import Cleanup
 from ...core.history import WorkerExit
 from ...core.schedule import Schedule
+from ...faults.catalogue import entries
 from ...workers.body import WorkerSpec
-from ..net.network import NETWORK_FAULTS, Network
+from ..net.network import Network
 from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
@@ -75,7 +76,7 @@ class Supervisor:
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
         self.janitor, self.server = janitor, server
-        self.uses_network = any(e.fault in NETWORK_FAULTS for e in schedule.events)
+        self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
         self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
         self.workers: dict[str, process.WorkerProcess] = {}

@@ -2,8 +2,8 @@
 :class:`faults.api.SupervisorAPI`, and decides which events strike when a worker reports a point.
 
 A worker that reaches a watched point writes a ``point`` record and waits; :meth:`Strikes.at_point`
-counts the occurrence, runs every event due there (a ``kill`` last: nothing runs after it), and
-otherwise lets the worker go on at once.
+counts the occurrence, runs every event due there (one whose fault ``strikes_last``, a ``kill``, goes
+last: nothing runs after it), and otherwise lets the worker go on at once.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ...core.errors import HarnessError
 from ...core.schedule import Event, Schedule
 from ...faults.api import Stop
 from ...faults.catalogue import CATALOGUE
+from ..net.network import check_action
 from .admin import Admin, Holder
 from .process import WorkerProcess
 
@@ -80,17 +81,10 @@ class Strikes:
         return self.s.seconds(self.s.timing.latency)
 
     def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+        check_action(action)  # an unknown action is an error, not a no-op
         if self.net is None:
             raise HarnessError("a network fault without the run's network (the schedule names none?)")
-        slot = self.workers[worker].slot
-        if action == "latency":
-            self.net.latency(slot, seconds)
-        elif action == "reset":
-            self.net.reset(slot)
-        elif action == "partition":
-            self.net.partition(slot)
-        elif action == "heal":
-            self.net.heal(slot)
+        self.net.apply(self.workers[worker].slot, action, seconds)
 
     def stop_server(self) -> None:
         if self.server is None:  # the command line refuses restart without a local server; a schedule
@@ -121,7 +115,7 @@ class Strikes:
             w.go()
             return
         stop = Stop(w.identity, w.pid, r.get("backend"), r["job"], r.get("attempt"), r["point"])
-        for e in sorted(due, key=lambda e: e.fault == "kill"):  # a kill last: nothing runs after it
+        for e in sorted(due, key=lambda e: CATALOGUE[e.fault].strikes_last):  # a kill: nothing runs after it
             CATALOGUE[e.fault].inject(self, e, stop)
 
     def run_due(self, now: float) -> None:

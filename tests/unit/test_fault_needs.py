@@ -1,0 +1,269 @@
+"""A supervisor fault is one catalogue entry: it declares what a run needs for it (one slot, durable
+settings, the local server, the network and its action, root and nftables, its variants, whether it
+strikes last), what it does agrees with that, and the harness derives its choices from the
+declarations, never from the fault's name. No database."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from pg_job_chaos.core.errors import HarnessError, UsageError
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos.faults.api import NETWORK_ACTIONS, Stop
+from pg_job_chaos.faults.catalogue import CATALOGUE, VARIANTS, Fault, entries, event_variant
+from pg_job_chaos.harness import session
+from pg_job_chaos.harness.engine import smallscope
+from pg_job_chaos.harness.net import network
+from pg_job_chaos.harness.postgres.local import DURABLE_SETTINGS
+from pg_job_chaos.harness.supervisor.loop import Supervisor
+from pg_job_chaos.harness.supervisor.strikes import Strikes
+
+# Every supervisor fault and what it declares beyond the defaults. A new supervisor fault must be
+# added here: the test below fails until it says what it needs.
+DECLARED = {
+    "kill": {"strikes_last": True},
+    "pause": {},
+    "horizon": {"variants": ("xid", "repeatable-read")},
+    "terminate": {},
+    "latency": {"network": "latency"},
+    "partition": {"network": "partition", "needs_root_nftables": True},
+    "reset": {"network": "reset"},
+    "restart": {"needs_one_slot": True, "needs_durable_settings": True, "needs_local_server": True,
+                "breaks_every_session": True},
+}
+NEEDS = {"needs_one_slot": False, "needs_durable_settings": False, "needs_local_server": False,
+         "breaks_every_session": False, "network": None, "needs_root_nftables": False, "variants": (),
+         "strikes_last": False}
+
+
+def _supervisor_faults() -> dict[str, Fault]:
+    return {n: f for n, f in CATALOGUE.items() if f.kind == "supervisor"}
+
+
+def test_every_supervisor_fault_declares_its_needs():
+    assert set(_supervisor_faults()) == set(DECLARED)
+    for name, f in _supervisor_faults().items():
+        got = {k: getattr(f, k) for k in NEEDS}
+        assert got == {**NEEDS, **DECLARED[name]}, name
+        assert f.needs_network == (f.network is not None)
+        assert f.network is None or f.network in NETWORK_ACTIONS
+        assert not f.needs_root_nftables or f.needs_network, name  # nftables drop the proxy's port
+        assert not f.variants or f.variants[0] == "xid", name  # the Event default comes first
+    for f in CATALOGUE.values():
+        if f.kind == "job":  # a job fault needs nothing of the run
+            assert {k: getattr(f, k) for k in NEEDS} == NEEDS, f.name
+    assert VARIANTS == ("xid", "repeatable-read")  # what the strategies draw: keeps old seeds' schedules
+
+
+class FakeAPI:
+    """A SupervisorAPI that records what a fault asks of it; timers run when :meth:`run_later` says."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self._later: list = []
+
+    def record(self, fault, event, stop, **fields):
+        self.calls.append(("record", fault))
+
+    def event_seconds(self, event):
+        return 1.0
+
+    def signal_worker(self, worker, sig):
+        self.calls.append(("signal", sig))
+
+    def go(self, worker):
+        self.calls.append(("go",))
+
+    def later(self, delay, fn):
+        self._later.append(fn)
+
+    def open_holder(self, variant):
+        self.calls.append(("open_holder", variant))
+        return SimpleNamespace(backend_pid=42)
+
+    def close_holder(self, holder):
+        self.calls.append(("close_holder",))
+
+    def terminate_backend(self, pid):
+        self.calls.append(("terminate", pid))
+
+    def latency_seconds(self):
+        return 0.05
+
+    def network(self, worker, action, seconds=0.0):
+        self.calls.append(("network", action))
+
+    def stop_server(self):
+        self.calls.append(("stop_server",))
+
+    def start_server(self):
+        self.calls.append(("start_server",))
+
+    def run_later(self):
+        for fn in self._later:
+            fn()
+        self._later.clear()
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_what_a_fault_does_agrees_with_what_it_declares(name):
+    f = CATALOGUE[name]
+    sup = FakeAPI()
+    f.inject(sup, Event(name, 1, variant=(f.variants or ("xid",))[-1]), Stop("w1.0", 1, 7, 1, 1, "mid-work"))
+    sup.run_later()
+    actions = [c[1] for c in sup.calls if c[0] == "network"]
+    assert set(actions) <= set(NETWORK_ACTIONS)
+    assert (actions[:1] or [None])[0] == f.network  # it strikes with the action it declares, first
+    assert (("stop_server",) in sup.calls) == f.needs_local_server == f.breaks_every_session
+    assert any(c[0] == "open_holder" for c in sup.calls) == bool(f.variants)
+    killed = ("signal", signal.SIGKILL) in sup.calls
+    assert killed == f.strikes_last and (("go",) not in sup.calls) == killed  # nothing after a kill
+
+
+def test_a_catalogue_entry_with_an_unknown_network_action_is_refused():
+    with pytest.raises(ValueError, match="unknown network action 'jam'"):
+        Fault("jam", "supervisor", "x", network="jam")
+
+
+def test_an_unknown_network_action_is_an_error_not_a_no_op():
+    with pytest.raises(HarnessError, match="unknown network action 'jam'; known: latency, reset, partition, heal"):
+        network.check_action("jam")
+    for action in NETWORK_ACTIONS:
+        network.check_action(action)
+
+    class Net:
+        def __init__(self):
+            self.applied = []
+
+        def apply(self, slot, action, seconds=0.0):
+            network.check_action(action)
+            self.applied.append((slot, action, seconds))
+
+    net = Net()
+    strikes = Strikes(Schedule(jobs=(JobSpec(id=1),)), {"w1.0": SimpleNamespace(slot=1)}, None, network=net)
+    strikes.network("w1.0", "latency", 0.5)
+    assert net.applied == [(1, "latency", 0.5)]
+    with pytest.raises(HarnessError, match="unknown network action 'jam'"):
+        strikes.network("w1.0", "jam")
+    with pytest.raises(HarnessError, match="unknown network action"):  # before "no network", too
+        Strikes(Schedule(jobs=(JobSpec(id=1),)), {}, None).network("w1.0", "jam")
+
+
+@pytest.fixture
+def listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    threading.Thread(target=lambda: _accept(srv), daemon=True).start()
+    yield srv.getsockname()[1]
+    srv.close()
+
+
+def _accept(srv):
+    while True:
+        try:
+            srv.accept()
+        except OSError:
+            return
+
+
+def test_the_network_applies_every_known_action_and_refuses_others(listener, monkeypatch):
+    dropped = []
+    monkeypatch.setattr(network.partition, "drop", lambda port: dropped.append(port) or f"t{port}")
+    monkeypatch.setattr(network.partition, "heal", lambda table: dropped.remove(int(table[1:])))
+    net = network.Network(f"host=127.0.0.1 port={listener} dbname=x user=x", 1)
+    try:
+        for action in NETWORK_ACTIONS:
+            net.apply(1, action, 0.01 if action == "latency" else 0.0)
+        assert set(net._actions()) == set(NETWORK_ACTIONS)
+        assert dropped == []  # partitioned, then healed
+        with pytest.raises(HarnessError, match="unknown network action 'jam'"):
+            net.apply(1, "jam")
+    finally:
+        net.close()
+
+
+def _args(**kw):
+    return argparse.Namespace(**{"postgres": "local", "parallel": 3, "pooler": None, **kw})
+
+
+def test_slot_count_derives_from_needs_one_slot():
+    whole = Fault("whole-server", "supervisor", "reaches the whole server", needs_one_slot=True)
+    other = Fault("other", "supervisor", "reaches one worker")
+    assert session.slot_count(_args(), [whole]) == 1
+    assert session.slot_count(_args(), [other, "pause", "partition"]) == 3
+    assert session.slot_count(_args(), ["restart"]) == 1  # by name: its catalogue entry
+    assert session.slot_count(_args(pooler="pgbouncer"), [other]) == 1
+
+
+def test_a_name_declared_one_slot_in_the_catalogue_gives_one_slot(monkeypatch):
+    monkeypatch.setitem(CATALOGUE, "whole-server", Fault("whole-server", "supervisor", "x", needs_one_slot=True))
+    assert session.slot_count(_args(), ["whole-server"]) == 1
+    monkeypatch.setitem(CATALOGUE, "restart", Fault("restart", "supervisor", "x"))  # the name is not what counts
+    assert session.slot_count(_args(), ["restart"]) == 3
+
+
+def test_server_settings_derive_from_the_declarations(monkeypatch):
+    monkeypatch.setattr(session.partition, "available", lambda: None)
+    durable = Fault("durable", "supervisor", "x", needs_durable_settings=True)
+    local = Fault("stops-it", "supervisor", "x", needs_local_server=True)
+    nft = Fault("drops", "supervisor", "x", network="partition", needs_root_nftables=True)
+    assert session.server_settings(_args(), ["pause", "latency"]) is None
+    assert session.server_settings(_args(), [durable]) == DURABLE_SETTINGS
+    assert session.server_settings(_args(), ["restart"]) == DURABLE_SETTINGS
+    assert session.server_settings(_args(), [local]) is None
+    assert session.server_settings(_args(postgres="docker"), [durable]) == DURABLE_SETTINGS
+    with pytest.raises(UsageError, match="the stops-it fault needs the local server"):
+        session.server_settings(_args(postgres="docker"), [local])
+    with pytest.raises(UsageError, match="the restart fault needs the local server"):
+        session.server_settings(_args(postgres="docker"), ["restart"])
+    assert session.server_settings(_args(), [nft]) is None
+    monkeypatch.setattr(session.partition, "available", lambda: "no nft here")
+    with pytest.raises(HarnessError, match="no nft here"):
+        session.server_settings(_args(), [nft])
+    assert session.server_settings(_args(), ["latency", "reset"]) is None  # the proxy needs no nftables
+
+
+def test_entries_take_names_and_entries_and_skip_what_is_not_a_fault():
+    pause = CATALOGUE["pause"]
+    assert entries(["pause", pause, "healed", None, "crash"]) == (pause, pause, CATALOGUE["crash"])
+
+
+def test_variants_come_from_the_declarations():
+    assert event_variant("horizon", "repeatable-read") == "repeatable-read"
+    assert event_variant("pause", "repeatable-read") == "xid"
+    assert event_variant("no-such-fault", "repeatable-read") == "xid"
+    two = Fault("two-ways", "supervisor", "x", variants=("xid", "repeatable-read"))
+    cases = list(smallscope._cases([two, CATALOGUE["pause"]], ("mid-work",)))
+    assert [(c[1], c[3]) for c in cases] == [(None, "xid"), ("two-ways", "xid"), ("two-ways", "repeatable-read"),
+                                              ("pause", "xid")]
+
+
+def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_path, monkeypatch):
+    design = SimpleNamespace(default_restart_delay=0.0)
+
+    def uses(*faults):
+        s = Schedule(jobs=(JobSpec(id=1),), events=tuple(Event(f, 1) for f in faults))
+        return Supervisor(s, design, admin_dsn="", worker_dsn="", run_dir=tmp_path).uses_network
+
+    assert not uses() and not uses("pause", "restart", "horizon")
+    assert uses("latency") and uses("pause", "partition") and uses("reset")
+    monkeypatch.setitem(CATALOGUE, "jam", Fault("jam", "supervisor", "x", network="latency"))
+    assert uses("jam")
+
+
+def test_a_fault_that_strikes_last_goes_after_the_others(monkeypatch):
+    order = []
+    for name, last in (("first", True), ("second", False), ("third", False)):
+        monkeypatch.setitem(CATALOGUE, name, Fault(name, "supervisor", "x", strikes_last=last,
+                                                   inject=lambda sup, e, stop: order.append(e.fault)))
+    s = Schedule(jobs=(JobSpec(id=1),), events=(Event("first", 1), Event("second", 1), Event("third", 1)))
+    w = SimpleNamespace(identity="w1.0", pid=1, alive=True, go=lambda: order.append("go"))
+    Strikes(s, {"w1.0": w}, None).at_point(w, {"job": 1, "point": "mid-work", "attempt": 1})
+    assert order == ["second", "third", "first"]
