@@ -193,7 +193,7 @@ class Chancy(hosted.HostedDesign):
     def run_worker(self, ctx) -> None:
         global _ctx
         _ctx = ctx
-        if ctx.pool is None:  # the supervisor opens it first (HostedDesign.pool_first); harness/cost.py does not
+        if ctx.pool is None:  # the supervisor opens it first (HostedDesign.pool_first); harness/bench/cost.py does not
             ctx.open_pool()
         asyncio.run(self._run(ctx))
 

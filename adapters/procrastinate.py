@@ -205,7 +205,7 @@ class Procrastinate(hosted.HostedDesign):
 
     def run_worker(self, ctx) -> None:
         if ctx.pool is None:  # the harness's pool for the job body (pool_first opens it before the fork's
-            ctx.open_pool()   # run_worker; harness/cost.py calls run_worker directly); procrastinate has its own
+            ctx.open_pool()   # run_worker; harness/bench/cost.py calls run_worker directly); procrastinate has its own
         app = self.build_app(ctx)
         asyncio.run(self._run(app, ctx))
 

@@ -1,4 +1,4 @@
-"""One exception tree for the harness, translated to exit codes at one boundary (``harness.cli``).
+"""One exception tree for the harness, translated to exit codes at one boundary (``harness.cli.main``).
 
 * :class:`UsageError` -- the user asked for something that does not exist or is malformed
   (unknown fault, bad schedule file). Exit 2, one line, no traceback.

@@ -8,6 +8,7 @@ plus the final tables into a :class:`~core.history.History`.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import shutil
 import tempfile
@@ -49,6 +50,7 @@ class Runner:
         self.slots = None  # harness.slots.Slots when the command line asked for --parallel
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
+        self._designs: dict[str, object] = {}
         self.runs = 0
 
     def close(self) -> None:
@@ -60,9 +62,17 @@ class Runner:
     def __exit__(self, *exc):
         self.close()
 
+    def design(self, schedule: Schedule):
+        """The schedule's design object, loaded once per (spec, options) for this runner's life: a
+        search's hundreds of runs import and build it once (``for_run`` gives it each run's schedule)."""
+        key = json.dumps([schedule.design, schedule.design_options], sort_keys=True)
+        if key not in self._designs:
+            self._designs[key] = load_design(schedule.design, schedule.design_options)
+        return self._designs[key]
+
     def prepare(self, schedule: Schedule, design=None):
         """Reset the queue and enqueue the schedule's jobs. Returns the design object."""
-        design = design or load_design(schedule.design, schedule.design_options)
+        design = design or self.design(schedule)
         if design.name not in self._installed:
             install(design, self.admin, worker_role=self.database.worker_role)
             self._installed.add(design.name)
@@ -79,14 +89,14 @@ class Runner:
         """*schedule* with where it runs recorded (server major version, pooler, the hosted library's
         version), as saved and replayed."""
         if design is None:
-            design = load_design(schedule.design, schedule.design_options)
+            design = self.design(schedule)
         versions = getattr(design, "versions", None)
         libraries = dict(versions()) if callable(versions) else schedule.libraries
         return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler, libraries=libraries)
 
     def run(self, schedule: Schedule, *, design=None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
-        design = design or load_design(schedule.design, schedule.design_options)
+        design = design or self.design(schedule)
         schedule = self.stamp(schedule, design)
         design = self.prepare(schedule, design)
         self.runs += 1

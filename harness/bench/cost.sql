@@ -1,4 +1,4 @@
--- What a design costs per job (harness/cost.py), read from a session in another database.
+-- What a design costs per job (harness/bench/cost.py), read from a session in another database.
 
 -- name: clear_snapshot
 -- Statistics are read once per transaction unless cleared: see the counter as it is now.

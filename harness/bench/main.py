@@ -5,7 +5,7 @@
 * harness overhead per fault-free job against a bare psycopg loop running the same SQL on the same
   database, one process, no supervisor (goal: at most 1.25x);
 * per-job latency and transactions per job of ``lease-heartbeat`` and ``lease-outbox``
-  (``harness/cost.py``);
+  (``harness/bench/cost.py``);
 * time to the first counterexample and to the end of shrinking, per acceptance case.
 """
 
@@ -106,13 +106,13 @@ def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
 
 
 def add_parser(sub, parents) -> None:
-    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli`)."""
+    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli.main`)."""
     p = sub.add_parser("bench", parents=parents, help="print the figures the issues ask for",
                        description="Benchmarks: printed, never asserted.")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")
     p.add_argument("--examples", type=int, default=10, help="examples per search case (default 10)")
     p.add_argument("--libraries", action="store_true",
-                   help="only the hosted queue libraries beside lease-heartbeat (harness/bench_libraries.py)")
+                   help="only the hosted queue libraries beside lease-heartbeat (harness/bench/libraries.py)")
     p.set_defaults(command=command)
 
 

@@ -1,6 +1,6 @@
 """A fault proxy per worker: the network faults ``latency`` and ``reset`` act here.
 
-Contract. :class:`Proxies` starts one process (``python -m harness.netproxy``, not a fork: a
+Contract. :class:`Proxies` starts one process (``python -m pg_job_chaos.harness.net.proxy``, not a fork: a
 forked worker must not inherit proxied sockets, or closing them would not close them) that listens on
 one free 127.0.0.1 port per worker slot and forwards each accepted connection to the target
 (PostgreSQL, or PgBouncer). Commands, one line each on its stdin:
@@ -12,7 +12,7 @@ one free 127.0.0.1 port per worker slot and forwards each accepted connection to
 
 and it answers ``ok`` after each. It exits when its stdin closes: the harness's death, even by
 SIGKILL, ends it. A ``partition`` is not done here (a proxy that stops forwarding still has its
-kernel acknowledge the bytes): see :mod:`harness.partition`.
+kernel acknowledge the bytes): see :mod:`harness.net.partition`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- The article's database. Identifiers in {braces} are filled in by harness/db.py with
+-- The article's database. Identifiers in {braces} are filled in by harness/postgres/dataset.py with
 -- psycopg.sql.Identifier; values are %(name)s parameters.
 
 -- name: create_tables

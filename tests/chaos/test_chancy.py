@@ -107,7 +107,7 @@ def test_pause_longer_than_the_heartbeat_timeout_runs_the_job_twice(runner):
 
 
 def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(runner, database):
-    # harness/cost.py runs run_worker in this process with a dequeue budget of 20: it returns only if
+    # harness/bench/cost.py runs run_worker in this process with a dequeue budget of 20: it returns only if
     # the adapter stops chancy's Worker (Worker.stop) once the budget is spent.
     from pg_job_chaos.harness.bench.cost import design_cost
 

@@ -52,7 +52,7 @@ def test_fault_free_every_job_done_exactly_once(runner, database):
 
 
 def test_cost_per_job_beside_lease_heartbeat(runner, database):
-    # What run.py bench measures (harness/cost.py), in this process: one worker, 20 zero-length jobs.
+    # What run.py bench measures (harness/bench/cost.py), in this process: one worker, 20 zero-length jobs.
     from pg_job_chaos.harness.bench.cost import design_cost
 
     cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=20, time_scale=SCALE)

@@ -125,7 +125,7 @@ def test_heartbeat_keeps_one_connection_of_its_own(runner):
 
 
 def test_the_outbox_costs_one_transaction_per_job_more_than_the_heartbeat(runner, database):
-    # What run.py bench prints (harness/cost.py): the counter sees the design's transactions only.
+    # What run.py bench prints (harness/bench/cost.py): the counter sees the design's transactions only.
     from pg_job_chaos.harness.bench.cost import design_cost
 
     cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=50, time_scale=SCALE)

@@ -1,4 +1,4 @@
-"""The fault proxy (harness/netproxy.py) against a local echo server: forwarding, added latency,
+"""The fault proxy (harness/net/proxy.py) against a local echo server: forwarding, added latency,
 reset with RST, and its end when its stdin closes. No database."""
 
 from __future__ import annotations

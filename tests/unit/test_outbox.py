@@ -144,7 +144,7 @@ def test_cut_reason_from_sqlstate_or_text():
 
 
 def test_only_the_outbox_design_reaches_the_relay_points():
-    assert "lease-outbox" in DESIGNS  # and so in compare's default set (harness/commands.py)
+    assert "lease-outbox" in DESIGNS  # and so in compare's default set (harness/cli/commands.py)
     assert POINTS == JOB_POINTS + RELAY_POINTS
     assert DESIGNS["lease-outbox"].points == POINTS
     assert all(d.points == JOB_POINTS for n, d in DESIGNS.items() if n != "lease-outbox")
