@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+import pg_job_chaos
 
 pytest_plugins = ("pytester",)  # tests of the pytest plugin (pg_job_chaos.plugin) run user projects
 
@@ -66,3 +69,49 @@ def compare_cli(tmp_path_factory):
                 "--json", str(d / "c.json"), "--html", str(d / "compare.html"), timeout=600)
     return r, d
 
+
+def double_imports(modules: dict[str, str | None], root: Path = ROOT) -> list[str]:
+    """The double-import trap in *modules* (name -> file, as ``sys.modules`` has them): a layer
+    imported under its bare name (``core`` beside ``pg_job_chaos.core``: two copies of every class and
+    registry, which ``isinstance`` and module-level state tell apart), or one file of the checkout
+    loaded as two modules (``pg_job_chaos.pg_job_chaos`` is the package again, through the checkout's
+    extended ``__path__``)."""
+    out = [f"{name} (bare layer name, from {file})" for name, file in sorted(modules.items())
+           if name.partition(".")[0] in pg_job_chaos.LAYERS]
+    by_file: dict[Path, list[str]] = defaultdict(list)
+    for name, file in modules.items():
+        if file and not name.startswith("__"):  # __main__, __mp_main__: a script is its own module
+            path = Path(file).resolve()
+            if path.is_relative_to(root):
+                by_file[path].append(name)
+    out += [f"{' and '.join(sorted(names))}: one file, {path.relative_to(root)}, imported twice"
+            for path, names in sorted(by_file.items()) if len(names) > 1]
+    return out
+
+
+def loaded_modules() -> dict[str, str | None]:
+    return {name: getattr(m, "__file__", None) for name, m in list(sys.modules.items())}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if anything in it imported a layer under its bare name or a module twice.
+
+    No test fails, so the run's exit status is set here (pytest returns ``session.exitstatus`` after
+    this hook): 1, unless the run already ended worse."""
+    found = double_imports(loaded_modules())
+    if not found:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = ["the double-import trap: product modules imported outside pg_job_chaos (use "
+             "'from pg_job_chaos.X import ...' in tests, relative imports in product code):", *found]
+    if reporter is not None:
+        reporter.write("\n")  # after the progress dots
+        reporter.write_sep("=", "double imports", red=True)
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

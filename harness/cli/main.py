@@ -1,4 +1,8 @@
-"""``python run.py``: one command line, one error boundary, exit codes stated once.
+"""``pg-job-chaos``: one command line, one error boundary, exit codes stated once.
+
+One program, one name in every message: the console script ``pg-job-chaos``, ``python -m pg_job_chaos``
+and a checkout's ``python run.py`` are the same parser (:data:`PROG`); ``--version`` prints
+``pg-job-chaos <version>``.
 
 Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experiment NAME``, ``bench``.
 The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
@@ -17,14 +21,17 @@ import signal
 import sys
 import traceback
 
+from ... import __version__
 from ...core import logs
 from ...core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
 from ...workers import DESIGNS, LIBRARIES, MODES
 from .. import experiments, scales
 from ..bench import main as bench
 from ..progress import Progress
+from ..report.result import PROGRAM
 from . import commands
 
+PROG = PROGRAM  # the console script; run.py and python -m pg_job_chaos are the same program
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
 DEFAULT_EXAMPLES = 10
 
@@ -50,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
                              "the workers and the server (default: none, direct; a replay: its schedule's)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common.add_argument("-v", "--verbose", action="count", default=0, help="supervisor logs on stderr (-vv: debug)")
+    _version(common)
 
     runs = _Parser(add_help=False)  # what search, replay and compare share
     runs.add_argument("--tenant-mode", help=f"{' | '.join(MODES)} (default local)")
@@ -81,9 +89,10 @@ def parser() -> argparse.ArgumentParser:
                             "at most 8); Hypothesis's own generation and shrinking stay one at a time")
     drawn.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
 
-    p = _Parser(prog="run.py", description=(
+    p = _Parser(prog=PROG, description=(
         "Chaos harness for PostgreSQL job workers: searches for schedules of faults that break a design's "
         "guarantees. Without a subcommand, 'search'."))
+    _version(p)
     sub = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
     s = sub.add_parser("search", parents=[common, runs, drawn], help="search for a violating schedule (default)")
     s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | package.module:attr | "
@@ -105,6 +114,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version(p: argparse.ArgumentParser) -> None:
+    """``--version``, on the program and on every subcommand (``pg-job-chaos search --version`` too)."""
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}",
+                   help="print the program's version and exit")
+
+
 def _shard(text: str) -> tuple[int, int]:
     """``I/N`` (1-based) -> ``(I-1, N)``."""
     try:
@@ -119,7 +134,7 @@ def _shard(text: str) -> tuple[int, int]:
 def normalise(argv: list[str]) -> list[str]:
     """The forms the README has always shown, as subcommands: no subcommand is ``search``;
     ``--replay FILE`` is ``replay FILE``; ``--compare`` is ``compare``."""
-    if argv and (argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help")):
+    if argv and (argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version")):
         return argv
     out, command = [], "search"
     i = 0
@@ -164,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             args = parser().parse_args(normalise(argv))
-        except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        except SystemExit as exc:  # --help or --version (0) or a usage error (2), already printed
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
         # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     except ChaosError as exc:
         print(f"pg-job-chaos: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:  # `run.py ... | head`: the reader left; no traceback for that
+    except BrokenPipeError:  # `pg-job-chaos ... | head`: the reader left; no traceback for that
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import faults, workers
 from ...core import schedule as base
 from ...core.schedule import Schedule
+from ...faults import check_schedule as check_faults
+from ...workers import check_schedule as check_tenant_modes
 
-VALIDATORS: tuple[base.Validator, ...] = (faults.check_schedule, workers.check_schedule)
+VALIDATORS: tuple[base.Validator, ...] = (check_faults, check_tenant_modes)
 
 
 def load(path: str | Path) -> Schedule:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pg_job_chaos import pg_job_chaos
+import pg_job_chaos
 from pg_job_chaos.core import sqlfile
 from pg_job_chaos.core.errors import UsageError
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing

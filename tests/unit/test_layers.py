@@ -83,7 +83,8 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
                 up = pkg.split(".")
                 up = up[: len(up) - (node.level - 1)] if node.level > 1 else up
                 base = ".".join([*up, base]) if base else ".".join(up)
-            names = [f"{base}.{a.name}" for a in node.names] + [base]
+            # from ... import faults (up to the namespace's root): the names are the modules themselves
+            names = [f"{base}.{a.name}" if base else a.name for a in node.names] + ([base] if base else [])
         for n in names:
             head, _, rest = n.partition(".")
             if head == NAMESPACE and rest.split(".")[0] in layers:
@@ -211,6 +212,7 @@ def test_the_checker_sees_the_trees_relative_and_namespaced_imports():
     assert "properties" in graph["harness.engine.search"]  # from ...properties import check
     assert "harness.engine.outcome" in graph["harness.engine.search"]  # from .outcome import Run
     assert "harness.engine.search" in graph["pg_job_chaos.session"]  # from .harness.engine.search
+    assert "harness.engine.smallscope" in graph["harness.engine.search"]  # from . import smallscope
     assert sum(len(v) for v in graph.values()) > 300
 
 
@@ -222,7 +224,9 @@ def test_the_checker_sees_namespaced_imports_product_imports_of_tests_and_harnes
     (tmp_path / "harness" / "engine" / "y.py").write_text("from ..cli import z\nfrom tests.chaos import planted\n")
     (tmp_path / "harness" / "cli" / "z.py").write_text("from ..engine import w\n")
     (tmp_path / "harness" / "engine" / "w.py").write_text("")
+    (tmp_path / "core" / "v.py").write_text("from .. import harness\n")  # up to the namespace's root
     found = violations(tmp_path)
+    assert "core.v imports harness: up from layer 0 (core) to 3 (harness)" in found
     assert "core.x imports harness.engine.y: up from layer 0 (core) to 3 (harness)" in found
     assert "harness.engine.y imports harness.cli.z: up inside harness, from engine (2) to cli (7)" in found
     assert "harness.engine.y imports tests.chaos.planted: product code must not import tests/" in found
