@@ -18,6 +18,8 @@ fixtures, so ``-m "not chaos_postgres"`` leaves out the tests that need a server
 Options (command line, or ini without the dashes: ``chaos_examples = 5``): ``--chaos-examples``,
 ``--chaos-time-scale``, ``--chaos-seed``, ``--chaos-postgres``, ``--chaos-out``, ``--chaos-html``
 (a directory: one HTML page per search that violated something), ``--chaos-budget`` (seconds),
+``--chaos-fail-on`` / ``--chaos-allow`` (the properties whose violation fails ``assert_held()`` and
+that a search shrinks: names or groups, as the command line's ``--fail-on`` / ``--allow``),
 ``--chaos-strict`` (``assert_held`` fails on ``unknown`` too, and on a fault that struck in no run).
 A search takes ``design_options`` (the ``--design-option`` pairs) in ``chaos_session.search(...)`` and in
 ``chaos_config``. Searches and their reports are the command line's (:mod:`harness.report.build`).
@@ -41,6 +43,8 @@ OPTIONS = {  # name: (type, default, help)
     "out": (str, "chaos-out", "where counterexample schedules are saved (relative to the rootdir)"),
     "html": (str, "", "a directory for one HTML page per violating search (relative to the rootdir)"),
     "budget": (float, "", "seconds after which a chaos search starts no new schedule (default: none)"),
+    "fail_on": (str, "", "only these properties (names or groups: safety, liveness, resources) fail assert_held"),
+    "allow": (str, "", "these properties' violations do not fail assert_held (names or groups)"),
 }
 TRUE = ("1", "true", "yes", "on")
 
@@ -95,8 +99,17 @@ def chaos_database(pytestconfig: pytest.Config):
 
 @pytest.fixture(scope="session")
 def chaos_session(pytestconfig: pytest.Config, chaos_database):
+    from .core.errors import UsageError
     from .harness.runner import Runner
+    from .properties import gate as property_gate
     from .session import ChaosSession, Settings
+
+    def gate(fail_on, allow):
+        try:
+            return property_gate(fail_on, allow)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc).replace("--fail-on", "--chaos-fail-on").replace("--allow",
+                                                                                           "--chaos-allow")) from None
 
     examples, scale = option(pytestconfig, "examples"), option(pytestconfig, "time_scale")
     if examples is not None and examples < 1 or scale is not None and scale <= 0:
@@ -107,7 +120,8 @@ def chaos_session(pytestconfig: pytest.Config, chaos_database):
     settings = Settings(examples=examples or 10, time_scale=scale or 0.5, seed=option(pytestconfig, "seed"),
                         out=root / (option(pytestconfig, "out") or "chaos-out"), root=root,
                         html=root / html if html else None, strict=bool(strict),
-                        budget=option(pytestconfig, "budget"))
+                        budget=option(pytestconfig, "budget"),
+                        gate=gate(option(pytestconfig, "fail_on"), option(pytestconfig, "allow")))
     with Runner(chaos_database) as runner:
         yield ChaosSession(runner, settings)
 

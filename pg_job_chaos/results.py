@@ -43,6 +43,7 @@ class ChaosResult:
     page: Path | None = None  # the HTML page written for it (--chaos-html)
     failures: list[str] = field(default_factory=list)  # the run failed besides a property: no fault could strike
     report: object | None = None  # the harness.report.result.Report it was made from
+    gate: tuple[str, ...] | None = None  # the properties assert_held() checks by default (None: every one)
 
     @classmethod
     def from_report(cls, report, *, strict: bool = False, page: Path | None = None) -> ChaosResult:
@@ -50,7 +51,7 @@ class ChaosResult:
         failure rules, the same saved schedule and replay command as the command line's."""
         ce = report.saved[0] if report.saved else None
         r = cls(report.title, report.results, runs=report.runs, flaky=report.flaky, strict=strict, page=page,
-                notes=list(report.notes), failures=report.failures(), report=report)
+                notes=list(report.notes), failures=report.failures(), report=report, gate=report.gate)
         r.notes += [x for x in _warnings(report) if x not in r.notes]
         if ce is not None:
             r.schedule, r.history, r.file, r.replay = ce.schedule, ce.history, ce.file, ce.replay
@@ -71,14 +72,18 @@ class ChaosResult:
     def held(self) -> bool:
         """True when no property was violated and the run did not fail otherwise (an ``unknown`` is not
         a violation; see ``strict``)."""
-        return not self.violated and not self.failures
+        return not any(n in self.violated for n in self._gated()) and not self.failures
+
+    def _gated(self) -> tuple[str, ...]:
+        return tuple(self.gate) if self.gate is not None else tuple(self.properties)
 
     def assert_held(self, *names: str, strict: bool | None = None) -> None:
-        """Raise :class:`ChaosViolation` if any of *names* (default: every property) was violated,
+        """Raise :class:`ChaosViolation` if any of *names* (default: every property the gate fails on:
+        ``--chaos-fail-on``/``--chaos-allow``) was violated,
         or with *strict* (default: ``--chaos-strict``) could not decide. Raises KeyError for a name
         that is not a property."""
         __tracebackhide__ = True  # pytest shows the caller's line and this message, not our source
-        names = names or tuple(self.properties)
+        names = names or self._gated()
         for n in names:
             self.properties[n]  # noqa: B018 -- a misspelt name must fail loudly, not pass
         strict = self.strict if strict is None else strict

@@ -34,6 +34,7 @@ class Settings:
     html: Path | None = None  # a directory: one page per search that violated something
     strict: bool = False  # assert_held fails on unknown too, and on a fault that never struck
     budget: float | None = None  # seconds after which a search starts no new schedule (--chaos-budget)
+    gate: tuple[str, ...] | None = None  # properties whose violation fails (--chaos-fail-on/--chaos-allow)
     defaults: dict = field(default_factory=dict)  # design, faults, tenant_mode, workers, ... (marker)
 
 
@@ -89,10 +90,11 @@ class ChaosSession:
         out = search(self.runner.run, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
                      time_scale=self._opt(time_scale, "time_scale", self.settings.time_scale),
                      workers=self._opt(workers, "workers", None), design_options=options,
-                     budget=self._opt(budget, "budget", self.settings.budget))
+                     budget=self._opt(budget, "budget", self.settings.budget), gate=self.settings.gate)
         report = build.search_report(out, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
                                      server=self.runner.database.environment(), stamp=self.runner.stamp,
-                                     out_dir=self.settings.out, strict=self.settings.strict)
+                                     out_dir=self.settings.out, strict=self.settings.strict,
+                                     gate=self.settings.gate)
         return self._result(report)
 
     def _result(self, report) -> ChaosResult:
@@ -112,7 +114,8 @@ class ChaosSession:
         history = self.runner.run(schedule)
         results = check(history)
         title = f"{schedule.design} ({schedule.tenant_mode}), one schedule"
-        result = ChaosResult(title, results, schedule=schedule, history=history, strict=self.settings.strict)
+        result = ChaosResult(title, results, schedule=schedule, history=history, strict=self.settings.strict,
+                             gate=self.settings.gate)
         if save and result.violated:
             stamped = self.runner.stamp(schedule)
             result.schedule = stamped
@@ -127,5 +130,6 @@ class ChaosSession:
         schedule = schedule_files.load(file)
         schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options))
         history = self.runner.run(schedule)
-        report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict)
+        report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict,
+                                     gate=self.settings.gate)
         return self._result(report)

@@ -19,7 +19,7 @@ from ..core.history import History
 from . import checks, effects, health
 from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 
-__all__ = ["HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "undecided_names",
+__all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
            "violated_names", "worst"]
 
 PROPERTIES: dict[str, Callable[[History], Result]] = {
@@ -36,6 +36,43 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "pool-hygiene": health.pool_hygiene,
     "no-stale-effect": effects.no_stale_effect,
 }
+
+
+# The groups --fail-on and --allow name (besides the properties themselves and "all").
+GROUPS: dict[str, tuple[str, ...]] = {
+    "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
+               "bounded-attempts", "no-stale-effect"),
+    "liveness": ("progress", "terminal-states", "bounded-blast-radius"),
+    "resources": ("horizon", "pool-hygiene"),
+}
+
+
+def _names(spec: str | Iterable[str], flag: str) -> list[str]:
+    items = [x.strip() for x in (spec.split(",") if isinstance(spec, str) else spec) if x.strip()]
+    out: list[str] = []
+    for item in items:
+        if item == "all":
+            found = list(PROPERTIES)
+        elif item in GROUPS:
+            found = list(GROUPS[item])
+        elif item in PROPERTIES:
+            found = [item]
+        else:
+            raise UsageError(f"{flag} {item!r}: not a property or group; groups: all, {', '.join(GROUPS)}; "
+                             f"properties: {', '.join(PROPERTIES)}")
+        out += [n for n in found if n not in out]
+    return out
+
+
+def gate(fail_on: str | Iterable[str] | None = None, allow: str | Iterable[str] | None = None) -> tuple[str, ...]:
+    """The properties whose violation fails a run: *fail_on* (names or groups, comma-separated; default
+    all) less *allow*, in :data:`PROPERTIES` order. Raises :class:`~core.errors.UsageError` for a name that
+    is neither, and when nothing would be left to fail a run."""
+    chosen = set(_names(fail_on, "--fail-on")) if fail_on else set(PROPERTIES)
+    chosen -= set(_names(allow, "--allow")) if allow else set()
+    if not chosen:
+        raise UsageError("--fail-on/--allow leave no property that can fail the run")
+    return tuple(n for n in PROPERTIES if n in chosen)
 
 
 def check(history: History, names: Iterable[str] | None = None) -> dict[str, Result]:

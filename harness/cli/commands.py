@@ -13,7 +13,7 @@ import sys
 
 from ...core.errors import EXIT_HELD, UsageError
 from ...faults.catalogue import CATALOGUE, parse_faults
-from ...properties import check
+from ...properties import check, gate
 from ...workers import DESIGNS, MODES, load_design, parse_options
 from .. import scales
 from ..engine import schedules
@@ -23,11 +23,13 @@ from ..report.result import Report
 from ..session import runner_for, search_options, slot_count
 
 
-def _check_common(args) -> None:
+def _check_common(args) -> tuple[str, ...]:
+    """The common checks; returns the gate (the properties whose violation fails the run)."""
     if args.time_scale is not None and args.time_scale <= 0:
         raise UsageError("--time-scale must be greater than 0")
     if args.tenant_mode is not None and args.tenant_mode not in MODES:
         raise UsageError(f"unknown tenant mode {args.tenant_mode!r}; modes: {', '.join(MODES)}")
+    return gate(args.fail_on, args.allow)
 
 
 def _check_drawn(args):
@@ -65,7 +67,7 @@ def _finish(args, report: Report) -> int:
 
 
 def replay(args, progress) -> int:
-    _check_common(args)
+    chosen = _check_common(args)
     schedule = schedules.load(args.file)
     options = parse_options(args.design_option) if args.design_option else None
     design = load_design(args.design or schedule.design,
@@ -90,14 +92,15 @@ def replay(args, progress) -> int:
     schedule = schedule.replace(**changes)
     with runner_for(argparse.Namespace(**server), progress, schedule.faults()) as runner:
         history = runner.run(schedule)
-    report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes)
+    report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes,
+                                 gate=chosen)
     return _finish(args, report)
 
 
 def search(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
-    _check_common(args)
+    chosen = _check_common(args)
     faults = _check_drawn(args)
     design_options = parse_options(args.design_option)
     design = args.design or "lease"
@@ -112,18 +115,18 @@ def search(args, progress) -> int:
                  f"{args.examples} examples, time scale {scale}")
         out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                     design_options=design_options, **{**options, **search_options(args, runner)})
+                     design_options=design_options, gate=chosen, **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                                      seed=args.seed, server=runner.database.environment(), stamp=runner.stamp,
-                                     out_dir=args.out, strict=args.strict)
+                                     out_dir=args.out, strict=args.strict, gate=chosen)
     return _finish(args, report)
 
 
 def compare(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
-    _check_common(args)
+    chosen = _check_common(args)
     faults = _check_drawn(args)
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     scale = _time_scale(args, [load_design(d) for d in designs])
@@ -134,11 +137,11 @@ def compare(args, progress) -> int:
 
         mode = args.tenant_mode or "local"
         c = compare(runner.run, designs=designs, faults=faults, tenant_mode=mode, examples=args.examples,
-                    seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
+                    seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, gate=chosen,
                     **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.compare_report(c, faults=faults, tenant_mode=mode, stamp=runner.stamp, out_dir=args.out,
-                                      strict=args.strict)
+                                      strict=args.strict, gate=chosen)
     return _finish(args, report)
 
 

@@ -69,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
     runs.add_argument("--strict", action="store_true",
                       help="a property that could not decide (unknown) fails the run too (exit 1)")
     runs.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: tables and timelines")
+    runs.add_argument("--fail-on", metavar="PROPS",
+                      help="only these properties fail the run (names or groups: safety, liveness, resources, all; "
+                           "comma-separated; default all); the search shrinks only their violations")
+    runs.add_argument("--allow", metavar="PROPS",
+                      help="these properties' violations are reported but do not fail the run (names or groups)")
 
     drawn = _Parser(add_help=False)  # what search and compare draw schedules with
     drawn.add_argument("--faults", default="", help="comma-separated faults, e.g. crash,overrun (see --list-faults)")

@@ -47,6 +47,10 @@ class Run:
     def violated(self) -> list[str]:
         return violated_names(self.results)
 
+    def failing(self, gate) -> list[str]:
+        """The violated properties that fail a run under *gate* (see :func:`properties.gate`)."""
+        return [n for n in self.violated if n in gate]
+
     @property
     def size(self) -> tuple:
         """Smaller is simpler: jobs, then workers, then faults, then events."""
@@ -66,6 +70,7 @@ class SearchOutcome:
     seconds: float = 0.0
     first_failure_seconds: float | None = None
     exit_reason: ExitReason | None = None  # set when the search ends
+    gate: tuple[str, ...] | None = None  # the properties whose violation failed a run (None: all)
 
     def aggregate(self) -> dict:
         return aggregate([r.results for r in self.runs])

@@ -29,7 +29,7 @@ from hypothesis.errors import Flaky
 
 from ...core.history import History
 from ...core.schedule import JOB_POINTS, POINTS, Schedule
-from ...properties import check
+from ...properties import PROPERTIES, check
 from ...properties.strategies import schedules
 from ...workers import load_design
 from ..progress import step
@@ -60,8 +60,10 @@ class Search:
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
-                 design_options: dict[str, str] | None = None):
+                 design_options: dict[str, str] | None = None, gate: tuple[str, ...] | None = None):
         self._run, self._run_many, self.progress = run, run_many, progress
+        # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
+        self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
         self.faults, self.design, self.tenant_mode = faults, design, tenant_mode
         self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
         self.small_scope, self.budget, self.database = small_scope, budget, database
@@ -70,7 +72,7 @@ class Search:
         self.design_options = dict(design_options or {})
         self.points = points_of([design], self.design_options)
         self.share = -(-examples // self.shards)  # this shard's part of the example budget
-        self.out = SearchOutcome()
+        self.out = SearchOutcome(gate=self.gate)
         self.phase = Phase.GENERATE
         self._cache: dict[str, Run] = {}
         self._generated = 0
@@ -101,7 +103,7 @@ class Search:
         step(self.progress, f"{self.phase.label} {len(self.out.runs)}: {what} -> "
                             f"{'violated ' + ','.join(r.violated) if r.violated else 'all held'} "
                             f"({r.seconds:.1f} s)", done=len(self.out.runs), total=total)
-        if r.violated and self.out.first_failure_seconds is None:
+        if r.failing(self.gate) and self.out.first_failure_seconds is None:
             self.out.first_failure_seconds = time.monotonic() - self._t0
         return r
 
@@ -140,7 +142,7 @@ class Search:
             self._rest()
         self.out.seconds = time.monotonic() - self._t0
         # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
-        failing = [r for r in self.out.runs if r.violated]
+        failing = [r for r in self.out.runs if r.failing(self.gate)]
         self.out.counterexample = min(failing, key=lambda r: r.size) if failing else None
         if self.out.counterexample is not None:
             self._replay()
@@ -162,6 +164,8 @@ class Search:
                              points=self.points).map(self._configured)
         key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
+        if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
+            key += f"|gate={','.join(self.gate)}"
         database = self.database if self.database is not None else DirectoryBasedExampleDatabase(database_dir(key))
 
         @settings(max_examples=self.share, deadline=None, database=database,
@@ -181,9 +185,9 @@ class Search:
             r = self._execute(schedule)
             if self._last_failing is None:
                 self._generated += 1
-            if r.violated:
+            if r.failing(self.gate):
                 self._last_failing, self.phase = r, Phase.SHRINK
-                raise Violation(", ".join(r.violated))
+                raise Violation(", ".join(r.failing(self.gate)))
 
         if self.seed is not None:
             # Hazard: Hypothesis's @seed also switches the example database off -- a seeded search
@@ -213,7 +217,7 @@ class Search:
         history = self._run(ce.schedule)
         self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
         self.out.runs.append(self.out.replayed)
-        if not set(ce.violated) & set(self.out.replayed.violated):
+        if not set(ce.failing(self.gate)) & set(self.out.replayed.failing(self.gate)):
             self.out.flaky = True
 
     def _exit_reason(self) -> ExitReason:
@@ -234,6 +238,8 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
     *design_options* (``--design-option``) go into every schedule, so that a saved one replays with them.
+    *gate* (:func:`properties.gate`, default every property) are the properties whose violation is a
+    failure: only such a run is shrunk, kept in the example database and made the counterexample.
     Keyword arguments are :class:`Search`'s.
     """
     return Search(run, **kwargs).run()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import HELD, UNKNOWN, Result, violated_names
+from ...properties import HELD, PROPERTIES, UNKNOWN, Result, violated_names
 from ..engine.compare import Comparison
 from ..engine.outcome import SearchOutcome
 from . import text
@@ -45,7 +45,8 @@ def no_strike(results: dict) -> dict:
 
 
 def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, examples: int,
-                  seed: int | None, server: dict, stamp: Stamp, out_dir: Path, strict: bool = False) -> Report:
+                  seed: int | None, server: dict, stamp: Stamp, out_dir: Path, strict: bool = False,
+                  gate: tuple[str, ...] | None = None) -> Report:
     """A search's report; its counterexample (and the smallest schedule for every other violated
     property) saved under *out_dir*, stamped."""
     names = ",".join(f.name for f in faults) or "none"
@@ -75,7 +76,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                     coverage=coverage, never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
-                    notes=text.notes_for(results))
+                    notes=text.notes_for(results), gate=gate)
     ce_json = None
     if saved:
         ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file), "replay": saved[0].replay,
@@ -84,26 +85,26 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "examples": examples, "seed": seed, "server": server, "properties": text.results_json(results),
                    "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
-                   "no_fault_could_strike": blocked, "failed": report.failed}
+                   "no_fault_could_strike": blocked, **_gate_json(report)}
     return report
 
 
 def replay_report(history: History, results: dict, schedule: Schedule, file: str | Path, *,
-                  strict: bool = False, notes: list[str] = ()) -> Report:
+                  strict: bool = False, notes: list[str] = (), gate: tuple[str, ...] | None = None) -> Report:
     """A replay's report: the file it ran is its one saved schedule."""
     title = f"replay of {file} on {schedule.design} ({schedule.tenant_mode})"
     saved = [Saved("this replay", schedule, Path(file), violated_names(results),
                    history)]
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
-                    notes=[*notes, *text.notes_for(results)])
+                    notes=[*notes, *text.notes_for(results)], gate=gate)
     report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
                    "replay": str(file), "server": history.server, "properties": text.results_json(results),
-                   "failed": report.failed}
+                   **_gate_json(report)}
     return report
 
 
 def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out_dir: Path,
-                   strict: bool = False) -> Report:
+                   strict: bool = False, gate: tuple[str, ...] | None = None) -> Report:
     """A compare's report: every deciding schedule saved as ``compare-S<i>-...json``."""
     saved = []
     for i, deciding in enumerate(c.schedules, 1):
@@ -112,12 +113,20 @@ def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out
                            deciding.run.history))
     names = ",".join(f.name for f in faults) or "none"
     report = Report("compare", f"compare: faults {names} ({tenant_mode})", dict(c.results), saved=saved,
-                    strict=strict, decided_by=c.decided_by, runs=sum(len(o.runs) for o in c.outcomes.values()))
+                    strict=strict, decided_by=c.decided_by, runs=sum(len(o.runs) for o in c.outcomes.values()),
+                    gate=gate)
     report.data = {"faults": [f.name for f in faults], "tenant_mode": tenant_mode,
                    "schedules": [d.schedule.to_dict() for d in c.schedules],
                    "origins": [d.origin for d in c.schedules], "files": [str(s.file) for s in saved],
                    "designs": {d: {"properties": text.results_json(r),
                                    "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
                                for d, r in c.results.items()},
-                   "failed": report.failed}
+                   **_gate_json(report)}
     return report
+
+
+def _gate_json(report: Report) -> dict:
+    """What fails the run, in every JSON document: the gate, the violations it allows, the verdict."""
+    gate = list(report.gate) if report.gate is not None else list(PROPERTIES)
+    return {"fail_on": gate, "allowed_violations": report.allowed(), "failing": report.failing(),
+            "failed": report.failed}

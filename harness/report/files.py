@@ -34,5 +34,5 @@ def write(report: Report, *, json_path: str | None = None, junit_path: str | Non
         Path(json_path).write_text(json.dumps(report.data, indent=2, default=str) + "\n")
     if junit_path:
         Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
-        text.junit(junit_path, report.suites, strict=report.strict)
+        text.junit(junit_path, report.suites, strict=report.strict, gate=report.gate)
     return said

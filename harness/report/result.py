@@ -4,7 +4,9 @@ plugin asserts on, built once (:mod:`harness.report.build`) and rendered by :mod
 
 The rules that decide whether a run fails live here and only here: a violated property; with
 *strict*, a property that could not decide or an allowed fault that struck in no run; and always a
-search in which no fault could strike at all (nothing was put to the test).
+search in which no fault could strike at all (nothing was put to the test). With a gate
+(``--fail-on``/``--allow``, :func:`properties.gate`) only the gated properties fail it; the others are
+still judged and shown, as allowed.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Report:
     notes: list[str] = field(default_factory=list)  # sentences printed after the table
     decided_by: dict[str, dict[str, int]] | None = None  # compare: design -> property -> schedule index
     history: History | None = None  # the run a replay made
+    gate: tuple[str, ...] | None = None  # the properties whose violation fails the run (None: every one)
 
     @property
     def results(self) -> dict:
@@ -85,10 +88,23 @@ class Report:
         return names
 
     def undecided(self) -> list[str]:
+        """Gated properties that could not decide (``--strict`` fails on them)."""
         names: list[str] = []
         for results in self.suites.values():
-            names += [n for n in undecided_names(results) if n not in names]
+            names += [n for n in undecided_names(results) if n not in names and self.gates(n)]
         return names
+
+    def gates(self, name: str) -> bool:
+        """True when a violation of *name* fails the run (``--fail-on``/``--allow``)."""
+        return self.gate is None or name in self.gate
+
+    def failing(self) -> list[str]:
+        """The violated properties that fail the run."""
+        return [n for n in self.violated() if self.gates(n)]
+
+    def allowed(self) -> list[str]:
+        """The violated properties the gate lets pass: reported, not failing."""
+        return [n for n in self.violated() if not self.gates(n)]
 
     def failures(self) -> list[str]:
         """Why the run fails besides a violated property: one sentence each (empty: it does not)."""
@@ -105,7 +121,7 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.violated()) or bool(self.failures())
+        return bool(self.failing()) or bool(self.failures())
 
     def exit_code(self) -> int:
         """0 every property held; 1 a property violated, or the run failed for a reason of :meth:`failures`."""

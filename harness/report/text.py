@@ -141,21 +141,30 @@ def results_json(results: dict) -> dict:
     return {n: r.to_dict() for n, r in results.items()}
 
 
-def junit(path: str, suites: dict[str, dict], *, strict: bool = False) -> None:
+def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None) -> None:
     """One test case per property (per design); a violation is a failure, unknown is skipped (with
-    *strict*, as ``--strict`` fails the run: a failure too)."""
+    *strict*, as ``--strict`` fails the run: a failure too). A property outside *gate* (``--allow``)
+    never fails: its violation is a skipped case saying it was allowed."""
     root = ET.Element("testsuites")
     for suite_name, results in suites.items():
-        suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(results)),
-                              failures=str(sum(r.status == "violated" or strict and r.status == "unknown"
-                                               for r in results.values())),
-                              skipped=str(0 if strict else sum(r.status == "unknown" for r in results.values())))
+        cases = []
         for n, r in results.items():
-            case = ET.SubElement(suite, "testcase", classname=suite_name, name=n)
-            if r.status == "violated" or strict and r.status == "unknown":
-                ET.SubElement(case, "failure", message=r.evidence).text = json.dumps(r.to_dict())
+            gated = gate is None or n in gate
+            if gated and (r.status == "violated" or strict and r.status == "unknown"):
+                cases.append((n, "failure", r.evidence, json.dumps(r.to_dict())))
+            elif r.status == "violated":
+                cases.append((n, "skipped", f"allowed (--fail-on/--allow): {r.evidence}", None))
             elif r.status == "unknown":
-                ET.SubElement(case, "skipped", message=r.evidence)
+                cases.append((n, "skipped", r.evidence, None))
+            else:
+                cases.append((n, None, None, None))
+        suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(results)),
+                              failures=str(sum(c[1] == "failure" for c in cases)),
+                              skipped=str(sum(c[1] == "skipped" for c in cases)))
+        for n, kind, message, body in cases:
+            case = ET.SubElement(suite, "testcase", classname=suite_name, name=n)
+            if kind is not None:
+                ET.SubElement(case, kind, message=message).text = body
     ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
 
 
@@ -165,6 +174,8 @@ def render(report) -> str:
     out: list[str] = []
     if report.kind == "compare":
         out.append(matrix(report.suites, decided_by=report.decided_by))
+        if report.allowed():
+            out.append(f"allowed by --fail-on/--allow (reported, not failing the run): {', '.join(report.allowed())}")
         for s in report.saved:
             out.append(f"{s.name.split(':')[0]}: {s.name.partition(': ')[2]}: {len(s.schedule.jobs)} jobs, "
                        f"{s.schedule.workers} workers, faults {','.join(s.schedule.faults()) or 'none'}; "
@@ -172,6 +183,8 @@ def render(report) -> str:
         return "\n".join(out)
     out.append(property_table(report.results, title=report.title))
     out += report.notes
+    if report.allowed():
+        out.append(f"allowed by --fail-on/--allow (reported, not failing the run): {', '.join(report.allowed())}")
     if report.kind == "replay":
         out += ["timeline:", timeline(report.history)]
         return "\n".join(out)

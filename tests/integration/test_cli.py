@@ -22,7 +22,9 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "never_struck", "budget_spent"}
+                         "counterexample", "small_scope_runs", "coverage", "never_struck", "budget_spent",
+                         "exit_reason", "no_fault_could_strike", "fail_on", "allowed_violations", "failing", "failed"}
+    assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
     assert data["small_scope_runs"] == 12 and data["never_struck"] == [] and not data["budget_spent"]
     assert set(data["coverage"]["crash"]) == {"before-tenant", "after-insert", "mid-work", "after-effect",
@@ -102,3 +104,21 @@ def test_plugin_that_raises_at_import_is_a_usage_error(tmp_path):
     r = run_cli("--design", f"{tmp_path / 'broken.py'}:X", "--faults", "crash", timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "broken.py raised RuntimeError: no config" in r.stderr
+
+
+def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
+    """lease under crash re-sends effects and can leave a job running: allowed, the run passes (exit 0)
+    and says what it allowed; the search keeps no counterexample of an allowed violation."""
+    out, junit = tmp_path / "g.json", tmp_path / "g.xml"
+    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "3", "--seed", "1",
+                "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out), "--junit", str(junit),
+                "--out", str(tmp_path / "ce"), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(out.read_text())
+    assert "at-most-once-effects" in data["allowed_violations"] and data["failing"] == [] and not data["failed"]
+    assert "at-most-once-effects" not in data["fail_on"] and "single-commit" in data["fail_on"]
+    assert data["properties"]["at-most-once-effects"]["status"] == "violated"  # still judged and shown
+    assert data["counterexample"] is None and not (tmp_path / "ce").exists()
+    assert "allowed by --fail-on/--allow" in r.stdout
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("failures") == "0"

@@ -33,6 +33,8 @@ def test_unknown_fault_lists_the_known_ones():
     (["--time-scale", "-1"], "--time-scale"),
     (["--postgres", "mysql"], "expected local, docker"),
     (["--bogus"], "unrecognized arguments"),
+    (["--allow", "speed"], "--allow 'speed': not a property or group"),
+    (["--fail-on", "horizon", "--allow", "resources"], "leave no property that can fail the run"),
 ])
 def test_usage_errors_exit_2_in_one_line(args, needle):
     r = run_cli(*args, timeout=60)

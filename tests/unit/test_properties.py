@@ -108,7 +108,7 @@ def test_the_twelve_in_design_order():
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst",
-                                       "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names"}
+                                       "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
 
 
 @pytest.mark.parametrize("name", PROPERTIES)
