@@ -39,8 +39,7 @@ from .outcome import ExitReason, Phase, Run, SearchOutcome
 __all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_schedules", "search"]
 
 SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)
-CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR") or
-                 Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos")
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
 
 
 class Violation(AssertionError):
@@ -234,7 +233,7 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     *seed*, reproducibly -- and then, as Hypothesis does, without its example database). *budget*
     (seconds) stops both passes from starting new schedules once spent; shrinking and the final
     replay still run. *database* is Hypothesis's example database (default: a directory under
-    :data:`CACHE_DIR`, ``$PGJC_CACHE_DIR`` if set); *shard* ``(i, n)`` runs the i-th of n disjoint parts.
+    :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts.
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
     *design_options* (``--design-option``) go into every schedule, so that a saved one replays with them.
