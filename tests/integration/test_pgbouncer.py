@@ -94,7 +94,7 @@ def test_pooler_spec_errors():
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pgbouncer[:transaction|session[:N]]" in r.stderr
     env = dict(os.environ, PGBOUNCER="/nonexistent", PATH="/nonexistent")
     # Not installed: one line naming the package, exit 3 (before any server starts).
-    out = subprocess.run([sys.executable, "-c", "import shutil, harness.postgres.pgbouncer as p;"
+    out = subprocess.run([sys.executable, "-c", "import shutil, pg_job_chaos.harness.postgres.pgbouncer as p;"
                           "shutil.which = lambda *_: None; import os; _a = os.access;"
                           "os.access = lambda f, m: False if 'pgbouncer' in str(f) else _a(f, m);"
                           "from pg_job_chaos.harness.cli.main import main; raise SystemExit(main(['--pooler', 'pgbouncer']))"],
