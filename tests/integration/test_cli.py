@@ -110,7 +110,7 @@ def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
     """lease under crash re-sends effects and can leave a job running: allowed, the run passes (exit 0)
     and says what it allowed; the search keeps no counterexample of an allowed violation."""
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
-    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "3", "--seed", "1",
+    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "1", "--seed", "1",
                 "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out), "--junit", str(junit),
                 "--out", str(tmp_path / "ce"), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
