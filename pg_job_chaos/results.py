@@ -52,7 +52,7 @@ class ChaosResult:
         ce = report.saved[0] if report.saved else None
         r = cls(report.title, report.results, runs=report.runs, flaky=report.flaky, strict=strict, page=page,
                 notes=list(report.notes), failures=report.failures(), report=report, gate=report.gate)
-        r.notes += [x for x in _warnings(report) if x not in r.notes]
+        r.notes += [x for x in report.warnings() if x not in r.notes]
         if ce is not None:
             r.schedule, r.history, r.file, r.replay = ce.schedule, ce.history, ce.file, ce.replay
         return r
@@ -108,7 +108,7 @@ class ChaosResult:
 
         names = names or self.violated
         state = "not held" if names else "failed" if self.failures else "all held"
-        lines = [f"{self.title}: {', '.join(names)} {state}".replace(":  ", ": ")]
+        lines = [f"{self.title}: {', '.join(names) + ' ' if names else ''}{state}"]
         for n in names:
             r = self.properties[n]
             jobs = f" (jobs {report.shortlist(r.jobs)})" if r.jobs else ""
@@ -138,9 +138,3 @@ class ChaosResult:
 
         return report.property_table(self.properties, title=self.title)
 
-
-def _warnings(report) -> list[str]:
-    from .harness.report import text
-
-    return [x for x in text.coverage_lines(report.coverage, report.never_struck, budget_spent=report.budget_spent)
-            if not x.startswith("coverage")]

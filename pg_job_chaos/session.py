@@ -102,8 +102,7 @@ class ChaosSession:
         if self.settings.html is not None and report.saved and report.failed:
             from .harness.report import files, html
 
-            name = report.saved[0].file.stem if report.kind != "replay" else Path(report.saved[0].file).stem
-            page = html.write(self.settings.html / f"{name}.html", **files.page(report))
+            page = html.write(self.settings.html / f"{report.saved[0].file.stem}.html", **files.page(report))
         return ChaosResult.from_report(report, strict=self.settings.strict, page=page)
 
     def run(self, schedule: Schedule, *, design: str | None = None, save: bool = True) -> ChaosResult:

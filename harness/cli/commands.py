@@ -33,7 +33,8 @@ def _check_common(args) -> tuple[str, ...]:
 
 
 def _check_drawn(args):
-    """The faults, once the drawing options are known good."""
+    """The common checks and the drawing options': the gate, the faults and their names."""
+    chosen = _check_common(args)
     faults = parse_faults(args.faults)
     if args.examples < 1:
         raise UsageError("--examples must be at least 1")
@@ -41,7 +42,7 @@ def _check_drawn(args):
         raise UsageError("--workers must be between 1 and 50")
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be greater than 0 seconds")
-    return faults
+    return chosen, faults, [f.name for f in faults]
 
 
 def _list_faults() -> int:
@@ -100,13 +101,11 @@ def replay(args, progress) -> int:
 def search(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
-    chosen = _check_common(args)
-    faults = _check_drawn(args)
+    chosen, faults, names = _check_drawn(args)
     design_options = parse_options(args.design_option)
     design = args.design or "lease"
     scale = _time_scale(args, [load_design(design, design_options)])
     options = search_options(args)  # an unreachable example database fails before anything starts
-    names = [f.name for f in faults]
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
         from ..engine.search import search
 
@@ -126,12 +125,10 @@ def search(args, progress) -> int:
 def compare(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
-    chosen = _check_common(args)
-    faults = _check_drawn(args)
+    chosen, faults, names = _check_drawn(args)
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     scale = _time_scale(args, [load_design(d) for d in designs])
     options = search_options(args)
-    names = [f.name for f in faults]
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
         from ..engine.compare import compare
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import HELD, PROPERTIES, UNKNOWN, Result, violated_names
+from ...properties import HELD, UNKNOWN, Result, violated_names
 from ..engine.compare import Comparison
 from ..engine.outcome import SearchOutcome
 from . import text
@@ -64,14 +64,12 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
         stem = schedule_stem(design, names.replace(",", "-"))
         stamped = stamp(ce.schedule)
         saved.append(Saved("counterexample", stamped, save(stamped, out_dir, stem), ce.violated, ce.history))
-        for n in results:
-            if results[n].status != "violated" or n in ce.violated:
-                continue
-            small = out.smallest_for(n)
+        for n in violated_names(results):
+            small = out.smallest_for(n) if n not in ce.violated else None
             if small is not None:
                 s = stamp(small.schedule)
                 saved.append(Saved(f"smallest schedule violating {n}", s, save(s, out_dir, f"{stem}-{n}"),
-                                   small.violated, small.history))
+                                   small.violated, small.history, for_property=n))
     report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
                     coverage=coverage, never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
@@ -85,7 +83,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "examples": examples, "seed": seed, "server": server, "properties": text.results_json(results),
                    "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
-                   "no_fault_could_strike": blocked, **_gate_json(report)}
+                   "no_fault_could_strike": blocked}
     return report
 
 
@@ -98,8 +96,7 @@ def replay_report(history: History, results: dict, schedule: Schedule, file: str
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
                     notes=[*notes, *text.notes_for(results)], gate=gate)
     report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
-                   "replay": str(file), "server": history.server, "properties": text.results_json(results),
-                   **_gate_json(report)}
+                   "replay": str(file), "server": history.server, "properties": text.results_json(results)}
     return report
 
 
@@ -120,13 +117,5 @@ def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out
                    "origins": [d.origin for d in c.schedules], "files": [str(s.file) for s in saved],
                    "designs": {d: {"properties": text.results_json(r),
                                    "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
-                               for d, r in c.results.items()},
-                   **_gate_json(report)}
+                               for d, r in c.results.items()}}
     return report
-
-
-def _gate_json(report: Report) -> dict:
-    """What fails the run, in every JSON document: the gate, the violations it allows, the verdict."""
-    gate = list(report.gate) if report.gate is not None else list(PROPERTIES)
-    return {"fail_on": gate, "allowed_violations": report.allowed(), "failing": report.failing(),
-            "failed": report.failed}

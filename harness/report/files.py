@@ -28,10 +28,10 @@ def write(report: Report, *, json_path: str | None = None, junit_path: str | Non
     if html_path:
         said.append(f"HTML report: {html.write(html_path, **page(report))}")
     if json_path == "-":
-        sys.stdout.write(json.dumps(report.data, indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     elif json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(report.data, indent=2, default=str) + "\n")
+        Path(json_path).write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n")
     if junit_path:
         Path(junit_path).parent.mkdir(parents=True, exist_ok=True)
         text.junit(junit_path, report.suites, strict=report.strict, gate=report.gate)

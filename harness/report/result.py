@@ -1,6 +1,6 @@
 """One result object for a search, a replay or a compare: what the command line prints and the pytest
 plugin asserts on, built once (:mod:`harness.report.build`) and rendered by :mod:`harness.report.text`,
-:mod:`~harness.report.junit`, :mod:`~harness.report.html` and as JSON (:attr:`Report.data`).
+:mod:`~harness.report.files` (JSON: :meth:`Report.to_json`, JUnit, HTML).
 
 The rules that decide whether a run fails live here and only here: a violated property; with
 *strict*, a property that could not decide or an allowed fault that struck in no run; and always a
@@ -18,7 +18,7 @@ from pathlib import Path
 from ...core.errors import EXIT_HELD, EXIT_VIOLATED
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import undecided_names, violated_names
+from ...properties import PROPERTIES, undecided_names, violated_names
 
 PROGRAM = "pg-job-chaos"  # the console script; run.py and python -m pg_job_chaos are the same program
 
@@ -38,6 +38,7 @@ class Saved:
     file: Path
     violated: list[str]
     history: History | None = None
+    for_property: str | None = None  # the property it is the smallest schedule for, besides the counterexample
 
     @property
     def replay(self) -> str:
@@ -52,7 +53,7 @@ class Report:
     kind: str  # "search" | "replay" | "compare"
     title: str
     suites: dict[str, dict]
-    data: dict = field(default_factory=dict)  # the JSON document (--json), properties included
+    data: dict = field(default_factory=dict)  # the command's own JSON fields (see to_json), properties included
     saved: list[Saved] = field(default_factory=list)  # saved[0] is the counterexample, when there is one
     strict: bool = False
     runs: int = 1
@@ -105,6 +106,19 @@ class Report:
     def allowed(self) -> list[str]:
         """The violated properties the gate lets pass: reported, not failing."""
         return [n for n in self.violated() if not self.gates(n)]
+
+    def warnings(self) -> list[str]:
+        """What a user must not miss without the run failing for it (with ``strict``: see :meth:`failures`)."""
+        out = [f"WARNING: fault {f} struck in no run of this search: nothing was tested against it"
+               for f in self.never_struck]
+        if self.budget_spent:
+            out.append("--budget ran out before the example budget: fewer schedules ran than asked for")
+        return out
+
+    def to_json(self) -> dict:
+        """The JSON document (``--json``): the command's fields, then what fails the run."""
+        return {**self.data, "fail_on": list(self.gate) if self.gate is not None else list(PROPERTIES),
+                "allowed_violations": self.allowed(), "failing": self.failing(), "failed": self.failed}
 
     def failures(self) -> list[str]:
         """Why the run fails besides a violated property: one sentence each (empty: it does not)."""

@@ -71,17 +71,13 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
     return _render(t)
 
 
-def coverage_lines(coverage: dict[str, dict[str, int]], never: list[str], *, budget_spent: bool) -> list[str]:
-    """Fault coverage beside the verdicts: per fault, the points it struck at and in how many runs.
-    An allowed fault that struck in no run at all is said plainly: nothing was learnt about it."""
-    out = []
-    if coverage:
-        parts = [f"{fault} " + ", ".join(f"{p} {n}" for p, n in points.items()) for fault, points in coverage.items()]
-        out.append("coverage (runs each fault struck in, per point): " + "; ".join(parts))
-    out += [f"WARNING: fault {f} struck in no run of this search: nothing was tested against it" for f in never]
-    if budget_spent:
-        out.append("--budget ran out before the example budget: fewer schedules ran than asked for")
-    return out
+def coverage_line(coverage: dict[str, dict[str, int]]) -> list[str]:
+    """Fault coverage beside the verdicts: per fault, the points it struck at and in how many runs
+    (an allowed fault that struck in no run is a :meth:`~harness.report.result.Report.warnings` line)."""
+    if not coverage:
+        return []
+    parts = [f"{fault} " + ", ".join(f"{p} {n}" for p, n in points.items()) for fault, points in coverage.items()]
+    return ["coverage (runs each fault struck in, per point): " + "; ".join(parts)]
 
 
 def notes_for(results: dict) -> list[str]:
@@ -176,10 +172,9 @@ def render(report) -> str:
         out.append(matrix(report.suites, decided_by=report.decided_by))
         if report.allowed():
             out.append(f"allowed by --fail-on/--allow (reported, not failing the run): {', '.join(report.allowed())}")
-        for s in report.saved:
-            out.append(f"{s.name.split(':')[0]}: {s.name.partition(': ')[2]}: {len(s.schedule.jobs)} jobs, "
-                       f"{s.schedule.workers} workers, faults {','.join(s.schedule.faults()) or 'none'}; "
-                       f"replay: {s.replay} --design DESIGN")
+        for s in report.saved:  # s.name is "S<i>: <origin>"
+            out.append(f"{s.name}: {len(s.schedule.jobs)} jobs, {s.schedule.workers} workers, faults "
+                       f"{','.join(s.schedule.faults()) or 'none'}; replay: {s.replay} --design DESIGN")
         return "\n".join(out)
     out.append(property_table(report.results, title=report.title))
     out += report.notes
@@ -188,7 +183,7 @@ def render(report) -> str:
     if report.kind == "replay":
         out += ["timeline:", timeline(report.history)]
         return "\n".join(out)
-    out += coverage_lines(report.coverage, report.never_struck, budget_spent=report.budget_spent)
+    out += coverage_line(report.coverage) + report.warnings()
     ce = report.counterexample
     if ce is not None:
         state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
@@ -197,6 +192,5 @@ def render(report) -> str:
                 f"violates {', '.join(ce.violated)}; {state}", ce.schedule.to_json(),
                 f"saved to {ce.file}\nreplay with: {ce.replay}\n\ntimeline of that run:", timeline(ce.history)]
         for s in report.saved[1:]:
-            prop = s.name.removeprefix("smallest schedule violating ")
-            out.append(f"{prop}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): {s.file}")
+            out.append(f"{s.for_property}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): {s.file}")
     return "\n".join(out)

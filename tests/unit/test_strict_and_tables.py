@@ -92,3 +92,13 @@ def test_shortlist():
     assert report.shortlist([1, 2, 3], 3) == "1, 2, 3"
     assert report.shortlist([1, 2, 3, 4], 3) == "1, 2, 3, 4"
     assert report.shortlist(range(1, 11), 3) == "1, 2, 3 and 7 more"
+
+
+def test_the_reports_json_and_warnings_are_derived_from_its_verdicts():
+    r = _report(properties.VIOLATED, strict=False, never_struck=["crash"], budget_spent=True)
+    r.data = {"design": "lease"}
+    doc = r.to_json()
+    assert doc["design"] == "lease" and doc["failed"] and doc["failing"] == ["horizon"]
+    assert doc["fail_on"] == list(properties.PROPERTIES) and doc["allowed_violations"] == []
+    assert r.warnings() == ["WARNING: fault crash struck in no run of this search: nothing was tested against it",
+                            "--budget ran out before the example budget: fewer schedules ran than asked for"]
