@@ -53,6 +53,9 @@ class Execution:
     inherited: str | None = None  # app.tenant before the job set anything (None: not set at all)
     inherited_read: bool = False  # whether the execution got as far as reading it
     inherited_from: str | None = None  # "worker job attempt" that last used the server session (pgjc.last)
+    own_tenant: bool = False  # the worker's own code set the tenant (workers/own_connection.py)
+    seen: str | None = None  # with own_tenant: the tenant setting as the job's code began
+    seen_read: bool = False
     server_pid: int | None = None  # the server session it read them on (behind a pooler: not the client's)
     visible: int | None = None  # invoices visible to the job
     foreign: int | None = None  # of those, another tenant's
@@ -97,6 +100,7 @@ class History:
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
     server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
+    expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:
@@ -110,7 +114,8 @@ class History:
             w, ev = r.get("worker"), r.get("event")
             if ev == "started":
                 ex = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
-                               fault=r.get("fault"), lease_until=r.get("lease_until"))
+                               fault=r.get("fault"), lease_until=r.get("lease_until"),
+                               own_tenant=bool(r.get("own_tenant")))
                 prev = current.get((w, r["job"]))
                 if prev is not None and prev.end is None:  # the same job again with no end: cannot happen
                     prev.end = r["t"]
@@ -123,6 +128,9 @@ class History:
             if ev == "tenant-inherited":
                 ex.inherited, ex.inherited_read = r.get("value"), True
                 ex.inherited_from, ex.server_pid = r.get("last") or None, r.get("backend")
+            elif ev == "tenant-seen":
+                ex.seen, ex.seen_read, ex.server_pid = r.get("value"), True, r.get("backend")
+                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "rows-visible":
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
             elif ev == "effect" and r.get("key") is None:  # a relay's keyed send: see effects()

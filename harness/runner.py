@@ -21,6 +21,7 @@ from ..core.history import History
 from ..core.schedule import Schedule
 from ..faults.catalogue import entries
 from ..workers import load_design
+from ..workers.own_connection import check_setting
 from .postgres import Database
 from .postgres import dataset as db
 from .supervisor import Supervisor
@@ -51,6 +52,7 @@ class Runner:
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self._designs: dict[str, object] = {}
+        self._policy_setting = "app.tenant"  # what the invoices' policy reads now (schema.sql)
         self.runs = 0
 
     def close(self) -> None:
@@ -77,6 +79,10 @@ class Runner:
             install(design, self.admin, worker_role=self.database.worker_role)
             self._installed.add(design.name)
         db.reset(self.admin)
+        setting = getattr(design, "tenant_setting", "app.tenant")
+        if setting != self._policy_setting:  # a design's own tenant code sets another setting
+            db.tenant_policy(self.admin, check_setting(setting))
+            self._policy_setting = setting
         if hasattr(design, "for_run"):  # a hosted design: the schedule, before the fork
             design.for_run(schedule)
         if hasattr(design, "reset"):  # a hosted design empties its library's own tables
@@ -130,4 +136,5 @@ class Runner:
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
+            expected_rows=db.expected_rows(j.tenant for j in schedule.jobs),
         )

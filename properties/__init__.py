@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, health
+from . import checks, effects, health, tenant
 from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 
 __all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
            "violated_names", "worst"]
 
 PROPERTIES: dict[str, Callable[[History], Result]] = {
-    "tenant-isolation": checks.tenant_isolation,
+    "tenant-isolation": tenant.tenant_isolation,
     "single-commit": checks.single_commit,
     "no-overlap": checks.no_overlap,
     "at-most-once-effects": effects.at_most_once_effects,

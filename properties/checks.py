@@ -83,50 +83,6 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 # --- the properties ---------------------------------------------------------------------------------
 
-def inherited_from(ex: Execution) -> str:
-    """Whose setting it was, from the session marker: another worker's job (through a pooler) or
-    this worker's own earlier job (its pooled connection)."""
-    parts = (ex.inherited_from or "").split()
-    if len(parts) != 3:
-        return ""
-    worker, job, attempt = parts
-    session = f" on server session {ex.server_pid}" if ex.server_pid is not None else ""
-    if worker != ex.worker:
-        return f" from another worker's job: {worker}'s job {job} attempt {attempt}{session}"
-    return f" from its own worker's job {job} attempt {attempt}{session}"
-
-
-@decides("tenant-isolation")
-def tenant_isolation(h: History) -> Result:
-    """Violated by every execution that started with another job's ``app.tenant`` or saw another
-    tenant's invoices (a job with no tenant must see none); unknown when no execution recorded
-    either. Count: offending executions."""
-    name = "tenant-isolation"
-    executions = h.executions()
-    informed = [ex for ex in executions
-                if ex.inherited_read or ex.visible is not None or ex.foreign is not None]
-    if not informed:
-        return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
-                             "tenant or the rows it could see")
-    lines, jobs = [], []
-    # Another worker's setting (only a pooler hands one over) leads the evidence.
-    informed.sort(key=lambda ex: " another worker's" not in inherited_from(ex))
-    for ex in informed:
-        wrong = []
-        if ex.inherited not in (None, ""):
-            wrong.append(f"started with app.tenant={ex.inherited} inherited{inherited_from(ex)}")
-        if ex.foreign:  # a system job (tenant None) counts every visible row as foreign
-            wrong.append(f"saw {ex.foreign} invoices of another tenant")
-        if wrong:
-            whose = f"tenant {ex.tenant}" if ex.tenant is not None else "no tenant"
-            lines.append(f"job {ex.job} ({whose}) " + " and ".join(wrong))
-            jobs.append(ex.job)
-    if lines:
-        return violated(name, lines, jobs)
-    return held(name, f"{plural(len(informed), 'execution')} recorded: none inherited a tenant, "
-                      "none saw another tenant's rows")
-
-
 @decides("single-commit")
 def single_commit(h: History) -> Result:
     """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""

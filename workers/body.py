@@ -70,6 +70,7 @@ class WorkerSpec:
     worker_dsn: str
     run_dir: Path
     watch: frozenset[tuple[int, str]] = frozenset()  # (job, point) pairs the supervisor strikes at
+    tenant_setting: str = "app.tenant"  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
 
 class WorkerContext:

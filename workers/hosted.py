@@ -50,6 +50,7 @@ from psycopg.types.json import Jsonb
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..core.history import JOB_STATES
+from . import own_connection
 from .body import STRIKE_SIGNAL, Claimed
 from .heartbeat import LeaseHeartbeat
 
@@ -88,8 +89,10 @@ def claimed(args: dict, attempt: int) -> Claimed:
     return Claimed(int(args["job"]), args.get("tenant"), int(attempt), payload)
 
 
-def run_job(ctx, args: dict, *, attempt: int) -> None:
-    """The harness's job body, as a library's task runs it: on a connection of the harness's pool
+def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
+    """The harness's job body, as a library's task runs it. With *conn* (the connection the worker
+    gives the job, its tenant already set by the worker's own code): on that connection, observed
+    and not changed (:mod:`workers.own_connection`). Without: on a connection of the harness's pool
     (its tenant mode), with short transactions of its own -- read (tenant set, invoices read), work
     and side effect outside any transaction, then the ``job_runs`` row committed. Every fault strikes
     inside at :data:`HOSTED_POINTS`, none inside a transaction (a pause there would hold the horizon
@@ -97,33 +100,47 @@ def run_job(ctx, args: dict, *, attempt: int) -> None:
     connection), so the library records the failure and applies its own retry policy; the library
     then writes its own finish. Safe to call from several threads at once (one connection each)."""
     job = claimed(args, attempt)
+    _block_strike_signal(ctx, job)
+    if conn is not None:
+        own_connection.run_on(ctx, conn, job)
+        return
+    if ctx.spec.tenant_setting != own_connection.DEFAULT_SETTING:
+        raise UsageError(f"tenant_setting {ctx.spec.tenant_setting!r} names the worker's own tenant code: "
+                         "pass its connection, run_job(ctx, args, attempt=..., conn=conn)")
+    if ctx.pool is None:
+        ctx.open_pool()
+    with ctx.pool.connection() as conn:
+        _run_on_pool(ctx, conn, job)
+
+
+def _block_strike_signal(ctx, job: Claimed) -> None:
     if STRIKE_SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, ()):
         # The library made this thread with the strike signal unblocked (the worker blocks it before
         # the library starts): block it here, and say so -- another such thread would die of it.
         signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
         ctx.log.write("strike-signal-unblocked", job=job.id, thread=threading.current_thread().name)
-    if ctx.pool is None:
-        ctx.open_pool()
-    with ctx.pool.connection() as conn:
-        ex = ctx.execution(conn, job)
-        try:
-            ex.started()
-            started = LeaseHeartbeat.read_briefly(ex)
-            ex.work()
-            ex.effect()
-            ex.point("before-finish")
-            if ctx.mode.autocommit:
-                conn.execute("begin")
-            ex.set_tenant()
-            ex.insert_finished_run(started)
-            conn.commit()
-            # After the job's work committed, before the library hears of it: a crash here is the
-            # classic "done twice" (the library re-runs a job whose work is already in the database).
-            ex.point("after-insert")
-        except BaseException as exc:
-            ex.failed(exc)
-            raise
-        ex.finished()
+
+
+def _run_on_pool(ctx, conn, job: Claimed) -> None:
+    ex = ctx.execution(conn, job)
+    try:
+        ex.started()
+        started = LeaseHeartbeat.read_briefly(ex)
+        ex.work()
+        ex.effect()
+        ex.point("before-finish")
+        if ctx.mode.autocommit:
+            conn.execute("begin")
+        ex.set_tenant()
+        ex.insert_finished_run(started)
+        conn.commit()
+        # After the job's work committed, before the library hears of it: a crash here is the
+        # classic "done twice" (the library re-runs a job whose work is already in the database).
+        ex.point("after-insert")
+    except BaseException as exc:
+        ex.failed(exc)
+        raise
+    ex.finished()
 
 
 class HostedDesign:
@@ -136,6 +153,9 @@ class HostedDesign:
     exit_outcomes: dict[int, str] = {}
     min_time_scale: float | None = None  # below this the library cannot honour its own intervals
     pool_first = True  # the worker opens the harness's pool before run_worker: no job waits for it
+    # The setting the worker's own tenant code sets (run_job's conn=); the invoices' row-level security
+    # policy reads it in this design's runs. The harness's tenant modes set app.tenant.
+    tenant_setting = own_connection.DEFAULT_SETTING
     OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
 
     def __init__(self, **options: str):

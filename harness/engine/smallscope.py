@@ -6,8 +6,9 @@ itself, ``overrun`` and ``slow``, has none), and once with no fault at all:
 
 * **one job on two workers** -- what a second worker does to a job the first one lost (an overrun, a
   pause, a crash mid-job); for a supervisor fault, the event on that job at that point;
-* **two jobs on one worker** -- what one job leaves to the next: a leaked tenant (the jobs are for
-  tenants 1 and 2), a blocked queue, a poisoned connection.
+* **two jobs on one worker** -- what one job leaves to the next: a leaked tenant (tenant 1's job,
+  then a system job with no tenant, which sets none: what it begins with is what the first one
+  left, whoever's code sets the tenant), a blocked queue, a poisoned connection.
 
 A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
 entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
@@ -55,7 +56,8 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
             jobs, events = [], []
             for i in range(1, n + 1):
                 job_fault = fault if (i == 1 and fault and kinds[fault] == "job") else None
-                jobs.append(JobSpec(id=i, tenant=i, fault=job_fault, point=point if job_fault else None))
+                tenant = 1 if i == 1 else None  # the second job a system job: see the module docstring
+                jobs.append(JobSpec(id=i, tenant=tenant, fault=job_fault, point=point if job_fault else None))
             if fault and kinds[fault] == "supervisor":
                 events.append(Event(fault=fault, job=1, point=point, variant=variant))
             s = Schedule(jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,

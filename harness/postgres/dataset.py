@@ -15,7 +15,7 @@ from ...core import sqlfile
 
 Q = sqlfile.load(
     __file__, "schema.sql",
-    "create_tables", "load_data", "enable_rls", "create_worker_role", "grant_worker",
+    "create_tables", "load_data", "enable_rls", "tenant_policy", "create_worker_role", "grant_worker",
     "reset_queue", "final_runs",
 )
 
@@ -25,6 +25,16 @@ INVOICES_TOTAL = 103_707  # sum(floor(20000 / t) for t in 1..100)
 def invoices_of(tenant: int) -> int:
     """How many invoices tenant *tenant* owns in the article's data set."""
     return 20000 // tenant
+
+
+def expected_rows(tenants) -> dict[str, int]:
+    """``{tenant: invoices it owns}`` for the tenants of a schedule (JSON keys: text), for the history."""
+    return {str(t): invoices_of(t) for t in sorted({t for t in tenants if t is not None})}
+
+
+def tenant_policy(conn: psycopg.Connection, setting: str) -> None:
+    """Make the invoices' row-level security policy read *setting* (the owner's connection)."""
+    conn.execute(sql.SQL(Q.tenant_policy).format(setting=sql.Literal(setting)))
 
 
 def create_role(conn: psycopg.Connection, role: str, password: str) -> None:

@@ -57,6 +57,12 @@ alter table invoices force row level security;
 create policy tenant_isolation on invoices
     using (tenant_id = nullif(current_setting('app.tenant', true), '')::int);
 
+-- name: tenant_policy
+-- The policy reads the setting a design's tenant code sets (HostedDesign.tenant_setting; the article's
+-- app.tenant unless the design names another). {setting} is a literal: a policy takes no parameters.
+alter policy tenant_isolation on invoices
+    using (tenant_id = nullif(current_setting({setting}, true), '')::int);
+
 -- name: create_worker_role
 -- An ordinary login role: not the owner, not a superuser, no BYPASSRLS.
 create role {worker} login password {password} nosuperuser nocreatedb nocreaterole nobypassrls;

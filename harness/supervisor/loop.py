@@ -158,7 +158,8 @@ class Supervisor:
     def _spawn(self, slot: int, generation: int) -> None:
         identity = f"w{slot}.{generation}"
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
-        spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch)
+        spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
+                          tenant_setting=getattr(self.design, "tenant_setting", "app.tenant"))
         close = (self.janitor.fd,) if self.janitor is not None else ()
         if self.net is not None:
             close += self.net.fds

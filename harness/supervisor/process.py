@@ -106,6 +106,9 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
             signal.signal(sig, signal.SIG_DFL)
         # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
         signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
+        # A connection the design's own code opens names this worker unless the code names itself:
+        # the supervisor's pg_stat_activity samples tell worker sessions by application_name.
+        os.environ["PGAPPNAME"] = spec.identity
         ctx = WorkerContext(spec)
         ctx.log.write("worker-start")
         if getattr(design, "pool_first", False):  # a hosted design: its library's task borrows from it

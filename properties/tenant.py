@@ -1,0 +1,92 @@
+"""``tenant-isolation``: every execution ran in exactly its own tenant's context.
+
+Two ways a job's tenant context can be recorded (``core/history.py``):
+
+* the harness's tenant modes (``workers/tenant.py``): the body reads the setting the connection
+  *inherited* before it sets any -- it must be empty -- then sets the job's tenant and reads;
+* the worker's own tenant code (``workers/own_connection.py``): the body reads the setting as the
+  job's code begins -- it must be exactly the job's tenant, empty for a system job -- and reads.
+
+Either way, the reads must see exactly the job's tenant's invoices: none of another tenant's, and
+all of its own (the data set's count, recorded in the history). Fewer -- in particular none -- means
+the reads ran without the job's tenant: under forced row-level security that is no error, just an
+apparently empty tenant (the article's rls-queue mechanism).
+"""
+
+from __future__ import annotations
+
+from ..core.history import Execution, History
+from .checks import plural
+from .core import Result, decides, held, unknown, violated
+
+
+def _session_user(ex: Execution, executions: list[Execution]) -> str:
+    """Whose setting it was: from the harness's session marker, or -- where the worker's own code runs
+    and no marker is set -- the last execution before this one on the same server session."""
+    session = f" on server session {ex.server_pid}" if ex.server_pid is not None else ""
+    parts = (ex.inherited_from or "").split()
+    if len(parts) == 3:
+        worker, job, attempt = parts
+    else:
+        before = [o for o in executions if o is not ex and o.server_pid is not None
+                  and o.server_pid == ex.server_pid and o.start < ex.start]
+        if not before:
+            return ""
+        last = max(before, key=lambda o: o.start)
+        worker, job, attempt = last.worker, last.job, last.attempt
+    if worker != ex.worker:
+        return f" from another worker's job: {worker}'s job {job} attempt {attempt}{session}"
+    return f" from its own worker's job {job} attempt {attempt}{session}"
+
+
+def _wrong(ex: Execution, executions: list[Execution], expected: dict) -> list[str]:
+    wrong = []
+    if ex.own_tenant and ex.seen_read:
+        want = "" if ex.tenant is None else str(ex.tenant)
+        if (ex.seen or "") != want:
+            if ex.seen in (None, ""):
+                wrong.append("began with no tenant set by the worker's tenant code")
+            else:
+                wrong.append(f"began as tenant {ex.seen}{_session_user(ex, executions)}")
+    elif ex.inherited not in (None, ""):
+        wrong.append(f"started with app.tenant={ex.inherited} inherited{_session_user(ex, executions)}")
+    if ex.foreign:  # a system job (tenant None) counts every visible row as foreign
+        wrong.append(f"saw {ex.foreign} invoices of another tenant")
+    own = expected.get(str(ex.tenant)) if ex.tenant is not None else None
+    if own is not None and ex.visible is not None:
+        mine = ex.visible - (ex.foreign or 0)
+        if mine < own:
+            why = ": it ran without its tenant" if mine == 0 else ""
+            wrong.append(f"read {mine:,} of its {own:,} invoices{why}")
+    return wrong
+
+
+@decides("tenant-isolation")
+def tenant_isolation(h: History) -> Result:
+    """Violated by every execution that began in another job's tenant context (an inherited
+    ``app.tenant``; with the worker's own tenant code, a setting other than the job's tenant), saw
+    another tenant's invoices (a job with no tenant must see none), or saw fewer of its own tenant's
+    invoices than the data set holds; unknown when no execution recorded any of it. Count:
+    offending executions."""
+    name = "tenant-isolation"
+    executions = h.executions()
+    informed = [ex for ex in executions
+                if ex.inherited_read or ex.seen_read or ex.visible is not None or ex.foreign is not None]
+    if not informed:
+        return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
+                             "tenant or the rows it could see")
+    lines, jobs = [], []
+    # Another worker's setting (only a pooler hands one over) leads the evidence.
+    informed.sort(key=lambda ex: " another worker's" not in _session_user(ex, executions))
+    for ex in informed:
+        wrong = _wrong(ex, executions, h.expected_rows)
+        if wrong:
+            whose = f"tenant {ex.tenant}" if ex.tenant is not None else "no tenant"
+            lines.append(f"job {ex.job} ({whose}) " + " and ".join(wrong))
+            jobs.append(ex.job)
+    if lines:
+        return violated(name, lines, jobs)
+    complete = " and all of its own" if h.expected_rows else ""
+    began = "began in another's tenant context" if any(ex.own_tenant for ex in informed) else "inherited a tenant"
+    return held(name, f"{plural(len(informed), 'execution')} recorded: none {began}, "
+                      f"none saw another tenant's rows{complete}")

@@ -1,0 +1,69 @@
+"""The job body on the worker's own connection: the user's tenant code under test, observed.
+
+A hosted design whose worker gives each job a connection of its own (its pool, its tenant
+decorator, its transactions) passes that connection to :func:`~workers.hosted.run_job` as
+``conn=``. The body then runs on it **as it is**: it sets no tenant, opens no transaction of its
+own, commits nothing and sets no session state. It only observes, in the one statement that is
+also the job's read (``own_connection.sql: observe``): the design's tenant setting as the job's
+code begins (``HostedDesign.tenant_setting``, ``app.tenant`` by default; the invoices' row-level
+security policy is made to read the same setting), the server session, and how many invoices
+the job saw and how many of them were another tenant's. ``tenant-isolation`` then judges the
+user's code: a job must begin with exactly its own tenant (a system job with none) and see
+exactly its tenant's rows.
+
+Which execution last used a server session is derived from the server pids in the history, not
+from a session marker (the harness's own body sets one: here it could hide the leak it looks for).
+
+Order: ``started``; observe and read; the work (``mid-work``); the side effect (``after-effect``);
+``before-finish``; the ``job_runs`` row, in the worker's transaction (``after-insert`` then lies
+before the worker's commit, unless its connection is in autocommit). Every statement is sent with
+client-side literals (the simple query protocol). Raises what the body raised; the worker's own
+code rolls back or commits, and tells its queue.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from psycopg import sql
+
+from ..core import sqlfile
+from ..core.errors import UsageError
+
+Q = sqlfile.load(__file__, "own_connection.sql", "observe", "insert_finished_run")
+
+DEFAULT_SETTING = "app.tenant"
+_SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)+")
+
+
+def check_setting(name: str) -> str:
+    """*name* if it can be a custom setting (``prefix.name``, as PostgreSQL requires), else UsageError."""
+    if not isinstance(name, str) or not _SETTING.fullmatch(name):
+        raise UsageError(f"tenant_setting {name!r}: a custom setting needs a dotted name such as app.tenant")
+    return name
+
+
+def run_on(ctx, conn: psycopg.Connection, job) -> None:
+    """One execution of *job* on the worker's own *conn* (see the module docstring)."""
+    setting = check_setting(ctx.spec.tenant_setting)
+    ex = ctx.execution(conn, job)
+    try:
+        ex.started(own_tenant=True)
+        tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
+        seen, pid, visible, foreign = conn.execute(
+            sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)).fetchone()
+        ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
+                      value=seen, backend=pid, visible=visible, foreign=foreign)
+        started = conn.execute("select clock_timestamp()").fetchone()[0]
+        ex.work()
+        ex.effect()
+        ex.point("before-finish")
+        conn.execute(sql.SQL(Q.insert_finished_run).format(
+            job=sql.Literal(job.id), worker=sql.Literal(ctx.identity), attempt=sql.Literal(job.attempt),
+            started=sql.Literal(started)))
+        ex.point("after-insert")
+    except BaseException as exc:
+        ex.failed(exc)
+        raise
+    ex.finished()
