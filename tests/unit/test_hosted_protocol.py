@@ -142,13 +142,19 @@ def test_no_strike_point_only_when_no_execution_reached_any():
     assert not SearchOutcome(runs=[run(silent)]).no_strike_point([])  # no fault allowed: nothing to strike
 
 
-def test_the_readme_s_library_counterexamples_still_load():
-    """Every shrunk schedule the README's library table links (docs/compare/) exists and loads."""
+def test_the_library_findings_counterexamples_still_load():
+    """Every shrunk schedule the README and the docs link (docs/compare/: the library findings' two
+    matrices) exists and loads."""
     from pg_job_chaos.harness.engine.schedules import load
 
     root = Path(__file__).parents[2]
-    cited = sorted(set(re.findall(r"\((docs/compare/[\w/-]+\.json)\)", (root / "README.md").read_text())))
-    assert len(cited) >= 11, cited  # both matrices' schedules, S1-S6 and S1-S5
+    cited: set[str] = set()
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        for link in re.findall(r"\]\(([\w./-]*compare/[\w/-]+\.json)\)", page.read_text()):
+            cited.add((page.parent / link).resolve().relative_to(root).as_posix())
+    cited = sorted(cited)
+    assert len([c for c in cited if not c.endswith("compare.json")]) >= 11, cited  # S1-S6 and S1-S5
+    assert {"docs/compare/libraries/compare.json", "docs/compare/pgqueuer/compare.json"} <= set(cited), cited
     for name in cited:
         if name.endswith("compare.json"):
             assert set(json.loads((root / name).read_text())) >= {"schedules", "designs"}, name
