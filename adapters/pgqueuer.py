@@ -69,6 +69,9 @@ import asyncio
 import json
 from datetime import timedelta
 
+# The library at import (its modules below are imported where used): --design pgqueuer without the
+# libraries extra is then a usage error (workers.load_design) before any server starts.
+import pgqueuer  # noqa: F401
 import psycopg
 from psycopg import conninfo, sql
 

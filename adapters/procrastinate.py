@@ -62,6 +62,9 @@ from __future__ import annotations
 import asyncio
 import math
 
+# The library at import, not at first use: --design procrastinate without the libraries extra is then a
+# usage error (workers.load_design) before any server starts, not a failed run after one did.
+import procrastinate
 from psycopg import sql
 
 from ..core import sqlfile
@@ -81,8 +84,6 @@ def task_name(max_attempts: int) -> str:
 
 def retry_policy(max_attempts: int):
     """procrastinate's retry for at most *max_attempts* executions: it counts retries."""
-    import procrastinate
-
     retries = int(max_attempts) - 1
     if retries <= 0:
         return False  # not RetryStrategy(max_attempts=0): retry.py reads 0 as "no limit"
@@ -132,8 +133,6 @@ class Procrastinate(hosted.HostedDesign):
         """Through procrastinate's own defer (``procrastinate_defer_jobs_v1``), on the admin connection
         inside the runner's transaction (procrastinate's external-connection support): one batch, in
         queue order, so the ids ascend as the schedule does."""
-        import procrastinate
-
         jobs = list(jobs)
         if not jobs:
             return
@@ -163,8 +162,6 @@ class Procrastinate(hosted.HostedDesign):
     def build_app(self, ctx):
         """procrastinate's App for one forked worker: its connector on the worker role, the harness
         job as a sync task with the retry policy, and (recovery on) the documented periodic task."""
-        import procrastinate
-
         connector = procrastinate.PsycopgConnector(
             conninfo=ctx.worker_dsn, kwargs={"application_name": f"{ctx.identity}/queue"},
             min_size=1, max_size=2)

@@ -21,6 +21,9 @@ Options (command line, or ini without the dashes: ``chaos_examples = 5``): ``--c
 ``--chaos-fail-on`` / ``--chaos-allow`` (the properties whose violation fails ``assert_held()`` and
 that a search shrinks: names or groups, as the command line's ``--fail-on`` / ``--allow``),
 ``--chaos-strict`` (``assert_held`` fails on ``unknown`` too, and on a fault that struck in no run).
+Below both, the ``[tool.pg-job-chaos]`` table of the first ``pyproject.toml`` that has one, from the
+rootdir up (the command line's settings, :mod:`harness.cli.config`) gives ``fail-on``, ``allow``,
+``examples``, ``time-scale``, ``budget``, ``seed``, ``postgres`` and ``out``.
 A search takes ``design_options`` (the ``--design-option`` pairs) in ``chaos_session.search(...)`` and in
 ``chaos_config``. Searches and their reports are the command line's (:mod:`harness.report.build`).
 
@@ -47,6 +50,8 @@ OPTIONS = {  # name: (type, default, help)
     "allow": (str, "", "these properties' violations do not fail assert_held (names or groups)"),
 }
 TRUE = ("1", "true", "yes", "on")
+FROM_FILE = ("examples", "time_scale", "seed", "postgres", "out", "budget", "fail_on", "allow")
+_FILE = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,7 +60,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         flag = "--chaos-" + name.replace("_", "-")
         group.addoption(flag, dest=f"chaos_{name}", type=tp, default=None,
                         help=f"{help_} (ini: chaos_{name}; default {default or 'none'})")
-        parser.addini(f"chaos_{name}", help=help_, default=default)
+        parser.addini(f"chaos_{name}", help=help_, default="")  # unset: the pyproject table, then *default*
     group.addoption("--chaos-strict", dest="chaos_strict", action="store_true", default=None,
                     help="assert_held fails on a property that could not decide, too (ini: chaos_strict)")
     parser.addini("chaos_strict", help="assert_held fails on unknown too", type="bool", default=False)
@@ -75,17 +80,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def option(config: pytest.Config, name: str):
-    """The command line's value, else the ini file's, converted; an empty ini value is None."""
+    """The command line's value, else the ini file's, else the ``[tool.pg-job-chaos]`` table's, else the
+    default, converted; None for none of them."""
     value = config.getoption(f"chaos_{name}")
     if value is not None:
         return value
+    tp, default, _ = OPTIONS[name]
     raw = config.getini(f"chaos_{name}")
     if raw in ("", None):
+        value = _from_file(config).get(name)
+        if value is not None:
+            return value
+        raw = default
+    if raw == "":
         return None
     try:
-        return OPTIONS[name][0](raw)
+        return tp(raw)
     except ValueError:
-        raise pytest.UsageError(f"ini option chaos_{name} = {raw!r}: expected {OPTIONS[name][0].__name__}") from None
+        raise pytest.UsageError(f"ini option chaos_{name} = {raw!r}: expected {tp.__name__}") from None
+
+
+def _from_file(config: pytest.Config) -> dict:
+    """The settings of :data:`FROM_FILE` that ``[tool.pg-job-chaos]`` gives (read once per session)."""
+    if _FILE not in config.stash:
+        from .core.errors import UsageError
+        from .harness.cli import config as settings
+        from .harness.cli.main import parser
+
+        try:
+            found = settings.locate(None, False, Path(config.rootpath))
+            values = settings.defaults(found[1], found[0], parser().commands, "search") if found else {}
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[_FILE] = {k: v for k, v in values.items() if k in FROM_FILE}
+    return config.stash[_FILE]
 
 
 @pytest.fixture(scope="session")

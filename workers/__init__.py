@@ -87,6 +87,7 @@ def load_design(spec: str, options: dict[str, str] | None = None):
     if spec in DESIGNS:
         return _configured(DESIGNS[spec], spec, options)
     library = spec in LIBRARIES
+    given = spec  # the messages name what the user typed: --design procrastinate, not its adapter
     if library:
         spec = LIBRARIES[spec]
     if ":" not in spec:
@@ -101,9 +102,9 @@ def load_design(spec: str, options: dict[str, str] | None = None):
         own = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
         missing_library = library and exc.name not in own
         hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if missing_library else ""
-        raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
+        raise UsageError(f"--design {given}: cannot import {module_name}: {exc}{hint}") from None
     except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
-        raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"--design {given}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:

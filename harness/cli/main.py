@@ -4,12 +4,16 @@ One program, one name in every message: the console script ``pg-job-chaos``, ``p
 and a checkout's ``python run.py`` are the same parser (:data:`PROG`); ``--version`` prints
 ``pg-job-chaos <version>``.
 
-Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experiment NAME``, ``bench``.
+Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experiment NAME``, ``bench``,
+``new-design NAME`` (:mod:`.scaffold`: a hosted design file for the user's own worker, to fill in).
 The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
 flags ``--replay FILE`` and ``--compare`` still name their subcommands.
 
 Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated (with ``--strict``:
 or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on stderr, never a traceback.
+
+Settings: ``[tool.pg-job-chaos]`` in the project's ``pyproject.toml`` gives search, replay and compare
+their defaults, below the flags given (:mod:`.config`, :func:`parse`).
 """
 
 from __future__ import annotations
@@ -20,19 +24,20 @@ import os
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 from ... import __version__
 from ...core import logs
-from ...core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError
+from ...core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError, UsageError
 from ...workers import DESIGNS, LIBRARIES, MODES
 from .. import experiments, scales
 from ..bench import main as bench
 from ..progress import Progress
 from ..report.result import PROGRAM
-from . import commands
+from . import commands, config, scaffold
 
 PROG = PROGRAM  # the console script; run.py and python -m pg_job_chaos are the same program
-SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench")
+SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench", scaffold.COMMAND)
 DEFAULT_EXAMPLES = 10
 
 
@@ -74,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
                            "comma-separated; default all); the search shrinks only their violations")
     runs.add_argument("--allow", metavar="PROPS",
                       help="these properties' violations are reported but do not fail the run (names or groups)")
+    where = runs.add_mutually_exclusive_group()
+    where.add_argument("--config", metavar="FILE",
+                       help=f"read the settings of FILE's [tool.{config.TABLE}] (default: the first pyproject.toml "
+                            "with that table, from the current directory up); flags given win")
+    where.add_argument("--no-config", action="store_true", help="read no pyproject.toml settings")
 
     drawn = _Parser(add_help=False)  # what search and compare draw schedules with
     drawn.add_argument("--faults", default="", help="comma-separated faults, e.g. crash,overrun (see --list-faults)")
@@ -116,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(command=commands.compare)
     experiments.add_parser(sub, [common])
     bench.add_parser(sub, [common])
+    _version(scaffold.add_parser(sub))
+    p.commands = {"search": s, "replay": r, "compare": c}  # the subparsers the settings file is for
     return p
 
 
@@ -177,21 +189,45 @@ def _terminated(signum, frame):
     raise Terminated(signum)
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    """*argv* (normalised) parsed, with the settings file's values as the defaults of its subcommand:
+    the flags given win. ``args.config_file`` is the file read (or None) and ``args.config_keys`` the
+    settings it gave that the command line left as they were."""
+    p = parser()
+    args = p.parse_args(argv)
+    args.config_file, args.config_keys = None, []
+    found = config.locate(args.config, args.no_config, Path.cwd()) if args.subcommand in config.COMMANDS else None
+    if found is not None:
+        path, table = found
+        values = config.defaults(table, path, p.commands, args.subcommand)
+        p.commands[args.subcommand].set_defaults(**values)
+        args = p.parse_args(argv)
+        args.config_file = path
+        args.config_keys = sorted(dest for dest, value in values.items() if getattr(args, dest) == value)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """The one boundary where errors become exit codes."""
     argv = sys.argv[1:] if argv is None else list(argv)
     signal.signal(signal.SIGTERM, _terminated)
+    args = None
     try:
         try:
-            args = parser().parse_args(normalise(argv))
+            args = parse(normalise(argv))
         except SystemExit as exc:  # --help or --version (0) or a usage error (2), already printed
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         _logging(args.verbose)
+        if args.verbose and args.config_file is not None:
+            print(f"pg-job-chaos: settings from {args.config_file} [tool.{config.TABLE}]: "
+                  f"{', '.join(k.replace('_', '-') for k in args.config_keys) or 'none used'}", file=sys.stderr)
         # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
         with Progress(sys.stderr, quiet=args.quiet, bar=False if args.verbose else None) as progress:
             return args.command(args, progress)
     except ChaosError as exc:
-        print(f"pg-job-chaos: {exc}", file=sys.stderr)
+        origin = config.blame(str(exc), args.config_file, args.config_keys) \
+            if isinstance(exc, UsageError) and args is not None else ""
+        print(f"pg-job-chaos: {exc}{origin}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # `pg-job-chaos ... | head`: the reader left; no traceback for that
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -3,15 +3,16 @@
 From a clean copy of the working tree (its tracked and new files: no build/, ``*.egg-info``,
 ``__pycache__`` or ``chaos-out``), setuptools builds the wheel the way ``pip install`` would, without
 the network (``--no-build-isolation``: the build requirements are in the ``test`` extra). Its only
-top-level name is ``pg_job_chaos/``; every module and every ``.sql``/``.html`` file of the layers is in
-it. It is installed (``--no-deps``) into a fresh venv that sees the machine's packages
+top-level name is ``pg_job_chaos/``; every module and every ``.sql``/``.html``/``.txt`` file of the layers is
+in it. It is installed (``--no-deps``) into a fresh venv that sees the machine's packages
 (``--system-site-packages``: psycopg, Hypothesis, pytest, the PostgreSQL wheel), and used from a
 scratch project that has its own ``workers`` and ``core`` packages, with no ``PYTHONPATH``:
 
 * ``import workers, core`` are the project's, ``pg_job_chaos.workers``/``.core`` the wheel's, in one
   interpreter; ``pg_job_chaos`` comes from the venv's site-packages, not the checkout (the machine
   has an editable install of this project too: the venv's copy must win);
-* the console script (``--help``, ``--version``, ``--list-faults``) and ``python -m pg_job_chaos``;
+* the console script (``--help``, ``--version``, ``--list-faults``, ``new-design``: its template is
+  package data) and ``python -m pg_job_chaos``;
 * the pytest plugin loads in the project's own pytest run;
 * one real search (``pg-job-chaos --design lease --faults crash --examples 1``, ~10 s): the
   supervisor, the janitor (``python -m pg_job_chaos.harness.janitor``) and the SQL files, all from the
@@ -36,6 +37,7 @@ from pathlib import Path
 import pytest
 
 import pg_job_chaos
+from pg_job_chaos.properties import PROPERTIES
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the search starts a PostgreSQL
@@ -82,11 +84,11 @@ def clean_copy(dst: Path) -> list[str]:
 
 def shipped(copied: list[str]) -> set[str]:
     """What the wheel must hold, from the tree: ``pg_job_chaos/``'s modules, and every module and
-    ``.sql``/``.html`` file of the layers, under ``pg_job_chaos/``."""
+    ``.sql``/``.html``/``.txt`` file of the layers, under ``pg_job_chaos/``."""
     out = set()
     for name in copied:
         rel = Path(name)
-        if rel.suffix not in (".py", ".sql", ".html"):
+        if rel.suffix not in (".py", ".sql", ".html", ".txt"):
             continue
         if rel.parts[0] == "pg_job_chaos" and len(rel.parts) == 2:
             out.add(name)
@@ -183,6 +185,7 @@ def test_the_wheel_is_one_name_with_its_data(installed):
     assert top == {"pg_job_chaos", dist_info}, top
     files = {n for n in installed.names if not n.startswith(dist_info + "/")}
     assert "pg_job_chaos/workers/body.sql" in files and "pg_job_chaos/harness/report/report.html" in files
+    assert "pg_job_chaos/harness/cli/new_design.py.txt" in files
     assert "pg_job_chaos/__main__.py" in files and "pg_job_chaos/harness/janitor.py" in files
     missing, extra = installed.expected - files, files - installed.expected
     assert not missing, f"in the tree, not in the wheel: {sorted(missing)}"
@@ -239,6 +242,11 @@ def test_console_script_and_python_m(installed):
     assert r.returncode == 0 and r.stdout == f"pg-job-chaos {pg_job_chaos.__version__}\n", r.stdout + r.stderr
     r = installed.run(script, "--list-faults")
     assert r.returncode == 0 and "crash" in r.stdout and "partition" in r.stdout, r.stdout + r.stderr
+    written = installed.project / "wheel_queue.py"
+    written.unlink(missing_ok=True)
+    r = installed.run(script, "new-design", "wheel_queue")  # its template, from the wheel's package data
+    assert r.returncode == 0 and "class WheelQueue(hosted.HostedDesign):" in written.read_text(), r.stderr
+    written.unlink()
     r = installed.run(installed.python, "-m", "pg_job_chaos", "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: pg-job-chaos "), r.stdout + r.stderr
     r = installed.run(installed.python, "-m", "pg_job_chaos", "--design", "nope")
@@ -288,7 +296,7 @@ def test_a_search_runs_from_the_wheel(installed):
     assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr
     result = json.loads(out.read_text())
-    assert len(result["properties"]) == 12
+    assert list(result["properties"]) == list(PROPERTIES)  # the wheel judges with every property of the tree
     assert all(p["status"] in ("held", "violated", "unknown") for p in result["properties"].values())
     assert (r.returncode == 1) == result["failed"], result
     if result["failed"]:  # a counterexample saved under the project's chaos-out/
