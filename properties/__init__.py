@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, health, tenant
+from . import checks, effects, health, outcome, tenant
 from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 
 __all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
@@ -35,13 +35,14 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "horizon": health.horizon,
     "pool-hygiene": health.pool_hygiene,
     "no-stale-effect": effects.no_stale_effect,
+    "done-means-committed": outcome.done_means_committed,
 }
 
 
 # The groups --fail-on and --allow name (besides the properties themselves and "all").
 GROUPS: dict[str, tuple[str, ...]] = {
     "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
-               "bounded-attempts", "no-stale-effect"),
+               "bounded-attempts", "no-stale-effect", "done-means-committed"),
     "liveness": ("progress", "terminal-states", "bounded-blast-radius"),
     "resources": ("horizon", "pool-hygiene"),
 }

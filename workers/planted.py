@@ -23,6 +23,7 @@ CASES = [  # (bug, faults, the property that must find it)
     ("UnfencedFinish", "pause", "single-commit"),
     ("SessionTenant", "", "tenant-isolation"),
     ("WorkInTransaction", "slow", "horizon"),
+    ("AckOnError", "raise", "done-means-committed"),
 ]
 
 
@@ -32,7 +33,8 @@ def spec(bug: str) -> str:
 
 
 Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
-                 "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt")
+                 "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt",
+                 "fail_acknowledges")
 
 
 def _claim(conn, statement: str, lease: float):
@@ -85,6 +87,16 @@ class RequeueResetsCounter(LeaseFenced):
     def on_error(self, ctx, ex, exc) -> None:
         if not isinstance(exc, FencedOut):
             _fail(ctx, ex, Q.fail_reset_counter, str(exc)[:200])
+
+
+class AckOnError(LeaseFenced):
+    """The error handler acknowledges a failed job (marks it done): a raise loses the job."""
+
+    name = "planted-ack-on-error"
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, FencedOut):
+            _fail(ctx, ex, Q.fail_acknowledges, str(exc)[:200])
 
 
 class ClaimIgnoresMax(LeaseHeartbeat):

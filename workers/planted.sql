@@ -50,3 +50,8 @@ returning id, tenant_id, attempts, payload;
 -- Bug: the heartbeat extends the lease of whoever holds the job now.
 update jobs set locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
  where id = %(id)s and status = 'running' and %(attempt)s > 0;
+
+-- name: fail_acknowledges
+-- Bug: the error handler acknowledges the job (the "done" of a queue that only knows done or not).
+update jobs set status = 'done', locked_until = null, last_error = %(error)s, finished_at = clock_timestamp()
+ where id = %(id)s and attempts = %(attempt)s and status = 'running';

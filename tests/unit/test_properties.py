@@ -103,11 +103,11 @@ def one(name, h) -> Result:
 
 # --- every property: empty and sane ---------------------------------------------------------------
 
-def test_the_twelve_in_design_order():
+def test_the_properties_in_design_order():
     assert list(PROPERTIES) == [
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
-        "no-stale-effect"]
+        "no-stale-effect", "done-means-committed"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst",
                                        "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
 

@@ -1,0 +1,70 @@
+"""``done-means-committed``: a job the queue calls done was done by an execution whose work committed.
+
+The execution log says what each execution did and how it ended; the final ``job_runs`` table says
+which executions' finishing transactions committed (a row with ``finished`` set: the body writes it
+in the transaction that finishes the job, or right before a hosted library's own finish). A design
+that acknowledges a job before its work (at the claim) or in its error handler ends the job ``done``
+with no such row: a crash or a raise then loses the job, and the table says done.
+
+Judged on the commit, not the last log line: an error after the work committed (a lost commit reply,
+a relay that died after it) is not a failure of the work.
+"""
+
+from __future__ import annotations
+
+from ..core.history import Execution, History
+from .checks import job_rows, plural, rows_undecidable
+from .core import Result, decides, held, unknown, violated
+
+
+def _ended(ex: Execution) -> str:
+    if ex.outcome == "fail":
+        return f"failed ({ex.error})" if ex.error else "failed"
+    if ex.outcome == "ok":
+        return "finished"
+    return "did not end (its worker died or the run ended)"
+
+
+@decides("done-means-committed")
+def done_means_committed(h: History) -> Result:
+    """Violated by every job whose final status is ``done`` while no execution of it committed its
+    work (no ``job_runs`` row with ``finished``), and by every ``done`` job whose execution that ended
+    last failed before its work committed, after every execution that committed had ended (a failure
+    acknowledged as done; a fenced execution rolled back and set nothing).
+    Unknown when the final tables were not read. Count: jobs."""
+    name = "done-means-committed"
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    bad_rows = rows_undecidable(h, name)
+    if bad_rows is not None:
+        return bad_rows
+    committed: dict[int, set[tuple[str, int]]] = {}
+    for row in h.runs:
+        if row.get("finished") is not None:
+            committed.setdefault(row["job_id"], set()).add((row.get("worker"), row.get("attempt")))
+    executions: dict[int, list[Execution]] = {}
+    for ex in h.executions():
+        executions.setdefault(ex.job, []).append(ex)
+    lines, jobs = [], []
+    done = [j for j, row in sorted(job_rows(h).items(), key=lambda kv: str(kv[0])) if row.get("status") == "done"]
+    for j in done:
+        mine = executions.get(j, [])
+        ok = committed.get(j, set())
+        if not ok:
+            how = "; ".join(f"{ex.worker} attempt {ex.attempt} {_ended(ex)}" for ex in mine) or "it never started"
+            lines.append(f"job {j} is done but no execution of it committed its work: {how}")
+            jobs.append(j)
+            continue
+        # The execution that ended last: its finish (or its error handler) set the final status.
+        last = max(mine, key=lambda ex: ex.end or ex.start) if mine else None
+        last_ok = max((ex.end or ex.start for ex in mine if (ex.worker, ex.attempt) in ok), default=None)
+        if (last is not None and (last.worker, last.attempt) not in ok and last.outcome == "fail"
+                and not last.fenced and last_ok is not None and (last.end or last.start) > last_ok):
+            lines.append(f"job {j} is done after its last execution ({last.worker} attempt {last.attempt}) "
+                         f"{_ended(last)} before its work committed: a failure acknowledged as done")
+            jobs.append(j)
+    if lines:
+        return violated(name, lines, jobs)
+    if not done:
+        return held(name, "no job ended done")
+    return held(name, f"{plural(len(done), 'done job')}: each done by an execution whose work committed")
