@@ -18,6 +18,7 @@ from ..core.errors import UsageError
 from ..core.history import History
 from . import checks, effects, health, outcome, tenant
 from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
+from .explain import explain
 
 __all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
            "violated_names", "worst"]
@@ -97,4 +98,4 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
             msg = " ".join(str(exc).split())
             result = Result(name, UNKNOWN, evidence=f"could not decide: {type(exc).__name__}: {msg}")
         out[name] = result
-    return out
+    return explain(history, out)

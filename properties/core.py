@@ -29,6 +29,7 @@ class Result:
     count: int = 0  # how many offending things (jobs, executions, samples...)
     jobs: tuple[int, ...] = ()  # offending job ids, sorted
     evidence: str = ""  # ONE line in the user's terms
+    cause: str = ""  # the property this violation follows from, or "budget" (properties/explain.py)
 
     def __post_init__(self) -> None:
         if self.status not in _RANK:
@@ -37,8 +38,10 @@ class Result:
         object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
 
     def to_dict(self) -> dict:
-        return {"status": self.status, "count": self.count, "jobs": list(self.jobs),
-                "evidence": self.evidence}
+        out = {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
+        if self.cause:
+            out["caused_by"] = self.cause
+        return out
 
 
 def worst(statuses: Iterable[str]) -> str:
@@ -68,8 +71,8 @@ def undecided_names(results: dict[str, Result]) -> list[str]:
 def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
     """Per property, the verdict over many runs of a search (properties in first-seen order).
 
-    Violated if any run violated it (count, jobs and evidence from the *first* violating run, the
-    evidence prefixed "in N of M runs: "); else unknown if any run could not decide; else held.
+    Violated if any run violated it (count, jobs, evidence and cause from the *first* violating run
+    that no other property explains, else the first; the evidence prefixed "in N of M runs: "); else unknown if any run could not decide; else held.
     M counts the runs that checked the property.
     """
     names: dict[str, None] = {}
@@ -82,9 +85,11 @@ def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
         bad = [r for r in seen if r.status == VIOLATED]
         unsure = [r for r in seen if r.status == UNKNOWN]
         if bad:
-            first = bad[0]
+            # Caused only where every violating run explains it: one unexplained run is a finding, and
+            # its evidence is the one shown.
+            first = next((r for r in bad if not r.cause), bad[0])
             out[name] = Result(name, VIOLATED, first.count, first.jobs,
-                               f"in {len(bad)} of {m} runs: {first.evidence}")
+                               f"in {len(bad)} of {m} runs: {first.evidence}", cause=first.cause)
         elif unsure:
             out[name] = Result(name, UNKNOWN, 0, (),
                                f"unknown in {len(unsure)} of {m} runs: {unsure[0].evidence}")

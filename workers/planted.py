@@ -24,6 +24,7 @@ CASES = [  # (bug, faults, the property that must find it)
     ("SessionTenant", "", "tenant-isolation"),
     ("WorkInTransaction", "slow", "horizon"),
     ("AckOnError", "raise", "done-means-committed"),
+    ("ReadsAfterTenantEnded", "", "tenant-isolation"),
 ]
 
 
@@ -144,6 +145,24 @@ class SessionTenant(LeaseHeartbeat):
     def run_worker(self, ctx) -> None:
         ctx.mode = dataclasses.replace(ctx.mode, local=False)  # the bug: SET, not SET LOCAL
         super().run_worker(ctx)
+
+
+class ReadsAfterTenantEnded(LeaseHeartbeat):
+    """Sets the tenant locally in a transaction of its own, commits it, then reads: the reads run
+    without the tenant, and forced row-level security answers them with nothing, not an error."""
+
+    name = "planted-reads-after-tenant-ended"
+
+    @staticmethod
+    def read_briefly(ex):
+        ex.read_inherited()
+        ex.point("before-tenant")
+        ex.set_tenant()
+        ex.conn.commit()  # the bug: the local setting ends here
+        ex.read_invoices()
+        started = ex.conn.execute("select clock_timestamp()").fetchone()[0]
+        ex.conn.commit()
+        return started
 
 
 class WorkInTransaction(LeaseHeartbeat):

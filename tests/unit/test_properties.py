@@ -73,11 +73,11 @@ def schedule(job_ids=(1, 2), *, faults=None, events=(), lease=1.0, time_scale=1.
 
 
 def history(records=(), jobs=(), runs=(), exits=(), *, injected=(), samples=(), sched=None,
-            t1=10.0, expected_rows=None) -> History:
+            t1=10.0, expected_rows=None, ended_by="quiescent") -> History:
     return History(schedule=sched if sched is not None else schedule(), design="lease", tenant_mode="local",
                    records=list(records), jobs=list(jobs), runs=list(runs), exits=list(exits),
                    injected=list(injected), samples=list(samples), t0=0.0, t1=t1,
-                   expected_rows=dict(expected_rows or {}))
+                   expected_rows=dict(expected_rows or {}), ended_by=ended_by)
 
 
 def empty() -> History:
