@@ -40,6 +40,25 @@ def path_for(run_dir: Path, worker: str) -> Path:
     return Path(run_dir) / f"{worker}{SUFFIX}"
 
 
+def started_count(run_dir: Path, job: int) -> int:
+    """How many executions of *job* have logged ``started`` in the run so far, every worker's log read
+    (a transient fault's count). Two executions starting at the same instant may both count each other."""
+    n = 0
+    for p in Path(run_dir).glob(f"*{SUFFIX}"):
+        try:
+            data = p.read_bytes()
+        except OSError:
+            continue
+        for line in data.splitlines():
+            if b'"started"' in line:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                n += r.get("event") == "started" and r.get("job") == job
+    return n
+
+
 def parse_lines(data: bytes) -> tuple[list[dict], int]:
     """Complete lines of *data* as records, and how many bytes they used (a torn tail waits)."""
     out = []

@@ -40,6 +40,9 @@ class JobSpec:
     duration: float = 0.05  # article seconds of work
     fault: str | None = None  # a job fault from the catalogue; it strikes on every execution
     point: str | None = None  # where it strikes; None: the fault's default point
+    # A transient fault: it strikes only the job's first *strikes* executions in the run (counted from
+    # the run's own ``started`` records, not the design's attempt number); None: every execution.
+    strikes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,11 @@ class Schedule:
 
     # --- JSON ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"format": FORMAT, **dataclasses.asdict(self)}
+        data = {"format": FORMAT, **dataclasses.asdict(self)}
+        for job in data["jobs"]:  # a fault on every execution, as before transient faults: files unchanged
+            if job.get("strikes") is None:
+                job.pop("strikes", None)
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -220,6 +227,8 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
             bad(f"jobs[{i}].duration: must be >= 0")
         if j.tenant is not None and not 1 <= j.tenant <= 100:
             bad(f"jobs[{i}].tenant: tenants are 1..100 or null")
+        if j.strikes is not None and (j.strikes < 1 or j.fault is None):
+            bad(f"jobs[{i}].strikes: at least 1, and only with a fault")
     for i, e in enumerate(s.events):
         if e.point not in POINTS:
             bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}")

@@ -37,6 +37,7 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "pool-hygiene": health.pool_hygiene,
     "no-stale-effect": effects.no_stale_effect,
     "done-means-committed": outcome.done_means_committed,
+    "transient-recovers": outcome.transient_recovers,
 }
 
 
@@ -44,7 +45,7 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
 GROUPS: dict[str, tuple[str, ...]] = {
     "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
                "bounded-attempts", "no-stale-effect", "done-means-committed"),
-    "liveness": ("progress", "terminal-states", "bounded-blast-radius"),
+    "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
     "resources": ("horizon", "pool-hygiene"),
 }
 

@@ -19,6 +19,7 @@ from .core import VIOLATED, Result
 CONSEQUENCES = {
     "terminal-states": ("bounded-attempts", "bounded-blast-radius"),
     "progress": ("bounded-blast-radius", "bounded-attempts"),
+    "transient-recovers": ("bounded-blast-radius", "bounded-attempts"),
 }
 BUDGET = "budget"
 

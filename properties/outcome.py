@@ -28,9 +28,9 @@ def _ended(ex: Execution) -> str:
 @decides("done-means-committed")
 def done_means_committed(h: History) -> Result:
     """Violated by every job whose final status is ``done`` while no execution of it committed its
-    work (no ``job_runs`` row with ``finished``), and by every ``done`` job whose execution that ended
-    last failed before its work committed, after every execution that committed had ended (a failure
-    acknowledged as done; a fenced execution rolled back and set nothing).
+    work (no ``job_runs`` row with ``finished``), and by every ``done`` job whose newest execution (the
+    highest attempt) failed before its work committed, after every execution that committed had ended
+    (a failure acknowledged as done; a fenced execution rolled back and set nothing).
     Unknown when the final tables were not read. Count: jobs."""
     name = "done-means-committed"
     if not h.jobs:
@@ -55,8 +55,10 @@ def done_means_committed(h: History) -> Result:
             lines.append(f"job {j} is done but no execution of it committed its work: {how}")
             jobs.append(j)
             continue
-        # The execution that ended last: its finish (or its error handler) set the final status.
-        last = max(mine, key=lambda ex: ex.end or ex.start) if mine else None
+        # The newest claim (highest attempt; the last to end among equals): its finish or its error
+        # handler set the final status -- unless a commit ended after it. A stale execution that fails
+        # after a newer one committed (a paused worker waking up) changed nothing.
+        last = max(mine, key=lambda ex: (ex.attempt, ex.end or ex.start)) if mine else None
         last_ok = max((ex.end or ex.start for ex in mine if (ex.worker, ex.attempt) in ok), default=None)
         if (last is not None and (last.worker, last.attempt) not in ok and last.outcome == "fail"
                 and not last.fenced and last_ok is not None and (last.end or last.start) > last_ok):
@@ -68,3 +70,46 @@ def done_means_committed(h: History) -> Result:
     if not done:
         return held(name, "no job ended done")
     return held(name, f"{plural(len(done), 'done job')}: each done by an execution whose work committed")
+
+
+@decides("transient-recovers")
+def transient_recovers(h: History) -> Result:
+    """Violated by every job whose fault was transient -- it struck only the job's first ``strikes``
+    executions, fewer than the ``max_attempts`` it was enqueued with -- and that did not end ``done``:
+    the design never retried it, or retried it into the wrong state. A job a supervisor fault also
+    aims at, or a run that ended before quiescence, cannot decide for that job. Held vacuously when
+    no job's fault is transient. Count: jobs."""
+    name = "transient-recovers"
+    limit = h.schedule.get("max_attempts")
+    transient = [j for j in h.schedule.get("jobs", [])
+                 if j.get("fault") and j.get("strikes") is not None and limit and j["strikes"] < limit]
+    if not transient:
+        return held(name, "vacuous: no job's fault was transient")
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    if (undecidable := rows_undecidable(h, name)) is not None:
+        return undecidable
+    rows, aimed = job_rows(h), {e["job"] for e in h.schedule.get("events", [])}
+    runs: dict[int, int] = {}
+    for ex in h.executions():
+        runs[ex.job] = runs.get(ex.job, 0) + 1
+    lines, jobs, undecided = [], [], []
+    for j in transient:
+        row = rows.get(j["id"])
+        status = row.get("status") if row else "missing"
+        if status == "done":
+            continue
+        if j["id"] in aimed or h.ended_by != "quiescent":
+            undecided.append(j["id"])
+            continue
+        n = runs.get(j["id"], 0)
+        lines.append(f"job {j['id']}'s {j['fault']} struck only its first {plural(j['strikes'], 'execution')} "
+                     f"of {limit} attempts, yet it ended {status} after {plural(n, 'execution')}"
+                     + (": the design never retried it" if n <= j["strikes"] else ""))
+        jobs.append(j["id"])
+    if lines:
+        return violated(name, lines, jobs)
+    if undecided:
+        why = "a supervisor fault aims at it too" if undecided[0] in aimed else f"the run ended: {h.ended_by}"
+        return unknown(name, f"job {undecided[0]} did not end done and cannot decide it ({why})")
+    return held(name, f"{plural(len(transient), 'job')} with a transient fault: each retried to done")

@@ -31,17 +31,20 @@ def dequeue_budget(jobs: int, max_attempts: int) -> int:
     return 2 * jobs * max_attempts + 10
 
 
-def _job(job_faults, points):
-    """(fault, point, tenant, duration) of one job; the point is None for the fault's default."""
+def _job(job_faults, points, max_attempts: int):
+    """(fault, point, tenant, duration, strikes) of one job; the point is None for the fault's
+    default, strikes None for a fault on every execution (the simplest), else 1 .. max_attempts - 1
+    (a transient fault: more strikes than attempts would be a fault on every execution)."""
 
     @st.composite
     def job(draw):
         fault = draw(st.sampled_from([None, *job_faults]))
-        point = None
+        point = strikes = None
         if fault is not None:
             p = draw(st.sampled_from(_points(CATALOGUE[fault].point, points)))
             point = None if p == CATALOGUE[fault].point else p
-        return fault, point, draw(st.sampled_from(TENANTS)), draw(st.sampled_from(DURATIONS))
+            strikes = draw(st.sampled_from([None, *range(1, max_attempts)]))
+        return fault, point, draw(st.sampled_from(TENANTS)), draw(st.sampled_from(DURATIONS)), strikes
 
     return job()
 
@@ -64,8 +67,9 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    drawn = draw(st.lists(_job(job_faults, points), min_size=1, max_size=max_jobs), label="jobs")
-    jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p) for i, (f, p, t, d) in enumerate(drawn, 1)]
+    drawn = draw(st.lists(_job(job_faults, points, max_attempts), min_size=1, max_size=max_jobs), label="jobs")
+    jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p, strikes=k)
+            for i, (f, p, t, d, k) in enumerate(drawn, 1)]
     n = len(jobs)
     events = []
     if sup_faults:

@@ -57,7 +57,8 @@ class QueueDesign:
         with conn.cursor() as cur:
             cur.executemany(Q.enqueue, [
                 {"id": j.id, "tenant": j.tenant, "max_attempts": max_attempts,
-                 "payload": Jsonb({"duration": j.duration, "fault": j.fault, "point": j.point})}
+                 "payload": Jsonb({"duration": j.duration, "fault": j.fault, "point": j.point,
+                                  "strikes": j.strikes})}
                 for j in jobs
             ])
 

@@ -28,7 +28,7 @@ import psycopg
 from psycopg import sql
 
 from ..core import sqlfile
-from ..core.execlog import ExecLog, path_for
+from ..core.execlog import ExecLog, path_for, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
 from .tenant import MODES
@@ -59,6 +59,11 @@ class Claimed:
     @property
     def point(self) -> str | None:
         return self.payload.get("point")
+
+    @property
+    def strikes(self) -> int | None:
+        """A transient fault strikes only the job's first *strikes* executions (None: every one)."""
+        return self.payload.get("strikes")
 
 
 @dataclass
@@ -157,6 +162,7 @@ class Execution:
         self.reached: list[str] = []  # the points this execution passed, logged with its outcome
         self.run_id: int | None = None
         self.t_started = time.monotonic()
+        self.nth: int | None = None  # which execution of the job in the run this is (see started)
 
     def _log(self, event: str, **fields) -> None:
         self.ctx.log.write(event, job=self.job.id, attempt=self.job.attempt, **fields)
@@ -164,6 +170,16 @@ class Execution:
     # --- steps -----------------------------------------------------------------------------------
     def started(self, **fields) -> None:
         self._log("started", tenant=self.job.tenant, fault=self.job.fault, **fields)
+        if self.job.strikes is not None:  # the run's own count, whatever attempt the design believes
+            self.nth = started_count(self.ctx.spec.run_dir, self.job.id)
+            self._log("execution-count", nth=self.nth, strikes=self.job.strikes)
+
+    def job_fault(self):
+        """The job's fault as it strikes this execution: None once a transient fault's strikes are spent."""
+        fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
+        if fault is not None and self.job.strikes is not None and (self.nth or 1) > self.job.strikes:
+            return None
+        return fault
 
     def point(self, name: str) -> None:
         """A named point: the supervisor strikes here if it watches it; then the job's own fault.
@@ -176,7 +192,7 @@ class Execution:
             self._log("server-session", point=name, backend=backend)
         if (self.job.id, name) in self.ctx.spec.watch:
             self.ctx.wait_for_supervisor(self.job, name, backend if self.ctx.schedule.pooler else self._backend())
-        fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
+        fault = self.job_fault()
         if fault is not None and fault.strike is not None and (self.job.point or fault.point) == name:
             self._log("fault", fault=fault.name, point=name)
             fault.strike(self)
@@ -228,7 +244,7 @@ class Execution:
         self._log("rows-visible", tenant=self.job.tenant, visible=visible, foreign=foreign)
 
     def work_seconds(self) -> float:
-        fault = CATALOGUE.get(self.job.fault) if self.job.fault else None
+        fault = self.job_fault()
         if fault is not None and fault.work_lease_factor is not None:
             return max(self.ctx.schedule.seconds(self.job.duration), fault.work_lease_factor * self.ctx.lease)
         return self.ctx.schedule.seconds(self.job.duration)

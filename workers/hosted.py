@@ -69,7 +69,8 @@ HOSTED_POINTS = ("before-tenant", "mid-work", "after-effect", "before-finish", "
 
 def job_args(job) -> dict:
     """The task arguments a hosted design enqueues for *job* (JSON-able): :func:`run_job` needs them back."""
-    return {"job": job.id, "tenant": job.tenant, "duration": job.duration, "fault": job.fault, "point": job.point}
+    return {"job": job.id, "tenant": job.tenant, "duration": job.duration, "fault": job.fault, "point": job.point,
+            "strikes": job.strikes}
 
 
 def record_ids(conn, pairs: Iterable[tuple[int, object]]) -> None:
@@ -85,7 +86,8 @@ def schedule_ids(conn) -> dict[str, int]:
 
 def claimed(args: dict, attempt: int) -> Claimed:
     """The job the library handed over, as the body runs it; *attempt* as the library counts it (1-based)."""
-    payload = {"duration": args.get("duration", 0.0), "fault": args.get("fault"), "point": args.get("point")}
+    payload = {"duration": args.get("duration", 0.0), "fault": args.get("fault"), "point": args.get("point"),
+               "strikes": args.get("strikes")}
     return Claimed(int(args["job"]), args.get("tenant"), int(attempt), payload)
 
 

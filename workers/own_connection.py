@@ -14,7 +14,8 @@ exactly its tenant's rows.
 Which execution last used a server session is derived from the server pids in the history, not
 from a session marker (the harness's own body sets one: here it could hide the leak it looks for).
 
-Order: ``started``; observe and read; the work (``mid-work``); the side effect (``after-effect``);
+Order: ``started``; ``before-tenant`` (the worker's tenant code has run, the job's read has not);
+observe and read; the work (``mid-work``); the side effect (``after-effect``);
 ``before-finish``; the ``job_runs`` row, in the worker's transaction (``after-insert`` then lies
 before the worker's commit, unless its connection is in autocommit). Every statement is sent with
 client-side literals (the simple query protocol). Raises what the body raised; the worker's own
@@ -50,6 +51,7 @@ def run_on(ctx, conn: psycopg.Connection, job) -> None:
     ex = ctx.execution(conn, job)
     try:
         ex.started(own_tenant=True)
+        ex.point("before-tenant")  # the worker's tenant code has run; the job's first read has not
         tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
         seen, pid, visible, foreign = conn.execute(
             sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)).fetchone()

@@ -25,6 +25,7 @@ CASES = [  # (bug, faults, the property that must find it)
     ("WorkInTransaction", "slow", "horizon"),
     ("AckOnError", "raise", "done-means-committed"),
     ("ReadsAfterTenantEnded", "", "tenant-isolation"),
+    ("NeverRetries", "raise", "transient-recovers"),
 ]
 
 
@@ -35,7 +36,7 @@ def spec(bug: str) -> str:
 
 Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
                  "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt",
-                 "fail_acknowledges")
+                 "fail_acknowledges", "fail_final")
 
 
 def _claim(conn, statement: str, lease: float):
@@ -98,6 +99,16 @@ class AckOnError(LeaseFenced):
     def on_error(self, ctx, ex, exc) -> None:
         if not isinstance(exc, FencedOut):
             _fail(ctx, ex, Q.fail_acknowledges, str(exc)[:200])
+
+
+class NeverRetries(LeaseFenced):
+    """The first failure is final: a job that would succeed on its second attempt ends dead."""
+
+    name = "planted-never-retries"
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, FencedOut):
+            _fail(ctx, ex, Q.fail_final, str(exc)[:200])
 
 
 class ClaimIgnoresMax(LeaseHeartbeat):

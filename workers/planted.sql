@@ -55,3 +55,8 @@ update jobs set locked_until = clock_timestamp() + make_interval(secs => %(lease
 -- Bug: the error handler acknowledges the job (the "done" of a queue that only knows done or not).
 update jobs set status = 'done', locked_until = null, last_error = %(error)s, finished_at = clock_timestamp()
  where id = %(id)s and attempts = %(attempt)s and status = 'running';
+
+-- name: fail_final
+-- Bug: the first failure is final (no retry, whatever max_attempts says).
+update jobs set status = 'dead', locked_until = null, last_error = %(error)s
+ where id = %(id)s and attempts = %(attempt)s and status = 'running';

@@ -10,6 +10,10 @@ itself, ``overrun`` and ``slow``, has none), and once with no fault at all:
   then a system job with no tenant, which sets none: what it begins with is what the first one
   left, whoever's code sets the tenant), a blocked queue, a poisoned connection.
 
+And for every allowed job fault, once at its default point on **the first execution only** (a
+transient fault, ``strikes`` 1: one job, two workers): a design that never retries, or retries
+into the wrong state, ends the job other than done.
+
 A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
 entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
 the number of workers, the first shape uses that number.
@@ -64,4 +68,11 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
                          time_scale=time_scale, max_attempts=max_attempts, dequeues=dequeue_budget(n, max_attempts),
                          timing=Timing(deadline=max(60.0, 15.0 * n * max_attempts)))
             out.append((f"{label}; {shape}", s))
+    for f in faults:
+        if f.kind == "job" and max_attempts > 1:
+            w = workers or 2
+            s = Schedule(jobs=(JobSpec(id=1, tenant=1, fault=f.name, strikes=1),), workers=w, design=design,
+                         tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
+                         dequeues=dequeue_budget(1, max_attempts), timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+            out.append((f"{f.name} on the first execution only; {SHAPE_ONE_JOB}", s))
     return out

@@ -50,3 +50,12 @@ def test_an_unfinished_row_is_not_a_commit_and_unread_tables_are_unknown():
     h = sane(records=execution("w1.0", 1, 1, 1.0, None), jobs=[job(1)], runs=[row], exits=[died("w1.0", 1)])
     assert one("done-means-committed", h).status == VIOLATED
     assert one("done-means-committed", sane(jobs=[])).status == UNKNOWN
+
+
+def test_a_stale_execution_failing_after_a_newer_one_committed_changed_nothing():
+    # w1.0 attempt 1 paused, w2.0 attempt 2 took the job over and committed; attempt 1 woke up and failed.
+    stale = execution("w1.0", 1, 1, 1.0, 6.0, outcome="failed", error="LeaseLost: lease lost")
+    newer = execution("w2.0", 1, 2, 3.0, 4.0)
+    h = sane(records=[*stale, *newer], jobs=[job(1, attempts=2)], runs=[run_row(1, 2, "w2.0")],
+             exits=[drained("w1.0"), drained("w2.0")])
+    assert one("done-means-committed", h).status == HELD
