@@ -171,6 +171,22 @@ class History:
                     waiting.pop(0).answer = ev
         return out
 
+    def retry_gaps(self) -> list[float]:
+        """How each retry was spaced, in leases: from the end of an execution that did not finish (it
+        failed, or its worker died) to the start of the job's next execution. A figure, not a verdict
+        (the article: a failed job comes straight back, back to back)."""
+        t = self.schedule.get("timing") or {}
+        lease = float(t.get("lease") or 1.0) * float(self.schedule.get("time_scale") or 1.0)
+        by_job: dict[int, list[Execution]] = {}
+        for ex in self.executions():
+            by_job.setdefault(ex.job, []).append(ex)
+        gaps = []
+        for runs in by_job.values():
+            for prev, nxt in zip(runs, runs[1:], strict=False):
+                if prev.outcome != "ok" and prev.end is not None and nxt.start >= prev.end:
+                    gaps.append((nxt.start - prev.end) / lease)
+        return gaps
+
     def _death_times(self) -> dict[str, float]:
         """When each exited worker really stopped. The supervisor notices an exit a tick late, and a
         replacement may start the job in between: a worker that ended itself (crash, abandon) wrote

@@ -92,6 +92,14 @@ class SearchOutcome:
                 out[fault][point] += 1
         return {f: dict(sorted(points.items())) for f, points in sorted(out.items())}
 
+    def retry_spacing(self) -> dict:
+        """The retry gaps of every run (``History.retry_gaps``, in leases): how many, and their spread."""
+        gaps = sorted(g for r in self.runs for g in r.history.retry_gaps())
+        if not gaps:
+            return {}
+        return {"retries": len(gaps), "min": round(gaps[0], 3), "median": round(gaps[len(gaps) // 2], 3),
+                "max": round(gaps[-1], 3)}
+
     def no_strike_point(self, faults) -> bool:
         """True when faults were allowed and no execution of any run reached a single strike point:
         the design never runs the harness's job body (or never calls its points), so no fault could

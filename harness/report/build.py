@@ -71,7 +71,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                 saved.append(Saved(f"smallest schedule violating {n}", s, save(s, out_dir, f"{stem}-{n}"),
                                    small.violated, small.history, for_property=n))
     report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
-                    coverage=coverage, never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
+                    coverage=coverage, retry_spacing=out.retry_spacing(), never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
                     notes=text.notes_for(results), gate=gate)
@@ -82,6 +82,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
     report.data = {"design": design, "tenant_mode": tenant_mode, "faults": [f.name for f in faults],
                    "examples": examples, "seed": seed, "server": server, "properties": text.results_json(results),
                    "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
+                   "retry_spacing": report.retry_spacing,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
                    "no_fault_could_strike": blocked}
     return report

@@ -71,6 +71,15 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
     return _render(t)
 
 
+def retry_line(spacing: dict) -> list[str]:
+    """How retries were spaced, in leases from the failure to the next execution: a figure, not a verdict."""
+    if not spacing:
+        return []
+    back = " (straight back)" if spacing["median"] < 0.1 else ""
+    return [f"retries (a figure, not a verdict): {spacing['retries']} came back {spacing['min']:g}-{spacing['max']:g} "
+            f"leases after the failure, median {spacing['median']:g}{back}"]
+
+
 def coverage_line(coverage: dict[str, dict[str, int]]) -> list[str]:
     """Fault coverage beside the verdicts: per fault, the points it struck at and in how many runs
     (an allowed fault that struck in no run is a :meth:`~harness.report.result.Report.warnings` line)."""
@@ -183,7 +192,7 @@ def render(report) -> str:
     if report.kind == "replay":
         out += ["timeline:", timeline(report.history)]
         return "\n".join(out)
-    out += coverage_line(report.coverage) + report.warnings()
+    out += coverage_line(report.coverage) + retry_line(report.retry_spacing) + report.warnings()
     ce = report.counterexample
     if ce is not None:
         state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
