@@ -90,6 +90,7 @@ def terminal_states(h: History) -> Result:
 @decides("bounded-blast-radius")
 def bounded_blast_radius(h: History) -> Result:
     """Violated by every job in flight when more than its configured ``max_attempts`` worker processes died
+    (a transient fault's job: more than its ``strikes``)
     (exits not caused by the end of the run and not drained). Count: jobs. Unknown when no worker
     exit was recorded at all."""
     name = "bounded-blast-radius"
@@ -99,10 +100,20 @@ def bounded_blast_radius(h: History) -> Result:
                                    if not x.by_harness and x.outcome != "drained" and x.job is not None)
     if not deaths:
         return held(name, "vacuous: no worker died during a job")
+    # A transient fault (strikes K) kills at most K workers, unless a supervisor fault aims at the job too.
+    aimed = {e.get("job") for e in h.schedule.get("events", [])}
+    strikes = {j["id"]: j["strikes"] for j in h.schedule.get("jobs", [])
+               if j.get("strikes") is not None and j["id"] not in aimed}
+
+    def limit(job):
+        most = max_attempts_of(h, job)
+        return min(most, strikes[job]) if most is not None and job in strikes else most
+
     lines, jobs, missing = over_limits(
-        deaths, lambda job: max_attempts_of(h, job),
-        lambda job, n, limit: f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
-                              f"(max_attempts {limit})")
+        deaths, limit,
+        lambda job, n, most: f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
+                             + (f"(its transient fault strikes only {plural(most, 'execution')})" if job in strikes and most == strikes[job]
+                                and most < (max_attempts_of(h, job) or 0) else f"(max_attempts {most})"))
     if lines:
         return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
     if missing:

@@ -74,3 +74,14 @@ def test_retry_gaps_are_in_leases_from_the_failure_to_the_next_execution():
     assert retry_line({"retries": 1, "min": 0.1, "median": 0.1, "max": 0.1}) == [
         "retries (a figure, not a verdict): 1 came back 0.1-0.1 leases after the failure, median 0.1"]
     assert retry_line({}) == []
+
+
+def test_a_transient_crash_kills_at_most_its_strikes():
+    from tests.unit.test_properties import died
+
+    sched = schedule((1,), faults={1: "crash"})
+    sched["jobs"][0]["strikes"] = 1
+    h = sane(sched=sched, records=[*execution("w1.0", 1, 1, 1.0, None), *execution("w1.1", 1, 2, 2.0, None)],
+             jobs=[job(1, "dead", attempts=2)], runs=[], exits=[died("w1.0", 1, t=1.5), died("w1.1", 1, t=2.5)])
+    result = one("bounded-blast-radius", h)
+    assert (result.status, result.evidence) == (VIOLATED, "job 1 killed 2 worker processes (its transient fault strikes only 1 execution)")
