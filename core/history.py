@@ -216,6 +216,15 @@ class History:
                 out.add(r["point"])
         return out
 
+    def statements(self) -> list[tuple[str, bool]]:
+        """The statement points the run's workers sent (``workers/statements.py``), first seen first:
+        ``(point, bound)``, bound when the statement belonged to a job."""
+        out: dict[tuple[str, bool], None] = {}
+        for r in sorted(self.records, key=lambda r: r["t"]):
+            if r.get("event") == "statement" and r.get("point"):
+                out[(r["point"], bool(r.get("bound")))] = None
+        return list(out)
+
     def job_faults(self) -> dict[int, set[str]]:
         """Faults each job carries or is targeted by (job faults and supervisor events)."""
         out: dict[int, set[str]] = {}

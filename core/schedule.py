@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import UsageError
 
-FORMAT = 1
+FORMAT = 2  # 2: an event may strike at a statement point (sql:<name>) and name no job; 1 files load as they are
 
 # The named points of a job's life, in the order a job body reaches them. Faults strike here.
 JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
@@ -25,6 +25,7 @@ JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "befo
 # before the send, and between the send and marking the row delivered (a crash there re-delivers).
 RELAY_POINTS = ("before-deliver", "after-deliver")
 POINTS = JOB_POINTS + RELAY_POINTS
+STATEMENT_PREFIX = "sql:"  # a strike point between a design's own statements (workers/statements.py)
 
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls
@@ -50,8 +51,8 @@ class Event:
     """A supervisor fault, triggered when an execution of ``job`` reaches ``point``."""
 
     fault: str
-    job: int
-    point: str = "mid-work"
+    job: int | None  # None: a statement point of no job (workers/statements.py: a maintenance statement)
+    point: str = "mid-work"  # a named point, or a statement point "sql:<name>"
     occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
     duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)
     variant: str = "xid"  # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader)
@@ -230,10 +231,12 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
         if j.strikes is not None and (j.strikes < 1 or j.fault is None):
             bad(f"jobs[{i}].strikes: at least 1, and only with a fault")
     for i, e in enumerate(s.events):
-        if e.point not in POINTS:
-            bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}")
-        if e.job not in ids:
-            bad(f"events[{i}].job: no job {e.job} in jobs")
+        statement = e.point.startswith(STATEMENT_PREFIX) and len(e.point) > len(STATEMENT_PREFIX)
+        if e.point not in POINTS and not statement:
+            bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}, or sql:<statement>")
+        if e.job not in ids and not (e.job is None and statement):
+            bad(f"events[{i}].job: no job {e.job} in jobs" if e.job is not None else
+                f"events[{i}].job: only a statement point (sql:...) may name no job")
         if e.variant not in ("xid", "repeatable-read"):
             bad(f"events[{i}].variant: 'xid' or 'repeatable-read'")
     if s.workers < 1:

@@ -58,6 +58,16 @@ def parse(text: str, *, source: str = "<sql>") -> dict[str, str]:
     return queries
 
 
+# Every statement loaded, by its text: "<file stem>.<name>" (lease.claim). Statement strike points
+# (workers/statements.py) are named by it; a statement not here is named by a digest of its text.
+NAMES: dict[str, str] = {}
+
+
+def normalized(text: str) -> str:
+    """*text* with its whitespace runs collapsed: the key of :data:`NAMES` and of a digest."""
+    return " ".join(text.split())
+
+
 class Queries:
     """The statements of one ``.sql`` file, as attributes; unknown attributes raise at access."""
 
@@ -81,4 +91,6 @@ def load(module_file: str, filename: str, *required: str) -> Queries:
     missing = [r for r in required if r not in queries]
     if missing:
         raise LookupError(f"{path}: missing queries {missing}; defined: {sorted(queries)}")
+    for name, text in queries.items():
+        NAMES.setdefault(normalized(text), f"{path.stem}.{name}")
     return Queries(path, queries)

@@ -16,7 +16,7 @@ from ..core.schedule import Event
 
 # What :meth:`SupervisorAPI.network` takes (a catalogue entry's ``network`` is one of them); any other
 # action is an error, never a silent no-op.
-NETWORK_ACTIONS = ("latency", "reset", "partition", "heal")
+NETWORK_ACTIONS = ("latency", "reset", "partition", "heal", "lose-commit-reply")
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,13 @@ class SupervisorAPI(Protocol):
     def latency_seconds(self) -> float:
         """The latency fault's delay per chunk in real seconds (the schedule's ``timing.latency``)."""
 
-    def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+    def network(self, worker: str, action: str, seconds: float = 0.0, *, backend: int | None = None) -> None:
         """The worker's traffic: ``latency`` (add *seconds* to every chunk either way; 0 ends it),
         ``reset`` (cut its connections with RST), ``partition`` (drop its packets: silence),
-        ``heal`` (end the partition): :data:`NETWORK_ACTIONS`. Another action is a ``HarnessError``."""
+        ``heal`` (end the partition), ``lose-commit-reply`` (withhold the reply to the next commit on the
+        connection of *backend* -- on any of the worker's connections when *backend* is None or not one of
+        them -- and cut that connection with RST): :data:`NETWORK_ACTIONS`. Another action is a
+        ``HarnessError``."""
 
     def stop_server(self) -> None:
         """Stop the server in immediate mode, as a crash does: every session breaks. Until

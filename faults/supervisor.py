@@ -105,3 +105,14 @@ def reset(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     sup.record("reset", event, stop)
     sup.network(stop.worker, "reset")
     sup.go(stop.worker)
+
+
+def lost_commit_reply(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The next commit on the worker's session at the point commits, and its reply never arrives: the
+    proxy withholds it and cuts that connection with RST. Armed at the point, it strikes at the commit
+    that follows (at ``before-finish``: the finishing transaction's). The worker's heartbeat and other
+    connections are spared when the point's backend is one of the worker's connections to the proxy
+    (behind a pooler the point logs the server's pid, so any connection of the worker's may be struck)."""
+    sup.record("lost-commit-reply", event, stop, backend=stop.backend)
+    sup.network(stop.worker, "lose-commit-reply", backend=stop.backend)
+    sup.go(stop.worker)

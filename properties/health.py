@@ -166,7 +166,7 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
 @decides("pool-hygiene")
 def pool_hygiene(h: History) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
-    (terminate faults aimed at it) + (sessions the server cut, per its ``session-cut`` records) +
+    (terminate and lost-commit-reply faults aimed at it) + (sessions the server cut, per its ``session-cut`` records) +
     (server restarts: each breaks every connection) connections, and by every record whose error mentions a
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
@@ -177,7 +177,8 @@ def pool_hygiene(h: History) -> Result:
                        for r in h.records if r.get("event") == "connect")
     # A session the server cut (a design's own timeouts, logged "session-cut") is a terminate the
     # design chose: its reconnect is budgeted the same way.
-    terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") == "terminate")
+    # A lost-commit-reply cuts the one connection it strikes, as a terminate does.
+    terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") in ("terminate", "lost-commit-reply"))
     terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
     # faults whose catalogue entry breaks every session (restarts), each breaking every connection
     restarts = sum(f.breaks_every_session for f in entries(i.get("fault") for i in h.injected))

@@ -31,6 +31,7 @@ from ..core import sqlfile
 from ..core.execlog import ExecLog, path_for, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
+from . import statements
 from .tenant import MODES
 
 Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
@@ -96,6 +97,7 @@ class WorkerContext:
         self.pool = None
         self._own: dict[str, psycopg.Connection] = {}
         self._strike_lock = threading.Lock()
+        self.statements_seen: set[tuple[str, bool]] = set()  # (point, job-bound) logged once (statements.py)
 
     # --- connections ---------------------------------------------------------------------------
     @property
@@ -141,16 +143,18 @@ class WorkerContext:
 
     def execution(self, conn: psycopg.Connection, job: Claimed) -> Execution:
         self.dequeues += 1
+        statements.set_current(job)  # the job this thread's statements belong to from now on
         return Execution(self, conn, job)
 
     def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
         """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
         signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
         or another thread's wait could take this one's go."""
+        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)  # None: a statement of no job
         with self._strike_lock:
-            self.log.write("point", job=job.id, attempt=job.attempt, point=point, backend=backend)
+            self.log.write("point", job=job_id, attempt=attempt, point=point, backend=backend)
             if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
-                self.log.write("point-timeout", job=job.id, attempt=job.attempt, point=point)
+                self.log.write("point-timeout", job=job_id, attempt=attempt, point=point)
 
 
 class Execution:

@@ -20,6 +20,7 @@ import time
 
 import psycopg
 
+from . import statements
 from .body import describe
 from .lease import FencedOut, LeaseFenced, Q
 
@@ -70,6 +71,7 @@ class Heartbeat:
             return not self.lost
 
     def _run(self) -> None:
+        statements.set_current(self.ex.job)  # this thread's statements are the job's heartbeats
         while not self._stop.wait(self.ctx.heartbeat):
             if time.monotonic() - self._started > self.ctx.max_runtime:
                 # Hazard: Python cannot stop the job's thread; the only way to abandon the job is

@@ -26,6 +26,7 @@ CASES = [  # (bug, faults, the property that must find it)
     ("AckOnError", "raise", "done-means-committed"),
     ("ReadsAfterTenantEnded", "", "tenant-isolation"),
     ("NeverRetries", "raise", "transient-recovers"),
+    ("ClaimReadThenWrite", "pause", "single-commit"),
 ]
 
 
@@ -36,7 +37,7 @@ def spec(bug: str) -> str:
 
 Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
                  "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt",
-                 "fail_acknowledges", "fail_final")
+                 "fail_acknowledges", "fail_final", "claim_pick", "claim_by_id")
 
 
 def _claim(conn, statement: str, lease: float):
@@ -109,6 +110,23 @@ class NeverRetries(LeaseFenced):
     def on_error(self, ctx, ex, exc) -> None:
         if not isinstance(exc, FencedOut):
             _fail(ctx, ex, Q.fail_final, str(exc)[:200])
+
+
+class ClaimReadThenWrite(LeaseHeartbeat):
+    """Claims in two statements -- reads the oldest queued job, then takes it by id -- without checking
+    that it is still queued: two workers between the statements both take it (no point of the body
+    lies there; only a strike between the design's own statements shows it without luck)."""
+
+    name = "planted-claim-read-then-write"
+
+    def claim(self, ctx, conn):
+        row = conn.execute(Q.claim_pick).fetchone()
+        if row is None:
+            conn.commit()
+            return None
+        row = conn.execute(Q.claim_by_id, {"id": row[0], "lease": ctx.lease}).fetchone()
+        conn.commit()
+        return None if row is None else Claimed(*row)
 
 
 class ClaimIgnoresMax(LeaseHeartbeat):

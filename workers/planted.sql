@@ -60,3 +60,14 @@ update jobs set status = 'done', locked_until = null, last_error = %(error)s, fi
 -- Bug: the first failure is final (no retry, whatever max_attempts says).
 update jobs set status = 'dead', locked_until = null, last_error = %(error)s
  where id = %(id)s and attempts = %(attempt)s and status = 'running';
+
+-- name: claim_pick
+-- Bug, first half: read the oldest queued job (no lock), ...
+select id from jobs where status = 'queued' and attempts < max_attempts order by id limit 1;
+
+-- name: claim_by_id
+-- ... second half: take it by id, without checking it is still queued (a check-then-act).
+update jobs
+   set status = 'running', attempts = attempts + 1, locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ where id = %(id)s
+returning id, tenant_id, attempts, payload;

@@ -46,8 +46,9 @@ def _check_drawn(args):
 
 
 def _list_faults() -> int:
+    width = max(len(f.name) for f in CATALOGUE.values())
     for f in CATALOGUE.values():
-        print(f"{f.name:<10} {f.kind:<10} {f.summary}")
+        print(f"{f.name:<{width}} {f.kind:<10} {f.summary}")
     return EXIT_HELD
 
 

@@ -70,6 +70,7 @@ class Search:
         self.width = parallel if run_many is not None and parallel > 1 else 1
         self.design_options = dict(design_options or {})
         self.points = points_of([design], self.design_options)
+        self.statements: list[tuple[str, bool]] = []  # statement points the small-scope runs showed
         self.share = -(-examples // self.shards)  # this shard's part of the example budget
         self.out = SearchOutcome(gate=self.gate)
         self.phase = Phase.GENERATE
@@ -154,13 +155,20 @@ class Search:
                                      time_scale=self.time_scale, workers=self.workers, points=self.points)
         self.out.small_scope_runs = self._execute_all(
             [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
+        # What the runs showed of the design's own statements: strike between them too.
+        self.statements = [p for r in self.out.runs for p in r.history.statements()]
+        cases = smallscope.statement_schedules(self.statements, faults=self.faults, design=self.design,
+                                               tenant_mode=self.tenant_mode, time_scale=self.time_scale,
+                                               workers=self.workers)
+        self.out.small_scope_runs += self._execute_all(
+            [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
         self.phase = Phase.GENERATE
         strategy = schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
-                             time_scale=self.time_scale, workers=self.workers,
-                             points=self.points).map(self._configured)
+                             time_scale=self.time_scale, workers=self.workers, points=self.points,
+                             statements=self._drawn_statements()).map(self._configured)
         key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
@@ -198,6 +206,12 @@ class Search:
             pass
         except Flaky:
             self.out.flaky = True
+
+    def _drawn_statements(self) -> tuple[tuple[str, bool], ...]:
+        """The statement points the strategies may draw (with a supervisor fault that strikes there)."""
+        if not smallscope.strikers(self.faults):
+            return ()
+        return tuple(dict.fromkeys(self.statements))[:smallscope.STATEMENT_CAP]
 
     def _rest(self) -> None:
         """Hypothesis stops generating at the first failure; the rest of the example budget still

@@ -14,6 +14,12 @@ And for every allowed job fault, once at its default point on **the first execut
 transient fault, ``strikes`` 1: one job, two workers): a design that never retries, or retries
 into the wrong state, ends the job other than done.
 
+Then, once the runs above have shown which statements the design sends (``workers/statements.py``),
+every supervisor fault that strikes between statements (its catalogue entry's ``at_statements``)
+at each statement point, up to :data:`STATEMENT_CAP` of them in the order first sent: one job on
+three workers (the one that sends the statement stopped there, the others free to act on what it
+read: a check-then-act between two workers' statements), on the statement's first occurrence.
+
 A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
 entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
 the number of workers, the first shape uses that number.
@@ -27,6 +33,8 @@ from ...core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
 from ...properties.strategies import dequeue_budget
 
 SHAPE_ONE_JOB = "one job, two workers"
+SHAPE_STATEMENT = "one job, three workers"
+STATEMENT_CAP = 8  # statement points the small-scope pass strikes at, first sent first
 SHAPE_TWO_JOBS = "two jobs, one worker"
 
 
@@ -48,6 +56,25 @@ def _cases(faults, points: tuple[str, ...]) -> Iterable[tuple[str, str | None, s
                 if variant != "xid":
                     label += f" ({variant})"
                 yield label, f.name, point, variant
+
+
+def strikers(faults) -> list:
+    """The allowed supervisor faults that strike between statements."""
+    return [f for f in faults if f.kind == "supervisor" and f.at_statements]
+
+
+def statement_schedules(statements, *, faults, design: str, tenant_mode: str, time_scale: float,
+                        workers: int | None = None, max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+    """The small-scope schedules between a design's statements (see the module docstring)."""
+    out = []
+    for point, bound in list(dict.fromkeys(statements))[:STATEMENT_CAP]:
+        for f in strikers(faults):
+            s = Schedule(jobs=(JobSpec(id=1, tenant=1),), workers=workers or 3,
+                         events=(Event(fault=f.name, job=1 if bound else None, point=point),), design=design,
+                         tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
+                         dequeues=dequeue_budget(1, max_attempts), timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+            out.append((f"{f.name} at {point}{'' if bound else ' (no job)'}; {SHAPE_STATEMENT}", s))
+    return out
 
 
 def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, workers: int | None = None,

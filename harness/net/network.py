@@ -1,7 +1,7 @@
 """A run's network: the per-worker fault proxies and the partitions, for the network faults.
 
 Started only when a schedule has a network fault (a catalogue entry with a ``network`` action:
-``latency``, ``partition``, ``reset``): each worker slot then connects through its own proxy port
+``latency``, ``partition``, ``reset``, ``lose-commit-reply``): each worker slot then connects through its own proxy port
 (:mod:`harness.net.proxy`), and a partition drops that port's packets on the loopback
 (:mod:`harness.net.partition`). :meth:`Network.apply` takes the actions of
 :data:`faults.api.NETWORK_ACTIONS`; any other is a :class:`HarnessError`. Everything is undone at the
@@ -41,21 +41,27 @@ class Network:
     def dsn_for(self, slot: int) -> str:
         return conninfo.make_conninfo(self.worker_dsn, host="127.0.0.1", port=str(self.proxies.ports[slot]))
 
-    def apply(self, slot: int, action: str, seconds: float = 0.0) -> None:
-        """One of :data:`~faults.api.NETWORK_ACTIONS` on a slot (*seconds*: the latency's delay)."""
+    def apply(self, slot: int, action: str, seconds: float = 0.0, backend: int | None = None) -> None:
+        """One of :data:`~faults.api.NETWORK_ACTIONS` on a slot (*seconds*: the latency's delay;
+        *backend*: the connection a lose-commit-reply targets)."""
         check_action(action)
-        self._actions()[action](slot, seconds)
+        self._actions()[action](slot, seconds, backend)
 
     def _actions(self) -> dict:
-        """Each of :data:`~faults.api.NETWORK_ACTIONS` as ``fn(slot, seconds)``."""
-        return {"latency": self.latency, "reset": lambda slot, _: self.reset(slot),
-                "partition": lambda slot, _: self.partition(slot), "heal": lambda slot, _: self.heal(slot)}
+        """Each of :data:`~faults.api.NETWORK_ACTIONS` as ``fn(slot, seconds, backend)``."""
+        return {"latency": lambda slot, seconds, _: self.latency(slot, seconds),
+                "reset": lambda slot, *_: self.reset(slot),
+                "partition": lambda slot, *_: self.partition(slot), "heal": lambda slot, *_: self.heal(slot),
+                "lose-commit-reply": lambda slot, _, backend: self.lose_commit_reply(slot, backend)}
 
     def latency(self, slot: int, seconds: float) -> None:
         self.proxies.latency(slot, seconds)
 
     def reset(self, slot: int) -> None:
         self.proxies.reset(slot)
+
+    def lose_commit_reply(self, slot: int, backend: int | None = None) -> None:
+        self.proxies.lose_commit_reply(slot, backend)
 
     def partition(self, slot: int) -> None:
         if slot in self._partitions:

@@ -1,4 +1,4 @@
-"""A fault proxy per worker: the network faults ``latency`` and ``reset`` act here.
+"""A fault proxy per worker: the network faults ``latency``, ``reset`` and ``lost-commit-reply`` act here.
 
 Contract. :class:`Proxies` starts one process (``python -m pg_job_chaos.harness.net.proxy``, not a fork: a
 forked worker must not inherit proxied sockets, or closing them would not close them) that listens on
@@ -9,6 +9,12 @@ one free 127.0.0.1 port per worker slot and forwards each accepted connection to
   (0 ends it);
 * ``reset SLOT`` -- every open connection of that slot is cut with a TCP RST, both sides, at once
   (mid-transaction: the server rolls back, the client's next statement fails);
+* ``lose-commit-reply SLOT [BACKEND]`` -- arms the slot: the next reply to a commit on a connection of
+  that slot (on the connection of backend pid BACKEND, when one of the slot's open connections is that
+  backend; else on any of them, new ones too) is withheld from its CommandComplete on, and that
+  connection is cut with RST both ways. The server has committed; the client sees a lost connection.
+  One strike, then it is disarmed; a targeted connection that closes first disarms it too. What a
+  commit's reply is: :mod:`harness.net.pgwire` (which reads every server-to-client stream);
 
 and it answers ``ok`` after each. It exits when its stdin closes: the harness's death, even by
 SIGKILL, ends it. A ``partition`` is not done here (a proxy that stops forwarding still has its
@@ -24,7 +30,10 @@ import subprocess
 import sys
 from collections import defaultdict
 
+from .pgwire import ServerStream
+
 CHUNK = 65536
+ANY = None  # a lose-commit-reply that strikes the slot's next commit, whichever connection has it
 
 
 class _Server:
@@ -33,6 +42,8 @@ class _Server:
         self.latency: dict[int, float] = defaultdict(float)
         self.open: dict[int, set[asyncio.StreamWriter]] = defaultdict(set)
         self.ports: dict[int, int] = {}
+        self.lose: dict[int, int | None] = {}  # armed slot -> backend pid it targets, or ANY
+        self.streams: dict[int, set[ServerStream]] = defaultdict(set)
 
     async def start(self) -> None:
         for slot in range(1, self.slots + 1):
@@ -46,19 +57,31 @@ class _Server:
             _abort(writer)
             return
         pair = {writer, up_w}
+        stream = ServerStream()
         self.open[slot] |= pair
+        self.streams[slot].add(stream)
         try:
-            await asyncio.gather(self._pump(slot, reader, up_w), self._pump(slot, up_r, writer))
+            await asyncio.gather(self._pump(slot, reader, up_w),
+                                 self._pump(slot, up_r, writer, stream, pair))
         finally:
             self.open[slot] -= pair
+            self.streams[slot].discard(stream)
+            if stream.pid is not None and self.lose.get(slot, ANY) == stream.pid:
+                del self.lose[slot]  # its target is gone: nothing of it left to strike
             for w in pair:
                 w.close()
 
-    async def _pump(self, slot: int, reader, writer) -> None:
+    async def _pump(self, slot: int, reader, writer, stream: ServerStream | None = None, pair=()) -> None:
+        """Forward one direction; *stream*: this is the server-to-client one, read for lose-commit-reply."""
         try:
             while data := await reader.read(CHUNK):
                 if self.latency[slot] > 0:
                     await asyncio.sleep(self.latency[slot])
+                if stream is not None:
+                    data, strike = stream.feed(data, self._armed(slot, stream))
+                    if strike:
+                        self._strike(slot, writer, data, pair)
+                        return
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):
@@ -71,6 +94,27 @@ class _Server:
         for w in list(self.open[slot]):
             _abort(w)
         self.open[slot].clear()
+
+    def arm(self, slot: int, backend: int | None) -> None:
+        """``lose-commit-reply``: target *backend*'s connection if the slot has it open, else ANY."""
+        known = backend is not None and any(s.pid == backend for s in self.streams[slot])
+        self.lose[slot] = backend if known else ANY
+
+    def _armed(self, slot: int, stream: ServerStream) -> bool:
+        if slot not in self.lose:
+            return False
+        target = self.lose[slot]
+        return target is ANY or target == stream.pid
+
+    def _strike(self, slot: int, writer, before: bytes, pair) -> None:
+        """The commit's reply is withheld: forward what came before it (best effort: the RST may
+        overtake it), then cut this connection with RST both ways, and disarm."""
+        self.lose.pop(slot, None)
+        if before:
+            writer.write(before)
+        for w in pair:
+            _abort(w)
+        self.open[slot] -= set(pair)
 
 
 def _abort(writer) -> None:
@@ -97,6 +141,8 @@ async def _main(target: tuple[str, int], slots: int) -> None:
             server.latency[int(parts[1])] = float(parts[2])
         elif parts[:1] == ["reset"]:
             server.reset(int(parts[1]))
+        elif parts[:1] == ["lose-commit-reply"]:
+            server.arm(int(parts[1]), int(parts[2]) if len(parts) > 2 else None)
         print("ok", flush=True)
     # stdin closed: the harness is gone or done
 
@@ -130,6 +176,9 @@ class Proxies:
 
     def reset(self, slot: int) -> None:
         self._send(f"reset {slot}")
+
+    def lose_commit_reply(self, slot: int, backend: int | None = None) -> None:
+        self._send(f"lose-commit-reply {slot}" + (f" {backend}" if backend is not None else ""))
 
     def close(self) -> None:
         try:

@@ -20,6 +20,7 @@ from ...core import logs, procs
 from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
+from ...workers import statements
 from ...workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
 
 EXIT_DRAINED = 0
@@ -110,6 +111,7 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         # the supervisor's pg_stat_activity samples tell worker sessions by application_name.
         os.environ["PGAPPNAME"] = spec.identity
         ctx = WorkerContext(spec)
+        statements.install(ctx)  # every statement the design sends is a strike point (workers/statements.py)
         ctx.log.write("worker-start")
         if getattr(design, "pool_first", False):  # a hosted design: its library's task borrows from it
             ctx.open_pool()

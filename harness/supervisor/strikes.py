@@ -80,11 +80,11 @@ class Strikes:
     def latency_seconds(self) -> float:
         return self.s.seconds(self.s.timing.latency)
 
-    def network(self, worker: str, action: str, seconds: float = 0.0) -> None:
+    def network(self, worker: str, action: str, seconds: float = 0.0, *, backend: int | None = None) -> None:
         check_action(action)  # an unknown action is an error, not a no-op
         if self.net is None:
             raise HarnessError("a network fault without the run's network (the schedule names none?)")
-        self.net.apply(self.workers[worker].slot, action, seconds)
+        self.net.apply(self.workers[worker].slot, action, seconds, backend)
 
     def stop_server(self) -> None:
         if self.server is None:  # the command line refuses restart without a local server; a schedule

@@ -22,11 +22,13 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "never_struck", "budget_spent",
+                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "never_struck", "budget_spent",
                          "exit_reason", "no_fault_could_strike", "fail_on", "allowed_violations", "failing", "failed"}
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
-    assert data["small_scope_runs"] == 12 and data["never_struck"] == [] and not data["budget_spent"]
+    # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault)
+    assert data["small_scope_runs"] == 13 and data["never_struck"] == [] and not data["budget_spent"]
+    assert data["retry_spacing"]["retries"] >= 1  # a crashed job came back
     assert set(data["coverage"]["crash"]) == {"before-tenant", "after-insert", "mid-work", "after-effect",
                                               "before-finish"}, data["coverage"]
     assert (data["design"], data["tenant_mode"], data["faults"], data["examples"], data["seed"]) == (

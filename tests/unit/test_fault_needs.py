@@ -34,6 +34,7 @@ DECLARED = {
     "latency": {"network": "latency"},
     "partition": {"network": "partition", "needs_root_nftables": True},
     "reset": {"network": "reset"},
+    "lost-commit-reply": {"network": "lose-commit-reply"},
     "restart": {"needs_one_slot": True, "needs_durable_settings": True, "needs_local_server": True,
                 "breaks_every_session": True},
 }
@@ -96,7 +97,7 @@ class FakeAPI:
     def latency_seconds(self):
         return 0.05
 
-    def network(self, worker, action, seconds=0.0):
+    def network(self, worker, action, seconds=0.0, *, backend=None):
         self.calls.append(("network", action))
 
     def stop_server(self):
@@ -141,7 +142,7 @@ def test_an_unknown_network_action_is_an_error_not_a_no_op():
         def __init__(self):
             self.applied = []
 
-        def apply(self, slot, action, seconds=0.0):
+        def apply(self, slot, action, seconds=0.0, backend=None):
             network.check_action(action)
             self.applied.append((slot, action, seconds))
 
@@ -253,7 +254,7 @@ def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_pat
         return Supervisor(s, design, admin_dsn="", worker_dsn="", run_dir=tmp_path).uses_network
 
     assert not uses() and not uses("pause", "restart", "horizon")
-    assert uses("latency") and uses("pause", "partition") and uses("reset")
+    assert uses("latency") and uses("pause", "partition") and uses("reset") and uses("lost-commit-reply")
     monkeypatch.setitem(CATALOGUE, "jam", Fault("jam", "supervisor", "x", network="latency"))
     assert uses("jam")
 

@@ -415,6 +415,8 @@ def test_pool_hygiene_terminate_faults_allow_reconnects():
     terminate = {"t": 0.15, "fault": "terminate", "job": 1, "worker": "w1.0"}
     assert one("pool-hygiene", sane(records=connects)).status == VIOLATED
     assert one("pool-hygiene", sane(records=connects, injected=[terminate])).status == HELD
+    lost = {**terminate, "fault": "lost-commit-reply"}  # it cuts the connection it strikes
+    assert one("pool-hygiene", sane(records=connects, injected=[lost])).status == HELD
 
 
 def test_pool_hygiene_a_server_restart_allows_every_worker_a_reconnect():

@@ -1,0 +1,57 @@
+"""Statement strike points (workers/statements.py): names, schedules, small scope, strategies (no database)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from psycopg import sql
+
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.schedule import Schedule
+from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.engine import smallscope
+from pg_job_chaos.properties.strategies import schedules
+from pg_job_chaos.workers import lease, statements
+
+
+def test_a_statement_of_a_sql_file_is_named_by_its_file_and_name():
+    assert statements.name_of(lease.Q.claim) == "sql:lease.claim"
+    assert statements.name_of(" ".join(lease.Q.claim.split())) == "sql:lease.claim"  # whitespace aside
+
+
+def test_any_other_statement_gets_a_stable_digest_and_literals_do_not_change_it():
+    a = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(1), sql.Literal(2)))
+    b = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(7), sql.Literal(9)))
+    assert a == b and a.startswith("sql:") and len(a) == len("sql:") + 8
+    assert statements.name_of("select 1") != statements.name_of("select 2")
+    assert statements.name_of("BEGIN") is None and statements.name_of("select clock_timestamp()") is None
+
+
+def test_an_event_may_name_no_job_only_at_a_statement_point():
+    data = {"jobs": [{"id": 1}], "events": [{"fault": "pause", "job": None, "point": "sql:lease.sweep"}]}
+    assert Schedule.from_dict(data).events[0].job is None
+    data["events"][0]["point"] = "mid-work"
+    with pytest.raises(UsageError, match="only a statement point"):
+        Schedule.from_dict(data)
+    data["events"][0].update(point="sql:", job=1)
+    with pytest.raises(UsageError, match="unknown point 'sql:'"):
+        Schedule.from_dict(data)
+
+
+def test_the_small_scope_strikes_each_statement_with_each_fault_that_strikes_there_within_the_cap():
+    seen = [("sql:lease.claim", False), ("sql:lease.finish", True)] + [(f"sql:s{i}", True) for i in range(20)]
+    cases = smallscope.statement_schedules(seen, faults=parse_faults("pause,crash,kill"), design="lease",
+                                           tenant_mode="local", time_scale=0.2)
+    assert len(cases) == 2 * smallscope.STATEMENT_CAP  # pause and kill; crash is a job fault
+    label, first = cases[0]
+    assert label == "pause at sql:lease.claim (no job); one job, three workers"
+    assert (first.workers, first.events[0].job, len(first.jobs)) == (3, None, 1)
+    assert cases[2][1].events[0].job == 1  # a statement of a job's
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(schedules(faults=parse_faults("pause"), design="lease", statements=(("sql:lease.sweep", False),)))
+def test_drawn_events_at_a_statement_of_no_job_name_none(s):
+    for e in s.events:
+        assert (e.job is None) == (e.point == "sql:lease.sweep")
+    Schedule.from_dict(s.to_dict() | {"jobs": [j.__dict__ for j in s.jobs], "events": [e.__dict__ for e in s.events]})
