@@ -49,18 +49,25 @@ def _job(job_faults, points, max_attempts: int):
     return job()
 
 
-def _event(sup_faults, jobs: int, points):
+def _event(sup_faults, jobs: int, points, statements=()):
     """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
-    event drawn for a job that is not there would be dropped, and small schedules would lose most."""
+    event drawn for a job that is not there would be dropped, and small schedules would lose most.
+    *statements*: statement points ``(point, bound)`` it may strike at too (after the named ones); one
+    that belongs to no job gets job None."""
     # The variant is drawn for every event and kept where the fault takes it (catalogue.event_variant).
-    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), st.sampled_from(_points("mid-work", points)),
-                     st.sampled_from(list(VARIANTS)))
+    where = st.sampled_from(_points("mid-work", points))
+    if statements:
+        where = st.sampled_from([(p, True) for p in _points("mid-work", points)] + list(statements))
+        return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), where,
+                         st.sampled_from(list(VARIANTS))).map(
+            lambda t: (t[0], t[1] if t[2][1] else None, t[2][0], t[3]))
+    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), where, st.sampled_from(list(VARIANTS)))
 
 
 @st.composite
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
-              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS) -> Schedule:
+              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS, statements=()) -> Schedule:
     """Schedules whose jobs and events carry only the given *faults* (catalogue entries), striking
     only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay)."""
     job_faults = [f.name for f in faults if f.kind == "job"]
@@ -75,7 +82,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     if sup_faults:
         # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
         seen: dict[tuple[int, str], int] = {}
-        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n, points), max_size=MAX_EVENTS),
+        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n, points, statements), max_size=MAX_EVENTS),
                                                label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
