@@ -44,7 +44,10 @@ class Fault:
     needs_root_nftables: bool = False  # it drops packets with nftables: root and nft (partition)
     variants: tuple[str, ...] = ()  # the Event.variant values it takes; empty: none (always xid)
     strikes_last: bool = False  # among events due at one point it goes last: nothing runs after it (kill)
-    at_statements: bool = False  # the small-scope pass strikes with it between a design's statements
+    # The small-scope pass strikes with it between a design's statements (pause: a worker stopped between
+    # its read and its write while the others act is a check-then-act race); every supervisor fault may be
+    # drawn at a statement point by the strategies.
+    at_statements: bool = False
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:
@@ -84,13 +87,12 @@ _FAULTS = [
     Fault("overrun", "job", "the work lasts 1.5 leases", point=None, work_lease_factor=1.5),
     Fault("slow", "job", "the work lasts 0.75 of a lease", point=None, work_lease_factor=0.75),
     Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=supervisor.kill,
-          strikes_last=True, at_statements=True),
+          strikes_last=True),
     Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=supervisor.pause,
           at_statements=True),
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
           inject=supervisor.horizon, variants=("xid", "repeatable-read")),
-    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate,
-          at_statements=True),
+    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
     Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
           inject=supervisor.latency, network="latency"),
     Fault("partition", "supervisor", "the worker's packets are dropped (nftables, no RST) for a while, then heal",

@@ -53,18 +53,29 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(timeout=5)  # the connection stays open for the worker's next job
 
-    def beat(self) -> bool:
-        """Extend the lease now; False (and ``lost``) when the row has a newer attempt."""
+    def beat(self, *, confirm: bool = False) -> bool:
+        """Extend the lease now; False (and ``lost``) when the row has a newer attempt. A broken
+        connection (its session terminated, the network cut) is replaced once and the beat retried;
+        when that fails too the lease is unknown: the thread goes on trying (the fence decides at the
+        finish), but a *confirm* -- right before the side effect -- says False: no effect on a lease
+        nobody could confirm (found by a terminate between the design's statements)."""
         with self._lock:
             if self.lost:
                 return False
-            try:
-                cur = self.conn.execute(self.SQL, {"id": self.ex.job.id, "attempt": self.ex.job.attempt,
-                                                   "lease": self.ctx.lease})
-            except psycopg.Error as exc:
-                self.ctx.log.write("heartbeat-error", job=self.ex.job.id, attempt=self.ex.job.attempt,
-                                   error=describe(exc))
-                return True  # unknown: the fence decides at the finish
+            for retry in (False, True):
+                try:
+                    cur = self.conn.execute(self.SQL, {"id": self.ex.job.id, "attempt": self.ex.job.attempt,
+                                                       "lease": self.ctx.lease})
+                    break
+                except psycopg.Error as exc:
+                    self.ctx.log.write("heartbeat-error", job=self.ex.job.id, attempt=self.ex.job.attempt,
+                                       error=describe(exc), retried=retry)
+                    if retry:
+                        return not confirm
+                    try:
+                        self.conn = self.ctx.own_connection("heartbeat")  # a broken one is replaced
+                    except psycopg.Error:
+                        return not confirm
             if cur.rowcount == 0:
                 self.lost = True
                 self.ctx.log.write("lease-lost", job=self.ex.job.id, attempt=self.ex.job.attempt)
@@ -124,8 +135,9 @@ class LeaseHeartbeat(LeaseFenced):
     def confirm_lease(self, hb: Heartbeat, ex) -> None:
         """Right before the side effect: beat once more, synchronously. A worker that lost its lease
         meanwhile (a pause, a partition) raises :class:`LeaseLost` and sends nothing."""
-        if not hb.beat():
-            raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost before the side effect")
+        if not hb.beat(confirm=True):
+            raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost (or not confirmed) before "
+                            "the side effect")
 
     def on_error(self, ctx, ex, exc) -> None:
         if isinstance(exc, LeaseLost | FencedOut):

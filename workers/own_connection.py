@@ -14,8 +14,8 @@ exactly its tenant's rows.
 Which execution last used a server session is derived from the server pids in the history, not
 from a session marker (the harness's own body sets one: here it could hide the leak it looks for).
 
-Order: ``started``; ``before-tenant`` (the worker's tenant code has run, the job's read has not);
-observe and read; the work (``mid-work``); the side effect (``after-effect``);
+Order: ``started``; observe and read; ``before-tenant`` (named as the harness body's point after its
+inherited read: here the worker's tenant code has run and the job has read); the work (``mid-work``); the side effect (``after-effect``);
 ``before-finish``; the ``job_runs`` row, in the worker's transaction (``after-insert`` then lies
 before the worker's commit, unless its connection is in autocommit). Every statement is sent with
 client-side literals (the simple query protocol). Raises what the body raised; the worker's own
@@ -51,12 +51,14 @@ def run_on(ctx, conn: psycopg.Connection, job) -> None:
     ex = ctx.execution(conn, job)
     try:
         ex.started(own_tenant=True)
-        ex.point("before-tenant")  # the worker's tenant code has run; the job's first read has not
         tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
         seen, pid, visible, foreign = conn.execute(
             sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)).fetchone()
         ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
                       value=seen, backend=pid, visible=visible, foreign=foreign)
+        # As the harness's body has it after its inherited read: what the connection carried is recorded
+        # before anything can strike.
+        ex.point("before-tenant")
         started = conn.execute("select clock_timestamp()").fetchone()[0]
         ex.work()
         ex.effect()

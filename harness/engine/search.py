@@ -208,8 +208,8 @@ class Search:
             self.out.flaky = True
 
     def _drawn_statements(self) -> tuple[tuple[str, bool], ...]:
-        """The statement points the strategies may draw (with a supervisor fault that strikes there)."""
-        if not smallscope.strikers(self.faults):
+        """The statement points the strategies may draw (any supervisor fault may strike there)."""
+        if not any(f.kind == "supervisor" for f in self.faults):
             return ()
         return tuple(dict.fromkeys(self.statements))[:smallscope.STATEMENT_CAP]
 

@@ -42,11 +42,11 @@ def test_the_small_scope_strikes_each_statement_with_each_fault_that_strikes_the
     seen = [("sql:lease.claim", False), ("sql:lease.finish", True)] + [(f"sql:s{i}", True) for i in range(20)]
     cases = smallscope.statement_schedules(seen, faults=parse_faults("pause,crash,kill"), design="lease",
                                            tenant_mode="local", time_scale=0.2)
-    assert len(cases) == 2 * smallscope.STATEMENT_CAP  # pause and kill; crash is a job fault
+    assert len(cases) == smallscope.STATEMENT_CAP  # pause (at_statements); kill is drawn, crash a job fault
     label, first = cases[0]
     assert label == "pause at sql:lease.claim (no job); one job, three workers"
-    assert (first.workers, first.events[0].job, len(first.jobs)) == (3, None, 1)
-    assert cases[2][1].events[0].job == 1  # a statement of a job's
+    assert (first.workers, first.events[0].job, len(first.jobs), first.jobs[0].duration) == (3, None, 1, 1.5)
+    assert cases[1][1].events[0].job == 1  # a statement of a job's
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
