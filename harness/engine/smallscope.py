@@ -19,7 +19,7 @@ every supervisor fault that strikes between statements (its catalogue entry's ``
 at each statement point, up to :data:`STATEMENT_CAP` of them in the order first sent: one job on
 three workers (the one that sends the statement stopped there, the others free to act on what it
 read: a check-then-act between two workers' statements), on the statement's first occurrence; the
-job lasts 1.5 leases, so a worker that took it over is still running it when the stopped one goes on.
+job is short, so a worker that took it over has finished it when the stopped one goes on.
 
 A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
 entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
@@ -70,10 +70,9 @@ def statement_schedules(statements, *, faults, design: str, tenant_mode: str, ti
     out = []
     for point, bound in list(dict.fromkeys(statements))[:STATEMENT_CAP]:
         for f in strikers(faults):
-            # The job lasts 1.5 leases: a worker that takes it over while the stopped one waits (a
-            # pause lasts 2) is still running it when that one goes on -- what a stale heartbeat or a
-            # check-then-act needs to show. A design without a heartbeat overruns it, as it would.
-            s = Schedule(jobs=(JobSpec(id=1, tenant=1, duration=1.5),), workers=workers or 3,
+            # A short job: a worker that takes it over while the stopped one waits (a pause lasts two
+            # leases) has finished it when that one goes on and acts on what it read before.
+            s = Schedule(jobs=(JobSpec(id=1, tenant=1),), workers=workers or 3,
                          events=(Event(fault=f.name, job=1 if bound else None, point=point),), design=design,
                          tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
                          dequeues=dequeue_budget(1, max_attempts), timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))

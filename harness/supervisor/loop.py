@@ -227,8 +227,9 @@ class Supervisor:
             self.strikes.at_point(w, r)
 
     def _quiet(self, admin: Admin) -> bool:
-        # A fault's timer still to run (a paused worker to resume): the worker may be between two of its
-        # design's statements, holding no job the history knows of yet -- a claim half sent.
-        if self.strikes.pending or any(w.alive and w.current for w in self.workers.values()):
+        # A worker a pause stopped and has not resumed: it may be between two of its design's statements,
+        # holding no job the history knows of yet -- a claim half sent.
+        if any(self.workers[w].alive for w in self.strikes.stopped if w in self.workers) or \
+                any(w.alive and w.current for w in self.workers.values()):
             return False
         return admin.pending(self.design) == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import signal
 import time
 from collections.abc import Callable, Mapping
 
@@ -44,6 +45,7 @@ class Strikes:
         self._seq = itertools.count()
         self._seen: dict[tuple[int, str], int] = {}
         self._holders: list[Holder] = []
+        self.stopped: set[str] = set()  # workers a pause stopped (SIGSTOP) and has not resumed yet
 
     # --- faults.api.SupervisorAPI -------------------------------------------------------------------
     def record(self, fault: str, event: Event, stop: Stop, **fields) -> None:
@@ -56,6 +58,10 @@ class Strikes:
         return self.s.seconds(d)
 
     def signal_worker(self, worker: str, sig: int) -> None:
+        if sig == signal.SIGSTOP:
+            self.stopped.add(worker)
+        elif sig == signal.SIGCONT:
+            self.stopped.discard(worker)
         self.workers[worker].signal_group(sig)
 
     def go(self, worker: str) -> None:

@@ -45,7 +45,7 @@ def test_the_small_scope_strikes_each_statement_with_each_fault_that_strikes_the
     assert len(cases) == smallscope.STATEMENT_CAP  # pause (at_statements); kill is drawn, crash a job fault
     label, first = cases[0]
     assert label == "pause at sql:lease.claim (no job); one job, three workers"
-    assert (first.workers, first.events[0].job, len(first.jobs), first.jobs[0].duration) == (3, None, 1, 1.5)
+    assert (first.workers, first.events[0].job, len(first.jobs), first.jobs[0].duration) == (3, None, 1, 0.05)
     assert cases[1][1].events[0].job == 1  # a statement of a job's
 
 
