@@ -45,9 +45,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("ref", help="the earlier commit (anything git rev-parse takes)")
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("args", nargs="*", help="the search's arguments (default: the main job)")
-    ns = p.parse_args()
-    args = ns.args or DEFAULT
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: the search's arguments
+    ns = p.parse_args(argv[:cut])
+    args = argv[cut + 1:] or DEFAULT
     with tempfile.TemporaryDirectory(prefix="pgjc-before-") as tmp:
         before = Path(tmp) / "before"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), ns.ref], check=True,
