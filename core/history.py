@@ -216,6 +216,13 @@ class History:
                 out.add(r["point"])
         return out
 
+    def transient_strikes(self) -> dict[int, int]:
+        """``{job: strikes}`` for every job whose fault is transient (``JobSpec.strikes``) and that no
+        supervisor event aims at too (what it suffers is then its own fault's doing)."""
+        aimed = {e.get("job") for e in self.schedule.get("events", [])}
+        return {j["id"]: j["strikes"] for j in self.schedule.get("jobs", [])
+                if j.get("fault") and j.get("strikes") is not None and j["id"] not in aimed}
+
     def statements(self) -> list[tuple[str, bool]]:
         """The statement points the run's workers sent (``workers/statements.py``), first seen first:
         ``(point, bound)``, bound when the statement belonged to a job."""

@@ -101,9 +101,7 @@ def bounded_blast_radius(h: History) -> Result:
     if not deaths:
         return held(name, "vacuous: no worker died during a job")
     # A transient fault (strikes K) kills at most K workers, unless a supervisor fault aims at the job too.
-    aimed = {e.get("job") for e in h.schedule.get("events", [])}
-    strikes = {j["id"]: j["strikes"] for j in h.schedule.get("jobs", [])
-               if j.get("strikes") is not None and j["id"] not in aimed}
+    strikes = h.transient_strikes()
 
     def limit(job):
         most = max_attempts_of(h, job)

@@ -13,7 +13,7 @@ a relay that died after it) is not a failure of the work.
 from __future__ import annotations
 
 from ..core.history import Execution, History
-from .checks import job_rows, plural, rows_undecidable
+from .checks import by_job, job_rows, plural, rows_undecidable
 from .core import Result, decides, held, unknown, violated
 
 
@@ -42,9 +42,7 @@ def done_means_committed(h: History) -> Result:
     for row in h.runs:
         if row.get("finished") is not None:
             committed.setdefault(row["job_id"], set()).add((row.get("worker"), row.get("attempt")))
-    executions: dict[int, list[Execution]] = {}
-    for ex in h.executions():
-        executions.setdefault(ex.job, []).append(ex)
+    executions = by_job(h.executions())
     lines, jobs = [], []
     done = [j for j, row in sorted(job_rows(h).items(), key=lambda kv: str(kv[0])) if row.get("status") == "done"]
     for j in done:
@@ -82,19 +80,15 @@ def transient_recovers(h: History) -> Result:
     name = "transient-recovers"
     limit = h.schedule.get("max_attempts")
     # A job a supervisor fault aims at too is not judged (as progress leaves out a job with a fault).
-    aimed = {e.get("job") for e in h.schedule.get("events", [])}
-    transient = [j for j in h.schedule.get("jobs", []) if j.get("fault") and j.get("strikes") is not None
-                 and limit and j["strikes"] < limit and j["id"] not in aimed]
+    strikes = h.transient_strikes()
+    transient = [j for j in h.schedule.get("jobs", []) if j["id"] in strikes and limit and strikes[j["id"]] < limit]
     if not transient:
         return held(name, "vacuous: no job's fault was transient (and aimed at by no supervisor fault)")
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
-    rows = job_rows(h)
-    runs: dict[int, int] = {}
-    for ex in h.executions():
-        runs[ex.job] = runs.get(ex.job, 0) + 1
+    rows, runs = job_rows(h), {job: len(execs) for job, execs in by_job(h.executions()).items()}
     lines, jobs, undecided = [], [], []
     for j in transient:
         row = rows.get(j["id"])
