@@ -9,18 +9,24 @@ by ``Worker.flush`` once a second), its retry policy (``Executor.on_job_complete
 plugins (``Recovery.recover``: every ``running`` job whose ``taken_by`` worker was not seen within
 ``heartbeat_timeout`` goes back to ``pending`` with ``max_attempts + 1`` and its claim cleared).
 
-Configuration (derived from the schedule, real seconds; logic as chancy's docs configure it):
+Configuration: chancy's defaults as its code and docs give them, unless a ``--design-option`` says
+otherwise; intervals keep the ratios of chancy's documented defaults, with the lease as the heartbeat
+timeout (``docs/reference/adapters.md`` has the table):
 
-- one queue, ``default`` (the queue ``Worker.start`` would declare anyway), ``concurrency=1`` and the
-  **threaded** executor (``Chancy.Executor.Threaded``): chancy's default process executor installs a
-  SIGUSR1 handler in its children (``executors/process.py``), and SIGUSR1 is the harness's strike
-  signal. ``eager_polling=True`` (the docs' advice for low-concurrency queues), ``polling_interval=1``
-  (an INTEGER column: whole seconds, 1 is the smallest that is not a busy loop).
-- ``Worker(heartbeat_poll_interval=ctx.heartbeat, heartbeat_timeout=ctx.lease)``: a worker not seen
-  for one lease is lost, as the lease designs' leases expire.
-- ``Recovery(poll_interval=ctx.poll)``: the sweep runs as often as the lease designs' sweep.
-- ``Leadership(poll_interval=ctx.heartbeat, timeout=ctx.lease)``: recovery runs on the leader only;
-  chancy requires ``timeout >= poll_interval`` (its docs: "typically at least twice").
+- one queue, ``default`` (the queue ``Worker.start`` would declare anyway), with chancy's default
+  **process executor** (``Queue.executor``: each job in a pool child spawned by
+  ``ProcessExecutor``, its worker context rebuilt there by :mod:`workers.spawned`) and its default
+  concurrency (None: the machine's core count); ``executor=threaded`` and ``concurrency=N`` are
+  options. The strike signal (SIGUSR1) is also chancy's cancel signal in those children: the body
+  blocks it in the thread that runs the job and takes it with ``sigtimedwait`` at a point only.
+- ``polling_interval=1`` (an INTEGER column: chancy's 5 s of a 90 s heartbeat timeout is a fraction
+  of a second here; 1 is the least that is not a busy loop), ``eager_polling`` chancy's default
+  (off; an option).
+- ``Worker(heartbeat_poll_interval=lease/3, heartbeat_timeout=lease)`` (chancy's 30 s and 90 s),
+  ``Recovery(poll_interval=2/3 lease)`` (60 s), ``Leadership(poll_interval=2/3 lease,
+  timeout=4/3 lease)`` (60 s, 120 s): :meth:`Chancy.intervals`. ``Worker.send_outgoing_interval``
+  (completions are written once a second) is fixed at 1 s: at time scale s it is 1/s of the lease
+  where chancy's defaults make it 1/90 of the heartbeat timeout.
 - the other default plugins (Pruner, Metrics, Workflow) stay, as chancy enables them by default.
 
 Grants: chancy's worker calls ``Chancy.is_up_to_date`` at start, which runs ``CREATE TABLE IF NOT
@@ -42,6 +48,7 @@ so an execution that re-runs a recovered job logs the same attempt number as the
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 
 import chancy as chancy_lib
@@ -52,7 +59,8 @@ from chancy.worker import Worker
 from psycopg import conninfo, sql
 from psycopg.rows import dict_row
 
-from ..workers import hosted
+from ..core.errors import UsageError
+from ..workers import hosted, spawned
 
 QUEUE = "default"
 PREFIX = "chancy_"
@@ -67,9 +75,11 @@ _stop: "tuple[asyncio.AbstractEventLoop, asyncio.Event] | None" = None
 
 
 def hosted_job(args: dict, *, context: QueuedJob) -> None:
-    """The chancy task: runs the harness's body in chancy's executor thread. ``context`` is injected
+    """The chancy task: runs the harness's body where chancy's executor runs it -- a pool child it
+    spawned (its default ``ProcessExecutor``: the worker context is rebuilt there,
+    :mod:`workers.spawned`) or an executor thread (``executor=threaded``). ``context`` is injected
     by chancy (a keyword-only parameter annotated QueuedJob, ``Executor.get_function_and_kwargs``)."""
-    ctx = _ctx
+    ctx = _ctx if _ctx is not None else spawned.context()
     try:
         hosted.run_job(ctx, args, attempt=context.attempts + 1)
     finally:
@@ -95,9 +105,30 @@ def _worker_log(directory: str | None, identity: str) -> logging.Logger:
     return log
 
 
-def _queue() -> Queue:
-    return Queue(QUEUE, concurrency=1, executor=chancy_lib.Chancy.Executor.Threaded, polling_interval=1,
-                 eager_polling=True)
+# chancy's documented defaults (seconds): Worker (worker.py), Leadership and Recovery (plugins/).
+DEFAULTS = {"worker.heartbeat_poll_interval": 30, "worker.heartbeat_timeout": 90, "recovery.poll_interval": 60,
+            "leadership.poll_interval": 60, "leadership.timeout": 120}
+# The process executor starts a multiprocessing Manager (a spawned interpreter) synchronously in
+# its __init__ (executors/process.py, ProcessExecutor.__init__: ctx.Manager()), inside the worker's
+# event loop: measured here, the loop stands still up to ~1 s at a worker's start (4 runs at once on
+# 2 cores), while another of chancy's coroutines may hold a transaction open (its heartbeat) and no
+# heartbeat is written. chancy's documented heartbeat timeout is 90 s; against the lease (1 article
+# second) the stall must stay well inside it: at time scale 3 the heartbeat timeout is 3 s and the
+# horizon threshold 1.5 s.
+PROCESS_MIN_TIME_SCALE = 3.0
+EXECUTORS = {"process": chancy_lib.Chancy.Executor.Process, "threaded": chancy_lib.Chancy.Executor.Threaded}
+
+
+def _queue(options: dict) -> Queue:
+    """chancy's ``Queue`` defaults (``queue.py``) unless an option says otherwise: its process
+    executor, concurrency None (the worker's core count, ``ProcessExecutor.get_default_concurrency``),
+    no eager polling. ``polling_interval`` is an INTEGER column: the documented 5 s of a 90 s
+    heartbeat timeout would be a fraction of a second here, so it is 1, the least that is not a busy
+    loop (a broken ratio the run reports, :data:`INTERVALS`)."""
+    concurrency = options.get("concurrency")
+    return Queue(QUEUE, concurrency=int(concurrency) if concurrency else None,
+                 executor=EXECUTORS[options.get("executor", "process")], polling_interval=1,
+                 eager_polling=options.get("eager_polling", "false") == "true")
 
 
 TABLES = "select tablename from pg_tables where schemaname = 'public' and tablename like %s"
@@ -128,14 +159,38 @@ class Chancy(hosted.HostedDesign):
     # jobs' own durations) with no new record, so the scale must make 9 article seconds exceed 2 s.
     # The other intervals (heartbeat, heartbeat timeout, leadership, recovery) are float seconds in
     # chancy's code (asyncio sleeps, timedeltas, SQL interval literals), though annotated ``int``.
-    min_time_scale = 0.25
-    OPTIONS = {"log": "a directory to write chancy's own log into (INFO, one file per worker)"}
+    OPTIONS = {"log": "a directory to write chancy's own log into (INFO, one file per worker)",
+               "executor": "process (chancy's default: each job in a spawned pool child) or threaded",
+               "concurrency": "jobs at once per worker (default chancy's: the machine's core count)",
+               "eager_polling": "true: fetch again as soon as a job completes (default false, chancy's)"}
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.executor = self.options.get("executor", "process")
+        if self.executor not in EXECUTORS:
+            raise UsageError(f"design chancy: executor={self.executor!r}; one of {', '.join(EXECUTORS)}")
+        c = self.options.get("concurrency")
+        if c is not None and not (c.isdigit() and int(c) >= 1):
+            raise UsageError(f"design chancy: concurrency={c!r}; a whole number of at least 1")
+        if self.options.get("eager_polling", "false") not in ("true", "false"):
+            raise UsageError("design chancy: eager_polling is true or false")
+        # The threaded executor runs the body here, on the harness's pool, opened before the loop;
+        # the process executor's children open their own.
+        self.pool_first = self.executor == "threaded"
+        self.min_time_scale = 0.25 if self.executor == "threaded" else PROCESS_MIN_TIME_SCALE
+
+    @staticmethod
+    def intervals(lease: float) -> dict[str, float]:
+        """chancy's intervals for a lease of *lease* real seconds, in the ratios of its documented
+        defaults: the lease is the heartbeat timeout (``Worker(heartbeat_timeout=90)``), the rest
+        keep their proportion to it (:data:`DEFAULTS`)."""
+        return {name: lease * default / DEFAULTS["worker.heartbeat_timeout"] for name, default in DEFAULTS.items()}
 
     def install(self, conn, *, worker_role: str) -> None:
         async def migrate():
             async with _app(_dsn_of(conn)) as app:
                 await app.migrate()
-                await app.declare(_queue(), upsert=True)
+                await app.declare(_queue(self.options), upsert=True)
 
         asyncio.run(migrate())
         role = sql.Identifier(worker_role)
@@ -155,6 +210,10 @@ class Chancy(hosted.HostedDesign):
         tables = [t for t in _names(conn, TABLES) if t not in keep]
         conn.execute(sql.SQL("truncate {} restart identity cascade").format(
             sql.SQL(", ").join(sql.Identifier(t) for t in tables)))
+        # The queue as this design's options configure it (executor, concurrency): a design with other
+        # options may have declared it in the same database (Worker reads it from chancy_queues).
+        with conn.cursor(row_factory=dict_row) as cur:
+            _app("").sync_declare_ex(cur, _queue(self.options), upsert=True)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         app = _app("")  # never opened: sync_push_many_ex runs on the runner's cursor
@@ -193,20 +252,31 @@ class Chancy(hosted.HostedDesign):
     def run_worker(self, ctx) -> None:
         global _ctx
         _ctx = ctx
-        if ctx.pool is None:  # the supervisor opens it first (HostedDesign.pool_first); harness/bench/cost.py does not
-            ctx.open_pool()
-        asyncio.run(self._run(ctx))
+        exported, watching = {}, threading.Event()
+        if self.executor == "threaded":  # the body runs in this process, on the harness's pool
+            if ctx.pool is None:  # the supervisor opens it first (pool_first); harness/bench/cost.py does not
+                ctx.open_pool()
+        else:  # in chancy's spawned pool children, which rebuild the context (workers/spawned.py)
+            exported = spawned.export(ctx)
+            spawned.watch(ctx, watching)
+        try:
+            asyncio.run(self._run(ctx))
+        finally:
+            watching.set()
+            spawned.unexport(exported)
 
     async def _run(self, ctx) -> None:
         global _stop
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         _stop = (loop, event)
+        t = self.intervals(ctx.lease)
         dsn = conninfo.make_conninfo(ctx.worker_dsn, application_name=f"{ctx.identity}/queue")
-        plugins = [Leadership(poll_interval=ctx.heartbeat, timeout=ctx.lease), Recovery(poll_interval=ctx.poll)]
+        plugins = [Leadership(poll_interval=t["leadership.poll_interval"], timeout=t["leadership.timeout"]),
+                   Recovery(poll_interval=t["recovery.poll_interval"])]
         async with _app(dsn, plugins=plugins, log=_worker_log(self.options.get("log"), ctx.identity)) as app:
-            worker = Worker(app, worker_id=ctx.identity, heartbeat_poll_interval=ctx.heartbeat,
-                            heartbeat_timeout=ctx.lease)
+            worker = Worker(app, worker_id=ctx.identity, heartbeat_poll_interval=t["worker.heartbeat_poll_interval"],
+                            heartbeat_timeout=t["worker.heartbeat_timeout"])
             await worker.start()
             stopper = asyncio.create_task(self._until_stop(ctx, event))
             shutdown = asyncio.create_task(worker.wait_for_shutdown())
@@ -219,12 +289,20 @@ class Chancy(hosted.HostedDesign):
 
     async def _until_stop(self, ctx, event: asyncio.Event) -> None:
         requested = getattr(self, "stop_requested", None)
+        budget = ctx.schedule.dequeues
         while not event.is_set():
             if requested is not None and requested(ctx):
+                return
+            # Jobs run in chancy's children: the budget is counted from the log all processes share.
+            if budget is not None and self.executor != "threaded" and spawned.started_here(ctx) >= budget:
                 return
             try:
                 await asyncio.wait_for(event.wait(), timeout=max(ctx.poll, 0.05))
             except TimeoutError:
                 pass
+
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        from .finishes import chancy  # chancy_jobs' last accepted completion per job (adapters/finishes.py)
+        return chancy(conn)
 
 

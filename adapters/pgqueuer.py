@@ -10,20 +10,47 @@ What runs is pgqueuer's own code, configured as its documentation says (``docs/g
   then id: queue order), payload the JSON of ``hosted.job_args(job)``.
 - worker: ``QueueManager.run`` (the loop ``PgQueuer.run`` starts; no scheduler is needed) on one
   ``psycopg.AsyncConnection`` (``PsycopgDriver``, autocommit, ``application_name`` ``<identity>/queue``),
-  ``batch_size=1`` and ``max_concurrent_tasks=2`` -- the lowest it allows (``qm.py`` ``QueueManager.run``
-  raises unless ``max_concurrent_tasks >= 2 * batch_size``): a worker may run two jobs at once.
-  The task is ``async`` (sync entrypoints are rejected, ``core/executors.py``) and runs the body
-  with ``asyncio.to_thread(hosted.run_job, ...)``.
-- retry policy: ``DatabaseRetryEntrypointExecutor`` (``core/executors.py``), which turns an exception
-  into ``RetryRequested`` until ``job.attempts >= max_attempts`` -- its ``max_attempts`` counts
-  *retries* (0-based ``job.attempts``), so it gets the schedule's ``max_attempts - 1``. pgqueuer keeps
-  no limit on the job: the limit is the worker's configuration, read from the schedule.
-  ``initial_delay`` = the schedule's poll interval, doubling (its default multiplier).
-- stalled-job recovery, as documented: ``heartbeat_timeout`` = the schedule's lease. Heartbeats are
-  sent by pgqueuer at half of it (``core/heartbeat.py``, via ``HeartbeatBuffer`` flushing every
-  timeout/8, ``core/buffers.py``); any worker's dequeue re-picks a ``picked`` job whose heartbeat is
-  older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The schedule's own ``heartbeat``
-  knob has no counterpart in pgqueuer and is not used. ``dequeue_timeout`` = the schedule's poll.
+  at pgqueuer's default concurrency: ``batch_size=10``, ``max_concurrent_tasks`` unlimited -- a worker
+  picks up to ten jobs a dequeue and runs every job it picked at once. The lowest pgqueuer allows,
+  what this adapter ran before, is ``--design-option batch_size=1 --design-option max_concurrent_tasks=2``
+  (``qm.py`` ``QueueManager.run`` raises unless ``max_concurrent_tasks >= 2 * batch_size``).
+  The task is ``async`` (sync entrypoints are rejected, ``core/executors.py``; the default
+  ``EntrypointExecutor`` under the retry one below) and runs the body with
+  ``asyncio.to_thread(hosted.run_job, ...)``.
+- retry policy, as ``docs/guides/retry.md`` documents it: ``DatabaseRetryEntrypointExecutor``
+  (``core/executors.py``), which turns an exception into ``RetryRequested`` until ``job.attempts >=
+  max_attempts`` -- its ``max_attempts`` counts *retries* (0-based ``job.attempts``), so it gets the
+  schedule's ``max_attempts - 1``. pgqueuer keeps no limit on the job: the limit is the worker's
+  configuration, read from the schedule.
+- stalled-job recovery, as documented (``docs/guides/heartbeat.md``): ``heartbeat_timeout`` = the
+  schedule's lease. Heartbeats are sent by pgqueuer at half of it (``core/heartbeat.py``, via
+  ``HeartbeatBuffer`` flushing every timeout/8, ``core/buffers.py``); any worker's dequeue re-picks a
+  ``picked`` job whose heartbeat is older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The
+  schedule's own ``heartbeat`` knob has no counterpart in pgqueuer and is not used. (pgqueuer 1.6.0 has
+  no ``retry_timer``: ``heartbeat_timeout`` is its only re-pick threshold.)
+
+Timing (``workers/timing.py``, :data:`TIMING`): each interval keeps the ratio of its default to the
+30 s ``heartbeat_timeout``, the schedule's lease L:
+
+=========================  ================  ==============  ==============  ===========================
+setting                    library default   docs' advice    ours (lease L)  why
+=========================  ================  ==============  ==============  ===========================
+``heartbeat_timeout``      30 s              30 s            L               the anchor: re-picked after
+                                                                             a silent lease
+heartbeat interval, flush  timeout / 2, / 8  --              L / 2, L / 8    pgqueuer's own ratios
+``dequeue_timeout``        30 s              30 s            L               1 : 1, the recovery period
+``log_aggregation_         30 s              30 s            L               ratio 1 : 1
+interval``
+retry ``initial_delay``    1 s               1 s             L / 30          ratio 1 : 30, doubling
+retry ``max_delay``        5 min             5 min           10 L            ratio 10 : 1
+notify wait                1 s, fixed        --              1 s             bound 3x: time scale >= 10
+status log flush 0.1 s,    fixed             --              as pgqueuer's   fixed: reported, not
+min dequeue poll 0.1 s,                                                      raising the time scale
+listener health check 10 s
+``batch_size``             10                10              10              the library's default
+``max_concurrent_tasks``   unlimited         --              unlimited       the library's default
+retry ``max_attempts``     5 (retries)       --              max_attempts-1  the schedule's limit
+=========================  ================  ==============  ==============  ===========================
 
 Statuses (``pgqueuer_status``): a job's row stays in ``pgqueuer`` while it is ``queued`` / ``picked``
 (or ``failed`` when held, ``on_failure='hold'``, not used here); when it ends, ``log_jobs`` deletes the
@@ -60,7 +87,8 @@ keeps no payload, and the row is deleted when the job ends).
 Hazards, left as pgqueuer has them: the finish is buffered (``JobStatusLogBuffer``, flushed by a task
 once the body has returned and the job's ``Heartbeat`` has stopped), so a worker killed in between
 leaves a finished job ``picked``, and it runs again; ``dequeues`` is approximate (a worker holds up
-to two picked jobs, and runs what it picked); PgBouncer in transaction mode cannot carry its LISTEN.
+to ten picked jobs a dequeue, and runs what it picked); a crash kills every job its worker picked;
+PgBouncer in transaction mode cannot carry its LISTEN.
 """
 
 from __future__ import annotations
@@ -78,6 +106,7 @@ from psycopg import conninfo, sql
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
+from ..workers.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
                  "final_states")
@@ -97,6 +126,29 @@ STATUS = {
 TABLES = ("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules")
 SEQUENCES = ("pgqueuer_id_seq", "pgqueuer_log_id_seq", "pgqueuer_statistics_id_seq", "pgqueuer_schedules_id_seq")
 
+# pgqueuer's intervals (core/qm.py QueueManager.run and its fields, core/buffers.py, core/executors.py,
+# adapters/drivers/psycopg.py), kept in their ratios to heartbeat_timeout = the lease. A stale job is
+# re-picked by a dequeue: an idle worker dequeues on a NOTIFY or after dequeue_timeout, its recovery period.
+# The notify wait: every statement goes through one connection whose NOTIFY watcher holds its lock in
+# notifies(timeout=1.0), so a heartbeat flush may wait 1 s. A beat lands at most T/2 + 1.2*T/8 (the
+# jittered flush) + 1 s after the last; through one failed flush at 0.8 T + 2 s, which pgqueuer's design
+# keeps within T (qm.py: "T/8 keeps a live job within 0.8 T through one failed flush"): T >= 10 s, 3x the
+# documented 1 s : 30 s. Measured: at T = 1 s 12 of 20 fault-free jobs ran twice (each once with the wait
+# cut to 0.02 s, a diagnosis never shipped); at T = 3 s each once, a beat 2.95 s after the last.
+TIMING = Intervals("pgqueuer", anchors={"lease": "heartbeat timeout"}, intervals=(
+    Interval("heartbeat timeout", 30.0, kind=WAIT, setting="QueueManager.run(heartbeat_timeout=30 s)"),
+    Interval("heartbeat interval", 15.0, setting="Heartbeat(heartbeat_timeout / 2), set by pgqueuer"),
+    Interval("heartbeat flush", 3.75, setting="HeartbeatBuffer(timeout=heartbeat_timeout / 8), set by pgqueuer"),
+    Interval("dequeue timeout", 30.0, kind=WAIT, recovery=True, setting="QueueManager.run(dequeue_timeout=30 s)"),
+    Interval("log aggregation interval", 30.0, setting="QueueManager.run(log_aggregation_interval=30 s)"),
+    Interval("retry initial delay", 1.0, kind=WAIT, setting="DatabaseRetryEntrypointExecutor(initial_delay=1 s)"),
+    Interval("retry max delay", 300.0, kind=WAIT, setting="DatabaseRetryEntrypointExecutor(max_delay=5 min)"),
+    Interval("notify wait", 1.0, grid=FIXED, kind=WAIT, bound=3.0, setting="watch_notifies: notifies(timeout=1.0)"),
+    Interval("status log flush", 0.1, grid=FIXED, kind=WAIT, bound=None, setting="JobStatusLogBuffer timeout 0.1 s"),
+    Interval("minimum dequeue poll", 0.1, grid=FIXED, bound=None, setting="QueueManager.min_dequeue_poll_interval"),
+    Interval("listener health check", 10.0, grid=FIXED, bound=None, setting="_run_periodic_health_check(10 s)"),
+))
+
 
 def _positive(name: str, value: str) -> float:
     try:
@@ -111,27 +163,20 @@ def _positive(name: str, value: str) -> float:
 class PgQueuer(hosted.HostedDesign):
     name = "pgqueuer"
     library = "pgqueuer"
-    # Every statement pgqueuer sends goes through one psycopg AsyncConnection whose NOTIFY watcher
-    # (adapters/drivers/psycopg.py, PsycopgDriver.watch_notifies) holds the connection's lock inside
-    # ``notifies(timeout=1.0, stop_after=1)``: a heartbeat flush may wait up to a whole second behind
-    # it. A heartbeat lands at most T/2 (interval) + 1.2*T/8 (buffer flush, jittered) + 1 s (the lock)
-    # after the previous one, so heartbeat_timeout T = the lease must exceed ~3 s real for pgqueuer to
-    # keep a running job's heartbeat fresh: with the default 1 article-second lease, a time scale of 3.
-    # Measured: 20 fault-free jobs, 2 workers, time scale 1 (heartbeat_timeout 1 s): 12 jobs ran twice
-    # (re-picked between the body's end and the buffered finish); the same run with the watcher's
-    # wait shortened to 0.02 s (a diagnosis, never shipped): each job once. At scale 3: each once.
-    min_time_scale = 3.0
+    TIMING = TIMING
+    min_time_scale = TIMING.min_time_scale()  # 10: the fixed 1 s notify wait (TIMING, "notify wait")
     OPTIONS = {
-        "batch_size": "QueueManager.run batch_size (default 1, the lowest)",
-        "max_concurrent_tasks": "QueueManager.run max_concurrent_tasks (default 2 = 2 * batch_size, the lowest)",
-        "heartbeat_timeout": "real seconds (default: the schedule's lease)",
+        "batch_size": "QueueManager.run batch_size (default 10, pgqueuer's; 1 is the lowest)",
+        "max_concurrent_tasks": "QueueManager.run max_concurrent_tasks (default unlimited, pgqueuer's; "
+                                "at least 2 * batch_size: batch_size=1 max_concurrent_tasks=2 is the lowest)",
+        "heartbeat_timeout": "real seconds (default: the schedule's lease; the other intervals keep theirs)",
     }
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        self.batch_size = int(_positive("batch_size", options.get("batch_size", "1")))
-        self.max_concurrent_tasks = int(_positive("max_concurrent_tasks",
-                                                  options.get("max_concurrent_tasks", str(2 * self.batch_size))))
+        self.batch_size = int(_positive("batch_size", options.get("batch_size", "10")))
+        self.max_concurrent_tasks = (int(_positive("max_concurrent_tasks", options["max_concurrent_tasks"]))
+                                     if "max_concurrent_tasks" in options else None)
         self.heartbeat_timeout = (_positive("heartbeat_timeout", options["heartbeat_timeout"])
                                   if "heartbeat_timeout" in options else None)
 
@@ -196,6 +241,11 @@ class PgQueuer(hosted.HostedDesign):
         """The heartbeat_timeout the workers run with, real seconds (the lease, from ``for_run``)."""
         return self.heartbeat_timeout or getattr(self, "lease", None)
 
+    def timing_notes(self, schedule) -> list[str]:
+        lease, given = schedule.seconds(schedule.timing.lease), self.heartbeat_timeout
+        return super().timing_notes(schedule) + ([] if given is None else [
+            f"pgqueuer: heartbeat timeout is {given:g} s (--design-option), {given / lease:.3g}× the lease"])
+
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
         if not ctx.may_dequeue():
@@ -211,7 +261,8 @@ class PgQueuer(hosted.HostedDesign):
         from pgqueuer.core.qm import QueueManager
         from pgqueuer.domain.models import Job
 
-        heartbeat_timeout = self.heartbeat_timeout or ctx.lease
+        t = self.intervals(ctx.schedule)
+        heartbeat_timeout = self.heartbeat_timeout or t["heartbeat timeout"]
         aconn = await psycopg.AsyncConnection.connect(ctx.worker_dsn, autocommit=True,
                                                       application_name=f"{ctx.identity}/queue")
         ctx.log.write("connect", backend=aconn.info.backend_pid, purpose="queue")
@@ -221,7 +272,8 @@ class PgQueuer(hosted.HostedDesign):
             return DatabaseRetryEntrypointExecutor(
                 parameters=parameters,
                 max_attempts=ctx.schedule.max_attempts - 1,  # it counts retries: job.attempts is 0-based
-                initial_delay=timedelta(seconds=ctx.poll),
+                initial_delay=timedelta(seconds=t["retry initial delay"]),
+                max_delay=timedelta(seconds=t["retry max delay"]),  # backoff_multiplier: its default, 2
             )
 
         @qm.entrypoint(ENTRYPOINT, executor_factory=executor)
@@ -235,10 +287,15 @@ class PgQueuer(hosted.HostedDesign):
 
         try:
             await qm.run(
-                dequeue_timeout=timedelta(seconds=ctx.poll),
+                dequeue_timeout=timedelta(seconds=t["dequeue timeout"]),
                 batch_size=self.batch_size,
                 max_concurrent_tasks=self.max_concurrent_tasks,
                 heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
+                log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]),
             )
         finally:
             await aconn.close()
+
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        from .finishes import pgqueuer  # pgqueuer_log per job (adapters/finishes.py)
+        return pgqueuer(conn)

@@ -2,7 +2,7 @@
 
 What runs is procrastinate's own: its schema (``SchemaManager.get_schema()``, ``sql/schema.sql``), its
 defer (``procrastinate_defer_jobs_v1`` through ``Task.configure(connection=...).batch_defer``), its
-asyncio worker (``App.run_worker_async``, concurrency 1, the lowest it has), its fetch
+asyncio worker (``App.run_worker_async``, its default concurrency 1), its fetch
 (``procrastinate_fetch_job_v2``), its retry policy (``RetryStrategy`` on the task, applied by
 ``worker.py: Worker._process_job`` to an exception the task raised), its finish
 (``procrastinate_finish_job_v1`` / ``procrastinate_retry_job_v2``), its worker heartbeats
@@ -10,21 +10,40 @@ asyncio worker (``App.run_worker_async``, concurrency 1, the lowest it has), its
 workers at worker start, and the stalled-job recovery its documentation recommends
 (docs/howto/production/retry_stalled_jobs.md: a periodic task, ``queueing_lock="retry_stalled_jobs"``,
 that calls ``job_manager.get_stalled_jobs()`` and ``job_manager.retry_job(job)`` for each) -- copied
-as documented; only its cron and thresholds are derived from the schedule:
+as documented. procrastinate's defaults stay (concurrency 1, ``listen_notify``, the sync task in a
+thread); its intervals are derived from the schedule in the ratios of its documented defaults
+(``workers/timing.py``, :data:`TIMING`): the schedule's lease is the 30 s stalled threshold, so the
+recovery runs every 20 leases, as the documented cron runs every 10 minutes (20 x 30 s):
 
-====================================  =====================================  ======================
-procrastinate setting                 here                                   its default / the docs
-====================================  =====================================  ======================
-``update_heartbeat_interval``         ``ctx.heartbeat`` (lease / 4)          10 s
-``stalled_worker_timeout``            ``ctx.lease``                          30 s
-``get_stalled_jobs(seconds_since_     ``ctx.lease``                          30 s
-heartbeat=)``
-recovery cron                         every ``max(1, ceil(lease))`` s        ``*/10 * * * *``
-``fetch_job_polling_interval``        ``ctx.poll``                           5 s
-``abort_job_polling_interval``        ``ctx.lease`` (no job is aborted)      5 s
-``listen_notify``                     True (its default)                     True
-``concurrency``                       1 (the lowest)                         1
-====================================  =====================================  ======================
+========================  ===============  ===================  ================  =========================
+setting                   library default  docs' recommendation ours (lease L)    why
+========================  ===============  ===================  ================  =========================
+stalled threshold         30 s             30 s, changed with   L                 the anchor: a silent
+(``get_stalled_jobs``                      the next two                           worker's job is taken
+``seconds_since_                                                                  back after one lease
+heartbeat``)
+``stalled_worker_         30 s             30 s                 L                 ratio 1 : 1
+timeout``
+``update_heartbeat_       10 s             10 s                 L / 3             ratio 1 : 3
+interval``
+recovery period (cron     none (no         ``*/10 * * * *``     20 L on a cron    ratio 20 : 1; a cron
+of ``retry_stalled_       recovery)        (600 s)              period            repeats evenly only on a
+jobs``)                                                                           divisor of 60 s / 60 min
+``fetch_job_polling_      5 s              5 s                  L / 6             ratio 1 : 6 (NOTIFY
+interval``                                                                        wakes it first)
+``abort_job_polling_      5 s              5 s                  L / 6             ratio 1 : 6
+interval``
+periodic deferrer         0.5 s, fixed     --                   0.5 s             cannot be set: reported,
+margin (``MARGIN``)       (periodic.py)                                           bound none (a lag only)
+``concurrency``           1                1                    1                 the library's default
+``listen_notify``         True             True                 True              the library's default
+retry                     none             ``RetryStrategy``    max_attempts - 1  the schedule's limit (it
+                                                                retries           counts retries)
+========================  ===============  ===================  ================  =========================
+
+The recovery period stretches the run's stall and deadline limits (``HostedDesign.stall_extra``): a
+crashed job waits up to one period for the next tick, so a pause must outlast about 20 leases before
+the recovery takes its job. At time scale 1 the recovery runs every 20 s (``* * * * * */20``).
 
 Statuses (``procrastinate_job_status``) as the harness's: ``todo`` -> queued, ``doing`` -> running,
 ``succeeded`` -> done, ``failed`` / ``cancelled`` / ``aborted`` -> dead (``failed`` is final unless
@@ -60,7 +79,6 @@ harness blocked SIGUSR1, so they inherit the block.
 from __future__ import annotations
 
 import asyncio
-import math
 
 # The library at import, not at first use: --design procrastinate without the libraries extra is then a
 # usage error (workers.load_design) before any server starts, not a failed run after one did.
@@ -69,7 +87,7 @@ from psycopg import sql
 
 from ..core import sqlfile
 from ..core.errors import UsageError
-from ..workers import hosted
+from ..workers import hosted, timing
 
 Q = sqlfile.load(__file__, "procrastinate.sql", "installed", "grantable", "reset", "pending", "final_states")
 
@@ -90,19 +108,34 @@ def retry_policy(max_attempts: int):
     return procrastinate.RetryStrategy(max_attempts=retries)
 
 
-def recovery_period(lease: float) -> int:
-    """Seconds between runs of the recovery task: one lease, but procrastinate's cron (croniter's
-    seconds column; periodic.py rounds each timestamp to an int) cannot go below one second."""
-    return max(1, math.ceil(lease))
+# procrastinate's intervals: documented defaults (worker.py, manager.py, periodic.py, and
+# docs/howto/production/retry_stalled_jobs.md), kept in their ratios to the stalled threshold = the lease.
+TIMING = timing.Intervals("procrastinate", anchors={"lease": "stalled threshold"}, intervals=(
+    timing.Interval("stalled threshold", 30.0, kind=timing.WAIT,
+                    setting="JobManager.get_stalled_jobs(seconds_since_heartbeat=30)"),
+    timing.Interval("stalled worker timeout", 30.0, kind=timing.WAIT, setting="Worker(stalled_worker_timeout=30)"),
+    timing.Interval("heartbeat interval", 10.0, setting="Worker(update_heartbeat_interval=10)"),
+    # The docs' cron "*/10 * * * *"; croniter's seconds column repeats evenly only on a divisor of 60 s.
+    timing.Interval("recovery period", 600.0, grid=timing.CRON, recovery=True,
+                    setting='retry_stalled_jobs @app.periodic(cron="*/10 * * * *")'),
+    timing.Interval("fetch polling interval", 5.0, setting="Worker(fetch_job_polling_interval=5)"),
+    timing.Interval("abort polling interval", 5.0, setting="Worker(abort_job_polling_interval=5)"),
+    # The periodic deferrer oversleeps each tick by this (periodic.py MARGIN): a lag of the recovery,
+    # which no setting changes. Reported, never raising the time scale.
+    timing.Interval("periodic deferrer margin", 0.5, grid=timing.FIXED, kind=timing.WAIT, bound=None,
+                    setting="periodic.py MARGIN = 0.5"),
+))
+RECOVERY_ONLY = ("recovery period", "periodic deferrer margin")  # what recovery=off leaves out
 
 
 class Procrastinate(hosted.HostedDesign):
     name = "procrastinate"
     library = "procrastinate"
-    # The documented recovery is a periodic task; its cron counts whole seconds (at most one run a
-    # second: croniter, periodic.py). With the article's 1 s lease, one recovery per lease needs a
-    # lease of at least 1 real second: time scale 1. Every other interval of procrastinate is a float.
-    min_time_scale = 1.0
+    TIMING = TIMING
+    # The documented recovery is a periodic task whose cron counts whole seconds (croniter; periodic.py
+    # rounds each timestamp to an int): its period, 20 leases, is at least 1 s from time scale 0.05 on.
+    # Every other interval of procrastinate is a float.
+    min_time_scale = TIMING.min_time_scale()
     OPTIONS = {"recovery": "on (default): the documented retry_stalled_jobs periodic task; off: none"}
 
     def __init__(self, **options: str):
@@ -111,6 +144,8 @@ class Procrastinate(hosted.HostedDesign):
         if recovery not in ("on", "off"):
             raise UsageError(f"design procrastinate: recovery={recovery!r}; expected on or off")
         self.recovery = recovery == "on"
+        if not self.recovery:
+            self.TIMING = TIMING.without(*RECOVERY_ONLY)
 
     # --- the admin side ---------------------------------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
@@ -142,9 +177,10 @@ class Procrastinate(hosted.HostedDesign):
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
 
     def stale_after(self) -> float | None:
-        """The staleness threshold the workers use (get_stalled_jobs' seconds_since_heartbeat, and
-        stalled_worker_timeout): the lease in real seconds, known here once :meth:`for_run` ran."""
-        return getattr(self, "lease", None)
+        """The staleness threshold the workers use (get_stalled_jobs' seconds_since_heartbeat): the
+        lease in real seconds, known here once :meth:`for_run` ran."""
+        schedule = getattr(self, "schedule", None)
+        return self.intervals(schedule)["stalled threshold"] if schedule is not None else None
 
     def pending(self, conn) -> int:
         return conn.execute(Q.pending, {"recovery": self.recovery, "stale": self.stale_after()}).fetchone()[0]
@@ -173,11 +209,12 @@ class Procrastinate(hosted.HostedDesign):
             hosted.run_job(ctx, args, attempt=context.job.attempts + 1)
 
         if self.recovery:
-            stale = ctx.lease
+            t = self.intervals(ctx.schedule)
+            stale = t["stalled threshold"]
 
             # docs/howto/production/retry_stalled_jobs.md, as written there; the cron and the
-            # threshold derived from the lease (the docs: every 10 minutes, 30 s).
-            @app.periodic(cron=f"* * * * * */{recovery_period(ctx.lease)}")
+            # threshold derived from the lease in the docs' ratio (every 10 minutes, 30 s: 20 : 1).
+            @app.periodic(cron=timing.cron(t["recovery period"]))
             @app.task(name="retry_stalled_jobs", queueing_lock="retry_stalled_jobs", pass_context=True)
             async def retry_stalled_jobs(context, timestamp):
                 stalled_jobs = await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=stale)
@@ -196,9 +233,12 @@ class Procrastinate(hosted.HostedDesign):
                 if not ctx.may_dequeue():
                     worker.stop()
 
-        return {"name": ctx.identity, "concurrency": 1, "fetch_job_polling_interval": ctx.poll,
-                "abort_job_polling_interval": ctx.lease, "update_heartbeat_interval": ctx.heartbeat,
-                "stalled_worker_timeout": ctx.lease, "listen_notify": True, "task_middleware": [budget]}
+        # concurrency, listen_notify, shutdown_graceful_timeout: procrastinate's defaults (1, True, None).
+        t = self.intervals(ctx.schedule)
+        return {"name": ctx.identity, "fetch_job_polling_interval": t["fetch polling interval"],
+                "abort_job_polling_interval": t["abort polling interval"],
+                "update_heartbeat_interval": t["heartbeat interval"],
+                "stalled_worker_timeout": t["stalled worker timeout"], "task_middleware": [budget]}
 
     def run_worker(self, ctx) -> None:
         if ctx.pool is None:  # the harness's pool for the job body (pool_first opens it before the fork's
@@ -209,3 +249,7 @@ class Procrastinate(hosted.HostedDesign):
     async def _run(self, app, ctx) -> None:
         async with app.open_async():
             await app.run_worker_async(**self.worker_options(ctx))
+
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        from .finishes import procrastinate  # procrastinate_events per job (adapters/finishes.py)
+        return procrastinate(conn)

@@ -2,8 +2,8 @@
 
 Sources: the execution log (the world: what each execution did, never rolled back), the final
 ``jobs`` and ``job_runs`` tables, how every worker process ended, what the supervisor injected,
-and samples of ``pg_stat_activity``. A history round-trips through JSON; properties are pure
-functions of it (``properties/``).
+samples of ``pg_stat_activity`` and what a hosted library accepted. A history round-trips through
+JSON; properties are pure functions of it (``properties/``).
 
 Outcomes follow Jepsen: ``ok`` (finished and committed), ``fail`` (known not to have finished:
 an error, or fenced out), ``info`` (we do not know what it did: the process died, or the run
@@ -20,6 +20,10 @@ TERMINAL_EVENTS = {"finished": "ok", "failed": "fail", "fenced": "fail"}
 # What a design's ``final_states`` may say of a job (``History.jobs``): waiting to run or to be retried,
 # taken by a worker, finished successfully, given up. A hosted library's statuses are mapped onto these.
 JOB_STATES = ("queued", "running", "done", "dead")
+
+# What a hosted library recorded a finish as (``History.finishes``): the task succeeded, it failed (an error
+# recorded), or the job went back to the queue -- a failure's retry, or the library's recovery: either.
+FINISH_OUTCOMES = ("success", "failure", "requeued")
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Execution:
     effect_times: list[float] = field(default_factory=list)  # when each effect was sent
     faults: list[dict] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
+    pid: int | None = None  # the process it ran in: the worker's, or a child its library spawned
 
 
 @dataclass
@@ -101,12 +106,15 @@ class History:
     notes: list[str] = field(default_factory=list)
     server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
     expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
+    hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted.py)
+    finishes: list[dict] | None = None  # what it accepted per job (workers/finishes.py); None: untold
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:
         """Every execution, in start order. A worker may run several jobs at once (a hosted library
         with a concurrency above one): its records are told apart by job. An execution with no
-        terminal event ends when its worker exited (outcome ``info``), or at the end of the run."""
+        terminal event ends when its worker exited (outcome ``info``), when the library's child process
+        it ran in was seen gone (``process-exit``), or at the end of the run."""
         exit_at = self._death_times()
         current: dict[tuple[str, int], Execution] = {}
         out: list[Execution] = []
@@ -115,12 +123,17 @@ class History:
             if ev == "started":
                 ex = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
                                fault=r.get("fault"), lease_until=r.get("lease_until"),
-                               own_tenant=bool(r.get("own_tenant")))
+                               own_tenant=bool(r.get("own_tenant")), pid=r.get("pid"))
                 prev = current.get((w, r["job"]))
                 if prev is not None and prev.end is None:  # the same job again with no end: cannot happen
                     prev.end = r["t"]
                 current[(w, r["job"])] = ex
                 out.append(ex)
+                continue
+            if ev == "process-exit":  # a library's child the job ran in is gone (workers/spawned.py)
+                for key, ex in list(current.items()):
+                    if key[0] == w and ex.pid == r.get("exited") and ex.end is None:
+                        ex.end, ex.error = r["t"], f"its process (pid {r.get('exited')}) ended"
                 continue
             ex = current.get((w, r.get("job")))
             if ex is None:

@@ -24,7 +24,7 @@ class Stop:
     """A worker waiting at a strike point: who, which process and session, which execution, where."""
 
     worker: str
-    pid: int
+    pid: int  # the process that waits at the point (the worker's own, or its library's executor child)
     backend: int | None  # the worker's PostgreSQL session at the point (None: not connected)
     job: int
     attempt: int | None
@@ -50,8 +50,9 @@ class SupervisorAPI(Protocol):
     def signal_worker(self, worker: str, sig: int) -> None:
         """Send *sig* to the worker's whole process group (its threads and children)."""
 
-    def go(self, worker: str) -> None:
-        """Let a worker waiting at a point go on."""
+    def go(self, stop: Stop) -> None:
+        """Let the process waiting at *stop* go on (``stop.pid``: the worker, or a process of the
+        library's own the job runs in, e.g. chancy's process executor's child)."""
 
     def later(self, delay: float, fn: Callable[[], None]) -> None:
         """Call *fn* from the supervisor's loop after *delay* real seconds (before the run ends)."""

@@ -28,7 +28,7 @@ def pause(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     def resume():
         sup.signal_worker(stop.worker, signal.SIGCONT)
         sup.record("resume", event, stop)
-        sup.go(stop.worker)
+        sup.go(stop)
 
     sup.later(duration, resume)
 
@@ -44,7 +44,7 @@ def horizon(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
         sup.record("horizon-released", event, stop)
 
     sup.later(duration, release)
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def terminate(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
@@ -52,7 +52,7 @@ def terminate(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     sup.record("terminate", event, stop, backend=stop.backend)
     if stop.backend:
         sup.terminate_backend(stop.backend)
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
@@ -67,7 +67,7 @@ def restart(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
         sup.record("server-started", event, stop)
 
     sup.later(duration, start)
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def latency(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
@@ -83,7 +83,7 @@ def latency(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
         sup.record("latency-ended", event, stop)
 
     sup.later(duration, end)
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def partition(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
@@ -97,14 +97,14 @@ def partition(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
         sup.record("healed", event, stop)
 
     sup.later(duration, heal)
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def reset(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     """The worker's connections are cut with a TCP RST, mid-transaction."""
     sup.record("reset", event, stop)
     sup.network(stop.worker, "reset")
-    sup.go(stop.worker)
+    sup.go(stop)
 
 
 def lost_commit_reply(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
@@ -115,4 +115,4 @@ def lost_commit_reply(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     (behind a pooler the point logs the server's pid, so any connection of the worker's may be struck)."""
     sup.record("lost-commit-reply", event, stop, backend=stop.backend)
     sup.network(stop.worker, "lose-commit-reply", backend=stop.backend)
-    sup.go(stop.worker)
+    sup.go(stop)

@@ -20,7 +20,7 @@ from ..core.cleanup import Cleanup
 from ..core.history import History
 from ..core.schedule import Schedule
 from ..faults.catalogue import entries
-from ..workers import load_design
+from ..workers import finishes, load_design
 from ..workers.own_connection import check_setting
 from .postgres import Database
 from .postgres import dataset as db
@@ -122,6 +122,8 @@ class Runner:
                 self.admin.close()
                 self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
             jobs = design.final_states(self.admin)
+            # what a hosted library itself accepted, from its own tables (None: a built-in design, or untold)
+            accepted, unread = finishes.read(design, self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]
         for r in runs:
@@ -130,11 +132,12 @@ class Runner:
         notes = list(result.notes) + [
             f"{r['worker']} waited {schedule.timing.strike_wait:g} s at job {r.get('job')} {r.get('point')} for "
             "the supervisor and went on without it (a strike may be missing)"
-            for r in result.records if r.get("event") == "point-timeout"]
+            for r in result.records if r.get("event") == "point-timeout"] + ([unread] if unread else [])
         return History(
             schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
             expected_rows=db.expected_rows(j.tenant for j in schedule.jobs),
+            hosted=finishes.is_hosted(design), finishes=accepted,
         )

@@ -4,8 +4,8 @@
 (``tenant-isolation`` ... ``no-stale-effect``); :func:`check` runs them on one history and
 :func:`aggregate` composes the verdicts of many runs, worst first. Each check returns a
 :class:`Result`: held, violated or unknown (it could not decide: never held), with a count, the
-offending job ids and one line of evidence. Safety properties live in ``properties/checks.py`` and
-``properties/effects.py``,
+offending job ids and one line of evidence. Safety properties live in ``properties/checks.py``,
+``properties/effects.py`` and (what a hosted library itself accepted) ``properties/library.py``,
 liveness and resource properties in ``properties/health.py``, the Hypothesis strategies that
 generate schedules in ``properties/strategies.py``.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, health, outcome, tenant
+from . import checks, effects, health, library, outcome, tenant
 from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 from .explain import explain
 
@@ -38,13 +38,14 @@ PROPERTIES: dict[str, Callable[[History], Result]] = {
     "no-stale-effect": effects.no_stale_effect,
     "done-means-committed": outcome.done_means_committed,
     "transient-recovers": outcome.transient_recovers,
+    "library-one-finish": library.library_one_finish,
 }
 
 
 # The groups --fail-on and --allow name (besides the properties themselves and "all").
 GROUPS: dict[str, tuple[str, ...]] = {
     "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
-               "bounded-attempts", "no-stale-effect", "done-means-committed"),
+               "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish"),
     "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
     "resources": ("horizon", "pool-hygiene"),
 }

@@ -29,7 +29,7 @@ class Result:
     count: int = 0  # how many offending things (jobs, executions, samples...)
     jobs: tuple[int, ...] = ()  # offending job ids, sorted
     evidence: str = ""  # ONE line in the user's terms
-    cause: str = ""  # the property this violation follows from, or "budget" (properties/explain.py)
+    cause: str = ""  # the property this violation follows from, "budget" or "at-least-once" (properties/explain.py)
 
     def __post_init__(self) -> None:
         if self.status not in _RANK:

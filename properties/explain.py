@@ -6,6 +6,12 @@ kills every worker that takes it) leaves jobs unfinished and ``running``; ``prog
 Such a result keeps its verdict -- it is still violated -- and gains a ``cause``: the property it
 follows from, or ``budget`` when it follows from how the run ended and nothing else explains it. Its
 evidence leads with the cause, so a matrix cell never restates a root cause as a new finding.
+
+A hosted design's body (``workers/hosted.py``) commits its ``job_runs`` row and sends its effect
+before the library's own finish runs: a violation of ``single-commit``, ``at-most-once-effects`` or
+``no-stale-effect`` there is at-least-once by design, which no fence of the library's could prevent.
+It gains the cause ``at-least-once``, and its evidence says so and what ``library-one-finish`` -- the
+library's own record -- found.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..core.history import History
-from .core import VIOLATED, Result
+from .core import HELD, VIOLATED, Result
 
 # property: the root causes that explain it, in order of preference
 CONSEQUENCES = {
@@ -22,15 +28,38 @@ CONSEQUENCES = {
     "transient-recovers": ("bounded-blast-radius", "bounded-attempts"),
 }
 BUDGET = "budget"
+# hosted: what the body did before the library's finish, and what judges the library instead
+AT_LEAST_ONCE = "at-least-once"
+BODY_FIRST = ("single-commit", "at-most-once-effects", "no-stale-effect")
+LIBRARY = "library-one-finish"
+HOSTED = ("the body's commit and effect happened before the library's finish: at-least-once by design, "
+          "not the library's fence")
 
 
 def _jobs(jobs) -> str:
     return ", ".join(str(j) for j in jobs)
 
 
+def _library(results: dict[str, Result]) -> str:
+    r = results.get(LIBRARY)
+    if r is None:
+        return ""
+    if r.status == VIOLATED:
+        return f" (but the library also accepted a finish it should not have, see {LIBRARY})"
+    if r.status == HELD:
+        return f" (the library accepted at most one success per job, none stale: {LIBRARY} held)"
+    return f" (what the library accepted is unknown: {LIBRARY})"
+
+
 def explain(h: History, results: dict[str, Result]) -> dict[str, Result]:
     """*results* with every consequence given its cause (see the module docstring)."""
     out = dict(results)
+    if h.hosted:
+        for name in BODY_FIRST:
+            r = out.get(name)
+            if r is not None and r.status == VIOLATED and not r.cause:
+                out[name] = dataclasses.replace(r, cause=AT_LEAST_ONCE,
+                                                evidence=f"{HOSTED}{_library(results)}: {r.evidence}")
     for name, roots in CONSEQUENCES.items():
         r = out.get(name)
         if r is None or r.status != VIOLATED or r.cause:

@@ -171,7 +171,11 @@ def pool_hygiene(h: History) -> Result:
     name = "pool-hygiene"
     # A connection of the worker's own (the heartbeat's, "purpose") has a budget of one per purpose,
     # like a pool of one: counted under "<worker>/<purpose>".
-    connects = Counter(r.get("worker") + (f"/{r['purpose']}" if r.get("purpose") else "")
+    # A child process the library spawned to run jobs in (chancy's process executor) has a pool of
+    # its own (workers/spawned.py): counted under "<worker>[pid N]".
+    children = {r.get("pid") for r in h.records if r.get("event") == "spawned-child"}
+    connects = Counter(r.get("worker") + (f"[pid {r['pid']}]" if r.get("pid") in children else "")
+                       + (f"/{r['purpose']}" if r.get("purpose") else "")
                        for r in h.records if r.get("event") == "connect")
     # A session the server cut (a design's own timeouts, logged "session-cut") is a terminate the
     # design chose: its reconnect is budgeted the same way.

@@ -30,9 +30,24 @@ A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/
     ``lease_expired`` (None when the library has no such notion). The *configured* limit is the
     schedule's ``max_attempts``, never a column the library may change.
 ``run_worker(ctx)``
-    the library's real worker loop in the forked worker, lowest concurrency it allows; its task calls
-    :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``). Timing derives from
-    ``ctx.lease``, ``ctx.poll`` and ``ctx.heartbeat`` (real seconds); logic stays as documented.
+    the library's real worker loop in the forked worker, at the library's default concurrency and
+    executor; its task calls :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``).
+    Timing derives from the schedule (``ctx.lease``, ``ctx.poll``, ``ctx.heartbeat``, real seconds);
+    logic stays as documented.
+``TIMING`` (optional, a :class:`~workers.timing.Intervals`)
+    the library's intervals as data: :meth:`HostedDesign.intervals` gives their real seconds for a
+    schedule, in the ratios of the library's documented defaults; :meth:`HostedDesign.timing_notes`
+    the ratios it cannot keep (the run's notes); :meth:`HostedDesign.stall_extra` the article seconds
+    the run's stall and deadline limits stretch by (its longest recovery period).
+``accepted_finishes(conn) -> dict[int, dict] | None`` (optional; :class:`HostedDesign` returns None)
+    what the library itself accepted, from its own tables after the run, by schedule job id:
+    ``finishes``, each finish it recorded, in its order -- ``outcome`` (one of
+    :data:`~core.history.FINISH_OUTCOMES`), ``what`` (its name for it), ``at`` (an aware datetime; None
+    when it keeps no time), ``clock`` (``database``, the default, the server's ``now()``; ``worker``, the
+    worker host's clock), optionally ``attempt`` (the 1-based attempt the body was told) -- and
+    ``recorded``, one line of what its tables say of the job. None: the library cannot tell, and
+    ``library-one-finish`` says unknown. The body commits and sends before the library's finish runs;
+    this is how the finish itself is judged (:mod:`workers.finishes` puts it in the history).
 
 Constructor keyword arguments are the ``--design-option key=value`` strings; a saved schedule keeps
 them and the library's version (:meth:`HostedDesign.versions`), and a replay uses them.
@@ -50,7 +65,7 @@ from psycopg.types.json import Jsonb
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..core.history import JOB_STATES
-from . import own_connection
+from . import own_connection, timing
 from .body import STRIKE_SIGNAL, Claimed
 from .heartbeat import LeaseHeartbeat
 
@@ -159,6 +174,7 @@ class HostedDesign:
     # policy reads it in this design's runs. The harness's tenant modes set app.tenant.
     tenant_setting = own_connection.DEFAULT_SETTING
     OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
+    TIMING: timing.Intervals | None = None  # the library's intervals, as data (workers/timing.py)
 
     def __init__(self, **options: str):
         unknown = [k for k in options if k not in self.OPTIONS]
@@ -182,6 +198,19 @@ class HostedDesign:
         self.schedule = schedule
         self.lease = schedule.seconds(schedule.timing.lease)
 
+    def intervals(self, schedule) -> dict[str, float]:
+        """``{interval: real seconds}`` of the library for *schedule* (:attr:`TIMING`; empty without)."""
+        return self.TIMING.values(schedule) if self.TIMING is not None else {}
+
+    def timing_notes(self, schedule) -> list[str]:
+        """One sentence per documented ratio *schedule* cannot keep (the run's notes)."""
+        return self.TIMING.notes(schedule) if self.TIMING is not None else []
+
+    def stall_extra(self, schedule) -> float:
+        """Article seconds the run's stall and deadline limits stretch by: the library's longest
+        recovery period, so that a run does not end before its recovery could act (0 without)."""
+        return self.TIMING.stall_extra(schedule) if self.TIMING is not None else 0.0
+
     def install(self, conn, *, worker_role: str) -> None:
         raise NotImplementedError
 
@@ -199,3 +228,8 @@ class HostedDesign:
 
     def run_worker(self, ctx) -> None:
         raise NotImplementedError
+
+    def accepted_finishes(self, conn) -> dict[int, dict] | None:
+        """What the library accepted for each job, from its own tables on the admin connection after
+        the run (the module docstring gives the shape). The default, None: the library cannot tell."""
+        return None

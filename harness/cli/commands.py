@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from ...core.errors import EXIT_HELD, UsageError
+from ...core.schedule import JobSpec, Schedule
 from ...faults.catalogue import CATALOGUE, parse_faults
 from ...properties import check, gate
 from ...workers import DESIGNS, MODES, load_design, parse_options
@@ -96,7 +97,7 @@ def replay(args, progress) -> int:
         history = runner.run(schedule)
     report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes,
                                  gate=chosen)
-    return _finish(args, report)
+    return _finish(args, _with_timing(report, [design], schedule))
 
 
 def search(args, progress) -> int:
@@ -105,7 +106,8 @@ def search(args, progress) -> int:
     chosen, faults, names = _check_drawn(args)
     design_options = parse_options(args.design_option)
     design = args.design or "lease"
-    scale = _time_scale(args, [load_design(design, design_options)])
+    loaded = [load_design(design, design_options)]
+    scale = _time_scale(args, loaded)
     options = search_options(args)  # an unreachable example database fails before anything starts
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
         from ..engine.search import search
@@ -120,7 +122,7 @@ def search(args, progress) -> int:
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                                      seed=args.seed, server=runner.database.environment(), stamp=runner.stamp,
                                      out_dir=args.out, strict=args.strict, gate=chosen)
-    return _finish(args, report)
+    return _finish(args, _with_timing(report, loaded, Schedule(jobs=(JobSpec(1),), time_scale=scale)))
 
 
 def compare(args, progress) -> int:
@@ -128,7 +130,8 @@ def compare(args, progress) -> int:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
-    scale = _time_scale(args, [load_design(d) for d in designs])
+    loaded = [load_design(d) for d in designs]
+    scale = _time_scale(args, loaded)
     options = search_options(args)
     with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
         from ..engine.compare import compare
@@ -140,12 +143,27 @@ def compare(args, progress) -> int:
         finish(progress)
         report = build.compare_report(c, faults=faults, tenant_mode=mode, stamp=runner.stamp, out_dir=args.out,
                                       strict=args.strict, gate=chosen)
-    return _finish(args, report)
+    return _finish(args, _with_timing(report, loaded, Schedule(jobs=(JobSpec(1),), time_scale=scale)))
+
+
+def _with_timing(report: Report, designs, schedule) -> Report:
+    """*report* with the documented ratios of each hosted library that *schedule*'s timing cannot keep
+    (``workers/timing.py``): its notes (the human report) and ``timing`` in its JSON, by design. Each
+    run's history has them among its notes too (the supervisor's first)."""
+    timing = {}
+    for d in designs:
+        notes = d.timing_notes(schedule) if callable(getattr(d, "timing_notes", None)) else []
+        if notes:
+            timing[d.name] = notes
+    report.notes = [*report.notes, *(n for notes in timing.values() for n in notes if n not in report.notes)]
+    report.data = {**report.data, "timing": timing}
+    return report
 
 
 def _time_scale(args, designs, default: float = scales.SEARCH) -> float:
     """The run's time scale: ``--time-scale``, else *default* -- raised (and said) to the floor of a
-    hosted library that cannot time below a second; a smaller one given is a usage error."""
+    hosted library whose intervals cannot keep their documented ratios below it (``min_time_scale``,
+    workers/timing.py); a smaller one given is a usage error."""
     floor = max((getattr(d, "min_time_scale", None) or 0.0 for d in designs), default=0.0)
     if not floor:
         return args.time_scale or default
@@ -157,8 +175,9 @@ def _time_scale(args, designs, default: float = scales.SEARCH) -> float:
             return floor
         return default
     if args.time_scale < floor:
-        raise UsageError(f"--time-scale {args.time_scale:g}: {names} needs at least {floor:g} "
-                         "(it counts some of its intervals in whole seconds)")
+        raise UsageError(f"--time-scale {args.time_scale:g}: {names} needs at least {floor:g} (below it, an "
+                         "interval it counts in whole seconds or cannot set breaks its documented ratio: "
+                         "docs/reference/adapters.md)")
     return args.time_scale
 
 

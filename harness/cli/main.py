@@ -5,7 +5,8 @@ and a checkout's ``python run.py`` are the same parser (:data:`PROG`); ``--versi
 ``pg-job-chaos <version>``.
 
 Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experiment NAME``, ``bench``,
-``new-design NAME`` (:mod:`.scaffold`: a hosted design file for the user's own worker, to fill in).
+``new-design NAME`` (:mod:`.scaffold`: a hosted design file for the user's own worker, to fill in),
+``check-design DESIGN`` (:mod:`.check`: positive controls, whether the harness can observe a design).
 The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
 flags ``--replay FILE`` and ``--compare`` still name their subcommands.
 
@@ -34,10 +35,10 @@ from .. import experiments, scales
 from ..bench import main as bench
 from ..progress import Progress
 from ..report.result import PROGRAM
-from . import commands, config, scaffold
+from . import check, commands, config, scaffold
 
 PROG = PROGRAM  # the console script; run.py and python -m pg_job_chaos are the same program
-SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench", scaffold.COMMAND)
+SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench", scaffold.COMMAND, check.COMMAND)
 DEFAULT_EXAMPLES = 10
 
 
@@ -104,16 +105,19 @@ def parser() -> argparse.ArgumentParser:
                             "at most 8); Hypothesis's own generation and shrinking stay one at a time")
     drawn.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
 
+    designed = _Parser(add_help=False)  # what search and check-design build their design with
+    designed.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
+                          help="passed to the design's class or factory as a keyword argument (repeatable)")
+
     p = _Parser(prog=PROG, description=(
         "Chaos harness for PostgreSQL job workers: searches for schedules of faults that break a design's "
         "guarantees. Without a subcommand, 'search'."))
     _version(p)
     sub = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
-    s = sub.add_parser("search", parents=[common, runs, drawn], help="search for a violating schedule (default)")
+    s = sub.add_parser("search", parents=[common, runs, drawn, designed],
+                       help="search for a violating schedule (default)")
     s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | package.module:attr | "
                                     "path/to/file.py:attr (default lease)")
-    s.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="passed to the design's class or factory as a keyword argument (repeatable)")
     s.set_defaults(command=commands.search)
     r = sub.add_parser("replay", parents=[common, runs], help="run one saved schedule and check it")
     r.add_argument("file", metavar="FILE")
@@ -127,6 +131,7 @@ def parser() -> argparse.ArgumentParser:
     experiments.add_parser(sub, [common])
     bench.add_parser(sub, [common])
     _version(scaffold.add_parser(sub))
+    check.add_parser(sub, [common, designed])
     p.commands = {"search": s, "replay": r, "compare": c}  # the subparsers the settings file is for
     return p
 

@@ -94,6 +94,13 @@ class Supervisor:
         # The horizon property flags a transaction older than half a lease; sampling four times a
         # lease sees any that lasts three quarters of one, and costs the workers little CPU.
         self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
+        # A hosted library's recovery may act only every so often (workers/timing.py): the stall and the
+        # deadline stretch by its longest period (article seconds; 0 for the built-in designs), and the
+        # ratios of its documented defaults this schedule cannot keep are the run's first notes.
+        stall_extra = getattr(design, "stall_extra", None)
+        self.extra = stall_extra(schedule) if callable(stall_extra) else 0.0
+        timing_notes = getattr(design, "timing_notes", None)
+        self.notes += timing_notes(schedule) if callable(timing_notes) else []
 
     def run(self) -> SupervisorResult:
         """Run the schedule to its end; always kills what it forked. A cleanup step that fails after
@@ -120,7 +127,8 @@ class Supervisor:
                                 self.samples, ended_by, t0, t1, self.notes)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> str:
-        deadline, stall = t0 + self.s.seconds(self.s.timing.deadline), self.s.seconds(self.s.stall)
+        limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
+        deadline, stall = t0 + self.s.seconds(limit), self.s.seconds(quiet)
         next_sample = next_check = next_merge = last_activity = t0
         quiet_since = None
         while True:
@@ -146,13 +154,16 @@ class Supervisor:
                 return "workers-exhausted"
             recovering = now - self.strikes.server_started_at < self.recovery
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
-                self.notes.append(f"nothing happened for {self.s.stall:g} article seconds")
+                self.notes.append(f"nothing happened for {quiet:g} article seconds{self._stretched()}")
                 return "stalled"
             # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
             if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
-                self.notes.append(f"deadline of {self.s.timing.deadline} article seconds reached")
+                self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
                 return "deadline"
             time.sleep(TICK)
+
+    def _stretched(self) -> str:
+        return f" ({self.extra:g} of them for {self.design.name}'s recovery period)" if self.extra else ""
 
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:
@@ -219,8 +230,13 @@ class Supervisor:
         ev = r.get("event")
         if ev == "started":
             w.current[r["job"]] = r.get("attempt")
+            w.job_pids[r["job"]] = r.get("pid")
         elif ev in ("finished", "failed", "fenced"):
             w.current.pop(r.get("job"), None)
+        elif ev == "process-exit":  # the library's child a job ran in is gone (workers/spawned.py)
+            for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:
+                w.current.pop(job, None)
+                w.job_pids.pop(job, None)
         elif ev == "worker-error":
             w.error = r.get("error")
         elif ev == "point":

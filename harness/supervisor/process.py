@@ -52,6 +52,7 @@ class WorkerProcess:
     proc: multiprocessing.process.BaseProcess
     # {job: attempt} being executed, per its log, in start order (a hosted library may run several)
     current: dict[int, int | None] = field(default_factory=dict)
+    job_pids: dict[int, int | None] = field(default_factory=dict)  # {job: the pid its execution logged from}
     exit: WorkerExit | None = None
     error: str | None = None  # the worker-error line it logged, if any
 
@@ -80,11 +81,17 @@ class WorkerProcess:
         if self.alive:
             procs.killpg(self.proc.pid, sig)
 
-    def go(self) -> None:
-        """Let it go on from a strike point (the worker waits on :data:`STRIKE_SIGNAL`)."""
+    def go(self, pid: int | None = None) -> None:
+        """Let it go on from a strike point (the worker waits on :data:`STRIKE_SIGNAL`). *pid*: the
+        process that logged the point -- the worker, or a child its library runs the job in (in the
+        worker's process group: chancy's process executor). Hazard: a pid of some other process
+        would get the signal; only pids of the worker's own group are signalled."""
         if self.alive:
+            target = self.proc.pid if pid is None else pid
             try:
-                os.kill(self.proc.pid, STRIKE_SIGNAL)
+                if target != self.proc.pid and os.getpgid(target) != self.proc.pid:
+                    return  # not (or no longer) one of this worker's processes
+                os.kill(target, STRIKE_SIGNAL)
             except ProcessLookupError:
                 pass
 

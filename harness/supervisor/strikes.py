@@ -64,8 +64,8 @@ class Strikes:
             self.stopped.discard(worker)
         self.workers[worker].signal_group(sig)
 
-    def go(self, worker: str) -> None:
-        self.workers[worker].go()
+    def go(self, stop: Stop) -> None:
+        self.workers[stop.worker].go(stop.pid)
 
     def later(self, delay: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), fn))
@@ -117,10 +117,11 @@ class Strikes:
         if not w.alive:
             return
         due = [e for e in self.s.events if (e.job, e.point, e.occurrence) == (*key, n)]
+        waiter = r.get("pid", w.pid)  # the process that logged the point waits for the go
         if not due:
-            w.go()
+            w.go(waiter)
             return
-        stop = Stop(w.identity, w.pid, r.get("backend"), r["job"], r.get("attempt"), r["point"])
+        stop = Stop(w.identity, waiter, r.get("backend"), r["job"], r.get("attempt"), r["point"])
         for e in sorted(due, key=lambda e: CATALOGUE[e.fault].strikes_last):  # a kill: nothing runs after it
             CATALOGUE[e.fault].inject(self, e, stop)
 

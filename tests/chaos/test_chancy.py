@@ -1,5 +1,6 @@
-"""chancy 0.26.0 hosted under the harness (adapters/chancy.py): fault-free, one crash schedule, one
-pause schedule. What each asserts is what chancy's own code implies; the file and function are named
+"""chancy 0.26.0 hosted under the harness (adapters/chancy.py), under its default process executor
+(each job in a spawned pool child) unless a test says otherwise: fault-free, a crash in a job, a kill
+of the worker, a pause; one crash loop under the threaded executor (an option, not chancy's default). What each asserts is what chancy's own code implies; the file and function are named
 beside each assertion (chancy's installed source, ``python -c 'import chancy; print(chancy.__file__)'``)."""
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ pytest.importorskip("chancy", reason="chancy is not installed (pip install -e '.
 
 pytestmark = pytest.mark.chaos
 
-# Above the adapter's min_time_scale (0.25: chancy's queue poll and its completion flush are whole
-# seconds, see adapters/chancy.py), with a margin on a loaded machine.
-SCALE = 0.5
+# The adapter's min_time_scale for the process executor (3: its Manager starts inside chancy's event
+# loop, see adapters/chancy.py PROCESS_MIN_TIME_SCALE); the threaded one's is 0.25 (whole-second poll
+# and completion flush), run with a margin on a loaded machine.
+SCALE = 3.0
+THREADED_SCALE = 0.5
+THREADED = {"executor": "threaded", "concurrency": "1", "eager_polling": "true"}
 
 
 def _props(h) -> dict:
@@ -49,36 +53,74 @@ def test_fault_free_every_job_done_exactly_once(runner):
     assert set(_props(h).values()) == {"held"}, _evidence(h)
 
 
-def test_crash_recovery_never_gives_up_and_loses_the_unflushed_success(runner):
-    # One worker: job 1 succeeds, then job 2 ends the process (os._exit) at its first point.
-    jobs = (JobSpec(1, duration=0.0), JobSpec(2, duration=0.0, fault="crash", point="before-tenant"))
-    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=SCALE, max_attempts=3))
+def test_a_crash_in_a_job_fails_it_by_the_retry_policy_and_its_neighbour_finishes(runner):
+    # One worker, two jobs at once (concurrency 2: chancy's default on a 2-core machine, set here so the
+    # test does not depend on the core count). Both are fetched by the first poll; job 1 ends its pool
+    # child (os._exit) halfway through its work, while job 2 (three times as long) is still working.
+    jobs = (JobSpec(1, duration=0.4, fault="crash", point="mid-work"), JobSpec(2, duration=1.2))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=SCALE, max_attempts=3,
+                            design_options={"concurrency": "2"}))
     props, ev = _props(h), _evidence(h)
     rows = _chancy_rows(runner)
+    assert h.ended_by == "quiescent", h.notes
+    # executors/process.py ProcessExecutor.push: "Accepted jobs fail through their futures and Chancy's
+    # normal retry policy" -- the dead child's job is failed by executors/base.py on_job_completed
+    # (attempts + 1, 'retrying', then 'failed' at max_attempts): bounded, counted, and the worker lives.
+    assert [e.attempt for e in h.executions() if e.job == 1] == [1, 2, 3]
+    assert rows[1] == {"state": "failed", "attempts": 3, "max_attempts": 3}, rows[1]
+    assert props["bounded-attempts"] == "held" and props["attempts-counted"] == "held", ev
+    assert all(x.by_harness or x.outcome == "drained" for x in h.exits), h.exits  # the worker itself lived
+    # The neighbour in the other pool child is not cut (measured on Python 3.11: the pool is replaced
+    # at the next push, ProcessExecutor.push "Replaced broken process pool", and the old one shut down
+    # without waiting): job 2 finishes once, counted once.
+    assert [e.outcome for e in h.executions() if e.job == 2] == ["ok"]
+    assert rows[2] == {"state": "succeeded", "attempts": 1, "max_attempts": 3}, rows[2]
+    # workers/spawned.py logged each dead child gone: the history ends those executions there.
+    assert all(e.error and "process" in e.error for e in h.executions() if e.job == 1)
+
+
+def test_kill_of_the_worker_loses_the_unflushed_success(runner):
+    # One worker, one job at a time, eager polling (queue.py: "useful for low-concurrency queues"): job 1
+    # succeeds, job 2 is fetched at once, and the worker (its process group: chancy's children too) is
+    # killed at job 2's first point, milliseconds after job 1 finished.
+    jobs = (JobSpec(1, duration=0.0), JobSpec(2, duration=0.0))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=SCALE, max_attempts=3,
+                            design_options={"concurrency": "1", "eager_polling": "true"},
+                            events=(Event("kill", job=2, point="before-tenant"),)))
+    props, ev = _props(h), _evidence(h)
     execs = Counter(e.job for e in h.executions())
-
-    # plugins/recovery.py Recovery.recover: a running job whose worker was not seen within
-    # heartbeat_timeout goes back to 'pending' with "max_attempts = max_attempts + 1" and attempts left
-    # alone -- so a job that kills every worker that runs it is never failed: it runs past the limit
-    # of 3, counted 0 times, until the supervisor runs out of workers.
-    assert execs[2] > 3, execs
-    assert props["bounded-attempts"] == "violated", ev["bounded-attempts"]
-    assert props["bounded-blast-radius"] == "violated", ev["bounded-blast-radius"]
-    assert props["terminal-states"] == "violated", ev["terminal-states"]
-    assert rows[2]["attempts"] == 0 and rows[2]["max_attempts"] > 3, rows[2]
-    assert rows[2]["state"] in ("running", "pending"), rows[2]
-
+    assert h.ended_by == "quiescent", h.notes
     # executors/base.py Executor.on_job_completed only *queues* the succeeded row (Worker.queue_update);
     # worker.py Worker._maintain_updates writes it by Worker.flush once every send_outgoing_interval
-    # (1 s). Job 2 kills the process a few milliseconds after job 1 finished, so job 1's success dies
-    # in memory, job 1 stays 'running', is recovered and runs again -- with the same attempt number,
-    # since recovery does not count the lost execution.
+    # (1 s, fixed). The kill comes a few milliseconds after job 1 finished, so job 1's success dies in
+    # memory, job 1 stays 'running', is recovered (plugins/recovery.py) and runs again -- with the same
+    # attempt number, since recovery does not count the lost execution.
     assert execs[1] >= 2, execs
     assert {e.attempt for e in h.executions() if e.job == 1} == {1}
     assert props["at-most-once-effects"] == "violated", ev["at-most-once-effects"]
     assert props["single-commit"] == "violated", ev["single-commit"]
     assert props["attempts-counted"] == "violated", ev["attempts-counted"]
     assert props["tenant-isolation"] == "held", ev["tenant-isolation"]
+
+
+def test_threaded_crash_loop_recovery_never_gives_up(runner):
+    # The threaded executor (an option): the job's os._exit ends the worker itself, every time.
+    jobs = (JobSpec(1, duration=0.0), JobSpec(2, duration=0.0, fault="crash", point="before-tenant"))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=THREADED_SCALE, max_attempts=3,
+                            design_options=THREADED))
+    props, ev = _props(h), _evidence(h)
+    rows = _chancy_rows(runner)
+    execs = Counter(e.job for e in h.executions())
+    # plugins/recovery.py Recovery.recover: a running job whose worker was not seen within
+    # heartbeat_timeout goes back to 'pending' with "max_attempts = max_attempts + 1" and attempts left
+    # alone -- so a job that kills every worker that runs it is never failed: it runs past the limit
+    # of 3, counted 0 times, until the supervisor runs out of workers (the budget ends the run).
+    assert execs[2] > 3, execs
+    assert props["bounded-attempts"] == "violated", ev["bounded-attempts"]
+    assert props["bounded-blast-radius"] == "violated", ev["bounded-blast-radius"]
+    assert rows[2]["attempts"] == 0 and rows[2]["max_attempts"] > 3, rows[2]
+    assert rows[2]["state"] in ("running", "pending"), rows[2]
+    assert execs[1] >= 2, execs  # the unflushed success, as under a kill
 
 
 def test_pause_longer_than_the_heartbeat_timeout_runs_the_job_twice(runner):
@@ -115,5 +157,6 @@ def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(run
             for d in ("lease-heartbeat", "chancy")}
     assert all(c["jobs"] == 20 for c in cost.values()), cost
     # chancy writes finished jobs in batches (Worker.flush) and its heartbeat, leadership and recovery
-    # are transactions of their own: per job it stays within a few transactions of lease-heartbeat.
-    assert cost["chancy"]["transactions"] < cost["lease-heartbeat"]["transactions"] + 3, cost
+    # are transactions of their own, which grow with the run's length, not its jobs: per job it stays
+    # within a small multiple of lease-heartbeat (measured 1.7x-1.8x; a ratio: the machine is noisy).
+    assert cost["chancy"]["transactions"] < 4 * cost["lease-heartbeat"]["transactions"], cost

@@ -10,14 +10,21 @@ import pytest
 pytest.importorskip("procrastinate", reason="procrastinate is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos import properties  # noqa: E402
-from pg_job_chaos.adapters.procrastinate import Procrastinate  # noqa: E402
-from pg_job_chaos.core.schedule import Event, JobSpec, Schedule  # noqa: E402
+from pg_job_chaos.adapters.procrastinate import TIMING, Procrastinate  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing  # noqa: E402
+from pg_job_chaos.harness import scales  # noqa: E402
 
 pytestmark = pytest.mark.chaos
 
-# Procrastinate.min_time_scale: the documented recovery is a periodic task whose cron counts whole
-# seconds, so one recovery per (1 s) lease needs time scale 1.
-SCALE = Procrastinate.min_time_scale
+# The search's default scale (a lease of 0.5 s), above Procrastinate.min_time_scale (0.05: the recovery's
+# cron, 20 leases, counts whole seconds). Every interval keeps the ratio of procrastinate's documented
+# default to its 30 s stalled threshold (adapters/procrastinate.py, TIMING): the recovery runs every
+# RECOVERY leases (10 s here), as the documented cron runs every 10 minutes.
+SCALE = max(scales.SEARCH, Procrastinate.min_time_scale)
+RECOVERY = TIMING["recovery period"].default / TIMING["stalled threshold"].default  # 20 leases
+# A pause the recovery must act inside: its stalled threshold (1 lease), up to one whole period to the
+# next tick, the periodic deferrer's fixed 0.5 s margin (1 lease here), then the re-run itself.
+PAUSE = RECOVERY + 6
 
 
 def _status(h) -> dict[str, str]:
@@ -75,8 +82,10 @@ def test_crash_is_retried_by_the_documented_recovery_past_max_attempts(runner):
     # retry_stalled_jobs task requeues it: manager.py: JobManager.retry_job ->
     # procrastinate_retry_job_v2, "SET status = 'todo', attempts = attempts + 1 ... WHERE status IN
     # ('doing', 'failed')" -- with no limit. So it runs again, and again, one worker each time.
+    # Each re-run waits for the next recovery tick (up to RECOVERY leases): the deadline allows six.
     h = runner.run(Schedule(jobs=(JobSpec(1, fault="crash"), JobSpec(2)), workers=2, design="procrastinate",
-                            time_scale=SCALE, max_attempts=2, restarts=4))
+                            time_scale=SCALE, max_attempts=2, restarts=4,
+                            timing=Timing(deadline=6 * (RECOVERY + 2))))
     status = _status(h)
     runs1 = [e for e in h.executions() if e.job == 1]
     crashed = [x for x in h.exits if x.outcome == "exit 1"]
@@ -96,7 +105,7 @@ def test_crash_is_retried_by_the_documented_recovery_past_max_attempts(runner):
 
 
 def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(runner):
-    # The worker running job 1 is stopped (SIGSTOP) at mid-work for 4 leases: its heartbeat (the
+    # The worker running job 1 is stopped (SIGSTOP) at mid-work for PAUSE leases: its heartbeat (the
     # worker's, not the job's: worker.py: Worker._update_heartbeat) stops with it. get_stalled_jobs
     # (queries.sql: select_stalled_jobs_by_heartbeat) cannot tell a paused worker from a dead one, so the
     # other worker's retry_stalled_jobs requeues the job and runs it (attempt 2) to the end. Nothing
@@ -104,8 +113,9 @@ def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(r
     # (JobContext.should_abort), and none is made. When it resumes it sends its effect and commits its
     # job_runs row; procrastinate's finish then fails -- procrastinate_finish_job_v1 matches "WHERE id =
     # job_id AND status IN ('todo', 'doing')", by status, not by worker -- after the harm is done.
-    # (4 leases, not the default 2: the recovery's cron runs once a second, see min_time_scale.)
-    h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5),), events=(Event("pause", 1, duration=4.0),),
+    # (PAUSE leases, not the default 2: the documented recovery runs every 20 leases, so a shorter
+    # pause is caught only when a tick happens to fall inside it.)
+    h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5),), events=(Event("pause", 1, duration=PAUSE),),
                             workers=2, design="procrastinate", time_scale=SCALE))
     status = _status(h)
     paused = next(i for i in h.injected if i["fault"] == "pause")
@@ -141,7 +151,7 @@ def test_without_the_recovery_a_crashed_job_stays_doing_forever(runner):
 
 
 def test_a_worker_pruned_while_paused_dies_on_its_next_fetch(runner):
-    # Worker A runs job 1 and is stopped for 5 leases. Job 2 crashes every worker that takes it; each
+    # Worker A runs job 1 and is stopped for PAUSE leases. Job 2 crashes every worker that takes it; each
     # replacement starts with Worker.run -> prune_stalled_workers(stalled_worker_timeout), which deletes
     # A's procrastinate_workers row (its heartbeat is stale): schema.sql sets A's jobs' worker_id to NULL
     # (ON DELETE SET NULL). When A resumes, its heartbeat (procrastinate_update_heartbeat_v1: UPDATE ...
@@ -149,7 +159,7 @@ def test_a_worker_pruned_while_paused_dies_on_its_next_fetch(runner):
     # "SET status = 'doing', worker_id = p_worker_id") violates procrastinate_jobs_worker_id_fkey: the
     # exception leaves Worker._fetch_and_process_jobs and Worker.run, and the worker process ends.
     h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5), JobSpec(2, fault="crash")),
-                            events=(Event("pause", 1, duration=5.0),), workers=2, design="procrastinate",
+                            events=(Event("pause", 1, duration=PAUSE),), workers=2, design="procrastinate",
                             time_scale=SCALE, max_attempts=1, restarts=2))
     paused = next(i for i in h.injected if i["fault"] == "pause")
     exit_a = next(x for x in h.exits if x.worker == paused["worker"])

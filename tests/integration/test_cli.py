@@ -23,7 +23,9 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
                          "counterexample", "small_scope_runs", "coverage", "retry_spacing", "never_struck", "budget_spent",
-                         "exit_reason", "no_fault_could_strike", "fail_on", "allowed_violations", "failing", "failed"}
+                         "exit_reason", "no_fault_could_strike", "timing", "fail_on", "allowed_violations", "failing",
+                         "failed"}
+    assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
     # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault)

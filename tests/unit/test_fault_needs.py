@@ -78,7 +78,7 @@ class FakeAPI:
     def signal_worker(self, worker, sig):
         self.calls.append(("signal", sig))
 
-    def go(self, worker):
+    def go(self, stop):
         self.calls.append(("go",))
 
     def later(self, delay, fn):

@@ -107,7 +107,7 @@ def test_the_properties_in_design_order():
     assert list(PROPERTIES) == [
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
-        "no-stale-effect", "done-means-committed", "transient-recovers"]
+        "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst",
                                        "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
 

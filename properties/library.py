@@ -1,0 +1,123 @@
+"""``library-one-finish``: what a hosted queue library itself accepted for each job.
+
+Under the hosted protocol (``workers/hosted.py``) the harness's body commits its ``job_runs`` row and
+sends its effect *before* the library's own finish runs: what ``single-commit``,
+``at-most-once-effects`` and ``no-stale-effect`` find there is at-least-once by design, and no fence of
+the library's could have prevented it (``properties/explain.py`` says so on their evidence). What the
+library does get right or wrong is its own record: how many finishes it takes for one job, and whether
+it takes the finish of an execution whose job it had meanwhile handed to another.
+
+The record is the library's own tables, read after the run (``History.finishes``, from the design's
+``accepted_finishes``, dated on the execution log's clock). Each finish is attributed to the execution
+of its job that returned to the library last before it with the matching end -- a success to one whose
+body finished (``ok``), a failure to one whose body raised (``fail``); a finish the library does not
+date, by the attempt it names. A ``requeued`` finish (procrastinate's ``deferred_for_retry``) that no
+failed execution explains was the library's recovery, not a finish. An execution is **stale** at its
+finish when another execution of the same job started after it and before that finish: the job had
+been recovered and re-handed.
+"""
+
+from __future__ import annotations
+
+from ..core.history import Execution, History
+from .checks import by_job, plural, who
+from .core import Result, decides, held, unknown, violated
+
+NAME = "library-one-finish"
+# Seconds a finish may be dated before the end it follows: the server's clock is read once, half a
+# round trip either way (workers/finishes.py), and a timestamp is rounded to the microsecond.
+SLACK = 0.005
+ENDS = {"success": ("ok",), "failure": ("fail",), "requeued": ("fail",)}
+
+
+def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
+    """The executions *f* may have come from: the one that returned last before it (dated), or every
+    one told the attempt it names (undated). Executions already given a finish are not candidates."""
+    ends = ENDS.get(f.get("outcome"), ())
+    fits = [ex for ex in execs if ex.outcome in ends and id(ex) not in taken]
+    if f.get("t") is not None:
+        before = [ex for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK]
+        return [max(before, key=lambda ex: ex.end)] if before else []
+    if f.get("attempt") is not None:
+        return [ex for ex in fits if ex.attempt == f["attempt"]]
+    return fits
+
+
+def _newer(ex: Execution, execs: list[Execution], until: float) -> list[Execution]:
+    """Executions of the same job that started after *ex* and before *until*: *ex* is stale then."""
+    return sorted((o for o in execs if o is not ex and ex.start < o.start < until), key=lambda o: o.start)
+
+
+def _judge(lib: str, job: int, entry: dict, execs: list[Execution]) -> tuple[list[str], str | None, list[str], int]:
+    """One job: the violations, why it cannot be decided (None: it can), the stale executions whose
+    finish the library did not record, and how many finishes it took from an execution."""
+    lines: list[str] = []
+    recorded = entry.get("recorded") or "no record"
+    finishes = entry.get("finishes") or []
+    successes = [f for f in finishes if f.get("outcome") == "success"]
+    if len(successes) > 1:
+        lines.append(f"job {job}: {lib} accepted {len(successes)} successful finishes ({recorded})")
+    taken: set[int] = set()
+    for f in finishes:
+        whose = _whose(f, execs, taken)
+        if not whose:
+            if f.get("outcome") != "requeued":  # requeued by nobody's failure: the library's recovery
+                when = f" at {f['t']:.2f} s" if f.get("t") is not None else ""
+                return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}){when} that no "
+                               f"execution of the job explains ({recorded})"), [], 0
+            continue
+        stale = [ex for ex in whose if _newer(ex, execs, f["t"] if f.get("t") is not None else ex.end)]
+        if len(whose) > 1 and stale:
+            return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}) it does not date, "
+                           f"and {who(stale[0])} was stale: cannot tell whose it took ({recorded})"), [], 0
+        ex = whose[0]
+        taken.add(id(ex))
+        if stale:
+            until = f["t"] if f.get("t") is not None else ex.end
+            first = _newer(ex, execs, until)[0]
+            lines.append(f"job {job}: {lib} accepted the {f['outcome']} ({f.get('what')}) of {who(ex)}, "
+                         f"{(until - first.start) * 1000:.0f} ms after {who(first)} had started: a stale "
+                         f"execution's finish ({recorded})")
+    refused = [f"job {job}'s {who(ex)}" for ex in execs
+               if ex.outcome in ("ok", "fail") and id(ex) not in taken and _newer(ex, execs, ex.end)]
+    return lines, None, refused, len(taken)
+
+
+@decides(NAME)
+def library_one_finish(h: History) -> Result:
+    """For a hosted design: violated by every job the library accepted more than one successful
+    finish for, and by every finish it accepted from a stale execution (see the module docstring).
+    Unknown when the design does not say what the library accepted, or a finish cannot be attributed.
+    Held vacuously for a built-in design, whose finish is the transaction ``single-commit`` judges.
+    Count: offences."""
+    if not h.hosted:
+        return held(NAME, "vacuous: not a hosted library (a built-in design's finish commits with its "
+                          "job_runs row: single-commit judges it)")
+    lib = h.design
+    if h.finishes is None:
+        return unknown(NAME, f"{lib} does not say what it accepted (its design has no accepted_finishes): "
+                             "the library's own finishes were not read")
+    entries = {e.get("job"): e for e in h.finishes}
+    groups = by_job(h.executions())
+    ids = {row.get("id") for row in h.jobs if row.get("id") is not None} | set(groups)
+    order = sorted(ids, key=lambda j: (0, j, "") if isinstance(j, int) else (1, 0, str(j)))
+    lines, jobs, refused = [], [], []
+    total = 0
+    for job in order:
+        if job not in entries:
+            return unknown(NAME, f"{lib}'s accepted finishes say nothing of job {job}")
+        found, undecided, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
+        if undecided:
+            return unknown(NAME, undecided)
+        lines += found
+        jobs += [job] * bool(found)
+        refused += not_taken
+        total += taken
+    if lines:
+        return violated(NAME, lines, jobs)
+    note = ""
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        note = f"; it recorded no finish of the stale {refused[0]}{more}: refused, or never written"
+    return held(NAME, f"{lib} accepted {plural(total, 'finish', 'finishes')} for {plural(len(order), 'job')}, at most "
+                      f"one success each, none from a stale execution{note}")

@@ -1,0 +1,179 @@
+"""library-one-finish (properties/library.py) on hand-made histories, the at-least-once explanation of a
+hosted design's body-first violations (properties/explain.py), the history's new fields, and how the
+adapters read each library's record (adapters/finishes.py) -- no database."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from pg_job_chaos.adapters import finishes as readers
+from pg_job_chaos.core.history import History
+from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
+from pg_job_chaos.workers import finishes
+from pg_job_chaos.workers.hosted import HostedDesign
+from tests.unit.test_properties import drained, execution, history, job, one, run_row, sane
+
+NAME = "library-one-finish"
+RECORDED = "procrastinate_events deferred, started, deferred_for_retry, started, succeeded"
+
+
+def paused(*finish: dict, design="procrastinate", hosted=True, first="finished", second="finished",
+           second_end=3.5, attempts=(1, 2)) -> History:
+    """A pause past the heartbeat: w1.0 takes job 1 at 1.0 and is stopped; the library re-hands the job
+    to w2.0 (attempt 2, 3.0-3.5); w1.0 wakes and returns at 6.0. Both bodies committed."""
+    h = history(records=[*execution("w1.0", 1, attempts[0], 1.0, 6.0, outcome=first),
+                         *execution("w2.0", 1, attempts[1], 3.0, second_end, outcome=second)],
+                jobs=[job(1, attempts=2)], runs=[run_row(1, 1), run_row(1, 2, "w2.0")],
+                exits=[drained("w1.0", 7.0), drained("w2.0", 7.0)])
+    h.design, h.hosted = design, hosted
+    h.finishes = [{"job": 1, "recorded": RECORDED, "finishes": list(finish)}]
+    return h
+
+
+def fin(outcome="success", t=None, what=None, attempt=None) -> dict:
+    return {"outcome": outcome, "what": what or outcome, "at": None, "t": t, "attempt": attempt}
+
+
+RETRY = fin("requeued", 2.5, "deferred_for_retry")  # the recovery's, while w1.0 was stopped
+
+
+def test_a_stale_executions_accepted_finish_is_violated_and_named():
+    # w1.0 woke while w2.0's finish had not been taken: the library took the stale one's.
+    r = one(NAME, paused(RETRY, fin("success", 6.002, "succeeded")))
+    assert (r.status, r.count, r.jobs) == (VIOLATED, 1, (1,))
+    assert r.evidence == (f"job 1: procrastinate accepted the success (succeeded) of w1.0 attempt 1, 3002 ms after "
+                          f"w2.0 attempt 2 had started: a stale execution's finish ({RECORDED})")
+
+
+def test_the_fresh_finish_accepted_and_the_stale_one_refused_holds():
+    r = one(NAME, paused(RETRY, fin("success", 3.503, "succeeded")))
+    assert (r.status, r.count, r.jobs) == (HELD, 0, ())
+    assert r.evidence == ("procrastinate accepted 1 finish for 1 job, at most one success each, none from a stale "
+                          "execution; it recorded no finish of the stale job 1's w1.0 attempt 1: refused, or never "
+                          "written")
+
+
+def test_two_successes_for_one_job_are_violated():
+    r = one(NAME, paused(fin("success", 3.503), fin("success", 6.002)))
+    assert r.status == VIOLATED and "job 1: procrastinate accepted 2 successful finishes" in r.evidence
+
+
+def test_a_failure_taken_from_a_stale_execution_is_violated():
+    # w1.0 raised on waking, while w2.0 still ran: the library took its retry (procrastinate_retry_job_v2
+    # matches status 'doing', whoever runs it), then w2.0's success.
+    h = paused(RETRY, fin("requeued", 6.002, "deferred_for_retry"), fin("success", 6.5), first="failed",
+               second_end=6.4)
+    r = one(NAME, h)
+    assert r.status == VIOLATED and "the requeued (deferred_for_retry) of w1.0 attempt 1" in r.evidence
+
+
+def test_undecidable_is_unknown_never_held():
+    told_nothing = paused()
+    told_nothing.finishes = None
+    r = one(NAME, told_nothing)
+    assert r.status == UNKNOWN and r.evidence.startswith("procrastinate does not say what it accepted")
+    # a success no execution had returned before (a clock that does not agree)
+    assert one(NAME, paused(fin("success", 0.5))).status == UNKNOWN
+    # an undated failure while a failed execution was stale: whose was it?
+    h = paused(fin("failure", attempt=1), first="failed", second="failed", attempts=(1, 1))
+    assert "cannot tell whose" in one(NAME, h).evidence and one(NAME, h).status == UNKNOWN
+    h = paused()
+    h.finishes = []
+    assert one(NAME, h).evidence == "procrastinate's accepted finishes say nothing of job 1"
+
+
+def test_a_built_in_design_is_vacuous_and_the_recoverys_requeue_is_no_finish():
+    built_in = one(NAME, sane())
+    assert built_in.status == HELD and built_in.evidence.startswith("vacuous: not a hosted library")
+    crashed = paused(RETRY, first=None, second=None)  # both died in their body (no terminal event)
+    assert one(NAME, crashed).status == HELD
+
+
+def test_hosted_body_first_violations_are_at_least_once_and_say_what_the_library_did():
+    h = paused(RETRY, fin("success", 3.503))
+    h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})  # woken, it sends
+    res = check(h)
+    sc = res["single-commit"]
+    assert sc.status == VIOLATED and sc.cause == "at-least-once" and sc.to_dict()["caused_by"] == "at-least-once"
+    assert sc.evidence.startswith("the body's commit and effect happened before the library's finish: "
+                                  "at-least-once by design, not the library's fence (the library accepted at most "
+                                  "one success per job, none stale: library-one-finish held): job 1 committed 2")
+    assert res["no-stale-effect"].cause == res["at-most-once-effects"].cause == "at-least-once"
+    assert "but the library also accepted" in check(paused(RETRY, fin("success", 6.002)))["single-commit"].evidence
+    # a built-in design's violation stays a finding of its own
+    assert check(paused(RETRY, hosted=False))["single-commit"].cause == ""
+
+
+def test_the_history_keeps_what_the_library_accepted():
+    h = paused(fin("success", 3.503))
+    again = History.from_dict(json.loads(h.to_json()))
+    assert (again.hosted, again.finishes) == (True, h.finishes)
+    assert History.from_dict({k: v for k, v in h.to_dict().items() if k not in ("hosted", "finishes")}).hosted is False
+
+
+def test_finishes_are_dated_on_the_execution_logs_clock():
+    at = datetime(2025, 1, 1, tzinfo=UTC)
+    data = {2: {"finishes": [{"outcome": "success", "at": at, "what": "succeeded"}], "recorded": "r"},
+            1: {"finishes": [{"outcome": "failure", "at": at, "clock": "worker", "attempt": "1"},
+                             {"outcome": "failure", "at": None}]}}
+    out = finishes.convert(data, {"database": at.timestamp() - 10.0, "worker": at.timestamp() - 20.0})
+    assert [e["job"] for e in out] == [1, 2]
+    assert out[1]["finishes"] == [{"outcome": "success", "what": "succeeded", "at": at.isoformat(), "t": 10.0,
+                                   "attempt": None}]
+    assert [(f["t"], f["attempt"]) for f in out[0]["finishes"]] == [(20.0, 1), (None, None)]
+    with pytest.raises(ValueError, match="outcome 'done' is not one of success, failure, requeued"):
+        finishes.convert({1: {"finishes": [{"outcome": "done", "at": None}]}}, {})
+
+
+def test_reading_a_design_that_cannot_tell_or_fails():
+    class Quiet(HostedDesign):
+        pass
+
+    class Broken(HostedDesign):
+        name = "broken"
+
+        def accepted_finishes(self, conn):
+            raise RuntimeError("no\ntable")
+
+    assert finishes.read(Quiet(), None) == (None, None)
+    assert finishes.read(object(), None) == (None, None)
+    assert finishes.read(Broken(), None) == (None, "broken's accepted_finishes raised RuntimeError: no table")
+    assert finishes.is_hosted(Quiet()) and not finishes.is_hosted(object())
+
+
+class Rows:
+    def __init__(self, rows):
+        self.rows = rows
+
+    def execute(self, *_):
+        return iter(self.rows)
+
+
+def test_what_each_library_recorded_becomes_finishes():
+    t = [datetime(2025, 1, 1, 0, 0, s, tzinfo=UTC) for s in range(6)]
+    p = readers.procrastinate(Rows([
+        (1, "succeeded", 2, "deferred", t[0]), (1, "succeeded", 2, "started", t[1]),
+        (1, "succeeded", 2, "deferred_for_retry", t[2]), (1, "succeeded", 2, "started", t[3]),
+        (1, "succeeded", 2, "succeeded", t[4]),
+        (2, "succeeded", 1, "deferred", t[0]), (2, "succeeded", 1, "cancelled", t[5]),
+        (3, "todo", 0, None, None)]))
+    assert [(f["outcome"], f["what"]) for f in p[1]["finishes"]] == [("requeued", "deferred_for_retry"),
+                                                                     ("success", "succeeded")]
+    assert p[1]["recorded"] == f"{RECORDED}; status succeeded, attempts 2"
+    assert p[2]["finishes"] == [{"outcome": "success", "what": "cancelled (todo -> succeeded)", "at": t[5]}]
+    assert p[3] == {"finishes": [], "recorded": "procrastinate_events no event; status todo, attempts 0"}
+    q = readers.pgqueuer(Rows([(1, "queued", t[0], False), (1, "picked", t[1], False), (1, "queued", t[2], True),
+                              (1, "picked", t[3], False), (1, "successful", t[4], False), (2, None, None, None)]))
+    assert [(f["outcome"], f["what"]) for f in q[1]["finishes"]] == [("failure", "retry_job"), ("success", "successful")]
+    assert q[1]["recorded"] == "pgqueuer_log queued, picked, queued (retry), picked, successful"
+    assert q[2] == {"finishes": [], "recorded": "pgqueuer_log no row"}
+    c = readers.chancy(Rows([(1, "succeeded", 2, 3, [{"attempt": 0, "traceback": "x"}], t[5]),
+                             (2, "failed", 1, 1, [{"attempt": 0}], t[4]), (3, "running", 0, 4, [], None)]))
+    assert [(f["outcome"], f["at"], f["attempt"]) for f in c[1]["finishes"]] == [("failure", None, 1),
+                                                                                  ("success", t[5], 2)]
+    assert [(f["outcome"], f["at"], f["what"]) for f in c[2]["finishes"]] == [("failure", t[4],
+                                                                               "errors[0], state failed")]
+    assert c[3]["finishes"] == [] and c[3]["recorded"] == "chancy_jobs state running, attempts 0, 0 errors, max_attempts 4"

@@ -1,0 +1,75 @@
+"""What a hosted library accepted, as the history keeps it (``History.hosted``, ``History.finishes``).
+
+Under protocol v2 (:mod:`workers.hosted`) the harness's body commits its ``job_runs`` row and sends
+its effect before the library's own finish runs. What the library then *accepted* -- how many
+finishes it took for a job, and whose -- is read once after the run from the library's own tables by
+the design's optional ``accepted_finishes(conn)``; :func:`read` dates each finish on the execution
+log's clock so that ``library-one-finish`` (``properties/library.py``) can tell which execution it
+came from. The runner calls it right after ``final_states``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..core.history import FINISH_OUTCOMES
+from .hosted import HostedDesign
+
+log = logging.getLogger("pgjc.finishes")
+
+CLOCKS = ("database", "worker")
+
+
+def is_hosted(design) -> bool:
+    """Whether *design* hosts a queue library (protocol v2): a :class:`~workers.hosted.HostedDesign`,
+    or a plug-in with the v2 ``reset`` the runner calls (a built-in design has none)."""
+    return isinstance(design, HostedDesign) or callable(getattr(design, "reset", None))
+
+
+def clock_offsets(conn) -> dict[str, float]:
+    """Seconds to subtract from an epoch time of each clock to get ``time.monotonic()`` (the execution
+    log's ``t``): the server's ``clock_timestamp()`` measured now, half a round trip either way; the
+    worker host's ``time.time()``."""
+    m0 = time.monotonic()
+    (server,) = conn.execute("select extract(epoch from clock_timestamp())::float8").fetchone()
+    m1 = time.monotonic()
+    return {"database": float(server) - (m0 + m1) / 2, "worker": time.time() - time.monotonic()}
+
+
+def _finish(f: dict, offsets: dict[str, float]) -> dict:
+    outcome, clock, at = f.get("outcome"), f.get("clock") or "database", f.get("at")
+    if outcome not in FINISH_OUTCOMES:
+        raise ValueError(f"finish outcome {outcome!r} is not one of {', '.join(FINISH_OUTCOMES)}")
+    if clock not in CLOCKS:
+        raise ValueError(f"finish clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    attempt = f.get("attempt")
+    return {"outcome": outcome, "what": str(f.get("what") or outcome),
+            "at": at.isoformat() if at is not None else None,
+            "t": at.timestamp() - offsets[clock] if at is not None else None,
+            "attempt": int(attempt) if attempt is not None else None}
+
+
+def convert(data: dict, offsets: dict[str, float]) -> list[dict]:
+    """A design's ``accepted_finishes`` answer as the history keeps it: ``[{"job", "recorded",
+    "finishes": [{"outcome", "what", "at" (ISO text or None), "t" (monotonic or None), "attempt"}]}]``
+    in job order. Raises :class:`ValueError` for an outcome or clock the protocol does not know."""
+    return [{"job": int(job), "recorded": str(entry.get("recorded") or ""),
+             "finishes": [_finish(f, offsets) for f in entry.get("finishes") or ()]}
+            for job, entry in sorted(data.items(), key=lambda kv: int(kv[0]))]
+
+
+def read(design, conn) -> tuple[list[dict] | None, str | None]:
+    """What *design*'s library accepted (:func:`convert`), and a note for the run when it could not be
+    read (the run stands; ``library-one-finish`` then says unknown). (None, None) when the design
+    cannot tell: no ``accepted_finishes``, or one that returns None."""
+    hook = getattr(design, "accepted_finishes", None)
+    if not callable(hook):
+        return None, None
+    name = getattr(design, "name", "the design")
+    try:
+        data = hook(conn)
+        return (None, None) if data is None else (convert(data, clock_offsets(conn)), None)
+    except Exception as exc:
+        log.warning("%s: accepted_finishes failed: %s", name, exc)
+        return None, f"{name}'s accepted_finishes raised {type(exc).__name__}: {' '.join(str(exc).split())}"
