@@ -3,30 +3,34 @@
 Each function reads one library's tables on the admin connection after a run and answers in the shape
 ``workers/hosted.py`` documents -- per schedule job, every finish the library recorded (outcome, its
 own name for it, when) and one line of what it recorded -- for ``library-one-finish``. What each
-library keeps (the installed packages, read; line numbers of the pinned versions):
+library keeps (the installed packages, read; lines of the pinned versions):
 
 procrastinate 3.10.0
     ``procrastinate_events``: one row per status transition, written by a trigger at ``now()``
-    (``sql/schema.sql``, ``procrastinate_trigger_function_status_events_update_v1``). A finish is
+    (``sql/schema.sql:443``, ``procrastinate_trigger_function_status_events_update_v1``). A finish is
     ``succeeded`` / ``failed`` / ``aborted`` (doing -> ...), or ``cancelled`` for a job finished from
     ``todo`` -- a stale execution's finish after the recovery requeued it, since
-    ``procrastinate_finish_job_v1`` matches ``status IN ('todo', 'doing')``, never the worker.
-    ``deferred_for_retry`` (doing -> todo) is either the worker's retry of a task that raised or the
-    recovery's ``retry_job`` of a stalled job: the same event, so it is reported ``requeued``.
+    ``procrastinate_finish_job_v1`` matches ``status IN ('todo', 'doing')`` (``schema.sql:285``), never
+    the worker. ``deferred_for_retry`` (doing -> todo) is the worker's retry of a task that raised or
+    the recovery's ``retry_job`` of a stalled job (both ``procrastinate_retry_job_v2``,
+    ``schema.sql:393``): the same event, so it is reported ``requeued``.
 pgqueuer 1.6.0
-    ``pgqueuer_log``: one row per claim (``picked``, re-picks included), retry (``queued`` with a
-    traceback) and finish (``successful``, ``exception``, ...), at ``now()``; the finish's row is
-    written only when its ``DELETE ... WHERE id = ANY(..)`` found the job (``qb.py``,
-    ``build_log_job_query``): a second finish of a deleted job leaves no trace. The retry
-    (``build_retry_job_query``) matches ``id`` alone. ``pgqueuer_statistics`` only counts per second,
-    status and entrypoint: no job ids.
+    ``pgqueuer_log``: one row per claim (``picked``, re-picks included: ``qb.py:552``, ``log_pick``),
+    retry (``queued`` with a traceback: ``build_retry_job_query``, ``qb.py:805``, which matches ``id``
+    alone) and finish (``successful``, ``exception``, ...), at ``now()``. The finish's row is written
+    only when its ``DELETE ... WHERE id = ANY(..)`` found the job (``build_log_job_query``,
+    ``qb.py:684`` and ``704``): a second finish of a deleted job leaves no trace, and the first one
+    taken may be a stale manager's. ``pgqueuer_statistics`` only counts per second, status and
+    entrypoint: no job ids.
 chancy 0.26.0
     no history: the ``chancy_jobs`` row holds what the last accepted completion wrote
-    (``worker.py``, ``Worker.flush``: ``UPDATE ... WHERE id = %(id)s AND claim_id IS NOT DISTINCT FROM
-    %(claim_id)s``, so an update from a claim the recovery or a re-claim replaced is dropped).
-    ``state`` ``succeeded`` is one accepted success, at ``completed_at`` (the worker's clock,
-    ``executors/base.py`` ``Executor.on_job_completed``); each entry of ``errors`` one accepted
-    failure with the 0-based ``attempt`` it ran as (dated only for the final ``failed``).
+    (``worker.py:684``, ``Worker.flush``: ``UPDATE ... WHERE id = %(id)s AND claim_id IS NOT DISTINCT
+    FROM %(claim_id)s``, ``worker.py:697``), and every claim draws a new ``claim_id`` (``fetch_jobs``,
+    ``worker.py:933``; the recovery clears it, ``plugins/recovery.py:109``), so a completion from a
+    replaced claim is dropped. ``state`` ``succeeded`` is one accepted success, at ``completed_at`` (the
+    worker's clock: ``executors/base.py:99``, ``Executor.on_job_completed``); each entry of ``errors``
+    one accepted failure with the 0-based ``attempt`` it ran as (``executors/base.py:128``; dated only
+    for the final ``failed``).
 """
 
 from __future__ import annotations

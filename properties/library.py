@@ -101,20 +101,22 @@ def library_one_finish(h: History) -> Result:
     groups = by_job(h.executions())
     ids = {row.get("id") for row in h.jobs if row.get("id") is not None} | set(groups)
     order = sorted(ids, key=lambda j: (0, j, "") if isinstance(j, int) else (1, 0, str(j)))
-    lines, jobs, refused = [], [], []
+    lines, jobs, refused, undecided = [], [], [], []
     total = 0
     for job in order:
         if job not in entries:
-            return unknown(NAME, f"{lib}'s accepted finishes say nothing of job {job}")
-        found, undecided, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
-        if undecided:
-            return unknown(NAME, undecided)
+            undecided.append(f"{lib}'s accepted finishes say nothing of job {job}")
+            continue
+        found, why, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
+        undecided += [why] if why else []
         lines += found
         jobs += [job] * bool(found)
         refused += not_taken
         total += taken
-    if lines:
+    if lines:  # a violation found is reported, whatever another job leaves undecided
         return violated(NAME, lines, jobs)
+    if undecided:
+        return unknown(NAME, undecided[0])
     note = ""
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""

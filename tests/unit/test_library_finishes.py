@@ -83,6 +83,10 @@ def test_undecidable_is_unknown_never_held():
     h = paused()
     h.finishes = []
     assert one(NAME, h).evidence == "procrastinate's accepted finishes say nothing of job 1"
+    # ... but a violation found in one job is never hidden by another job's unknown
+    h = paused(RETRY, fin("success", 6.002))
+    h.jobs.append(job(2))
+    assert one(NAME, h).status == VIOLATED
 
 
 def test_a_built_in_design_is_vacuous_and_the_recoverys_requeue_is_no_finish():
