@@ -302,7 +302,7 @@ class Chancy(hosted.HostedDesign):
                 pass
 
     def accepted_finishes(self, conn) -> dict[int, dict]:
-        from .finishes import chancy  # chancy_jobs' last accepted completion per job (adapters/finishes.py)
-        return chancy(conn)
+        from . import finishes  # chancy_jobs' last accepted completion per job (adapters/finishes.py)
+        return finishes.chancy(conn)
 
 

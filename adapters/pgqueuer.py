@@ -35,12 +35,10 @@ Timing (``workers/timing.py``, :data:`TIMING`): each interval keeps the ratio of
 =========================  ================  ==============  ==============  ===========================
 setting                    library default   docs' advice    ours (lease L)  why
 =========================  ================  ==============  ==============  ===========================
-``heartbeat_timeout``      30 s              30 s            L               the anchor: re-picked after
-                                                                             a silent lease
+``heartbeat_timeout``      30 s              30 s            L               the anchor: stale after L
 heartbeat interval, flush  timeout / 2, / 8  --              L / 2, L / 8    pgqueuer's own ratios
 ``dequeue_timeout``        30 s              30 s            L               1 : 1, the recovery period
-``log_aggregation_         30 s              30 s            L               ratio 1 : 1
-interval``
+log aggregation interval   30 s              30 s            L               ratio 1 : 1
 retry ``initial_delay``    1 s               1 s             L / 30          ratio 1 : 30, doubling
 retry ``max_delay``        5 min             5 min           10 L            ratio 10 : 1
 notify wait                1 s, fixed        --              1 s             bound 3x: time scale >= 10
@@ -297,5 +295,5 @@ class PgQueuer(hosted.HostedDesign):
             await aconn.close()
 
     def accepted_finishes(self, conn) -> dict[int, dict]:
-        from .finishes import pgqueuer  # pgqueuer_log per job (adapters/finishes.py)
-        return pgqueuer(conn)
+        from . import finishes  # pgqueuer_log per job (adapters/finishes.py)
+        return finishes.pgqueuer(conn)

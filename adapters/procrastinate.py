@@ -251,5 +251,5 @@ class Procrastinate(hosted.HostedDesign):
             await app.run_worker_async(**self.worker_options(ctx))
 
     def accepted_finishes(self, conn) -> dict[int, dict]:
-        from .finishes import procrastinate  # procrastinate_events per job (adapters/finishes.py)
-        return procrastinate(conn)
+        from . import finishes  # procrastinate_events per job (adapters/finishes.py)
+        return finishes.procrastinate(conn)

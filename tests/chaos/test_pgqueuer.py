@@ -26,9 +26,18 @@ from pg_job_chaos.core.schedule import Event, JobSpec, Schedule  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
 
-# The smallest scale at which pgqueuer's heartbeat stays within its timeout (see PgQueuer.min_time_scale):
-# lease 3 s real = heartbeat_timeout, poll 0.3 s = dequeue_timeout, a pause of 2 leases = 6 s.
+# The smallest scale at which pgqueuer's heartbeat keeps its own margin through one failed flush despite
+# the fixed 1 s notify wait (PgQueuer.min_time_scale, TIMING "notify wait"): lease 10 s real =
+# heartbeat_timeout = dequeue_timeout (the documented 30 s : 30 s), a pause of 2 leases = 20 s.
 SCALE = PgQueuer.min_time_scale
+
+
+def _picks(runner, job: int) -> int:
+    """pgqueuer's own record of the claims of a schedule job (pgqueuer_log 'picked' rows, re-picks
+    included), read before the next run resets it."""
+    return runner.admin.execute(
+        "select count(*) from pgqueuer_log l join job_map m on m.library_id = l.job_id::text "
+        "where m.job_id = %s and l.status = 'picked'", [job]).fetchone()[0]
 
 
 def _results(h) -> dict:
@@ -55,7 +64,13 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
     is the stale re-pick (qb.py ``next_stale``), which neither counts the execution (``attempts`` stays
     0, so every execution is told attempt 1) nor gives up: the job kills worker after worker until the
     restart budget is spent (2 workers + 3 restarts = 5 executions) and stays ``picked``. DatabaseRetryEntrypointExecutor's max_attempts never
-    applies: no exception reaches it."""
+    applies: no exception reaches it.
+
+    Jobs 2 and 3 never fault, yet never finish: at pgqueuer's default batch_size (10) each dequeue
+    takes every queued job -- and, after a crash, every stale one: the three were picked and heartbeat
+    together -- so every worker that takes job 1 takes them too, and dies with them picked. Job 1,
+    dispatched first, has the body's one pool connection; theirs wait for it and never start. (With
+    ``batch_size=1 max_concurrent_tasks=2``, the lowest, the other worker ran them to the end.)"""
     jobs = (JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work"),
             JobSpec(2, tenant=2, duration=0.05), JobSpec(3, tenant=3, duration=0.05))
     h = runner.run(Schedule(jobs=jobs, workers=2, design="pgqueuer", time_scale=SCALE, max_attempts=2,
@@ -69,8 +84,9 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
     states = {j["id"]: j for j in h.jobs}
     assert states[1]["status"] == "running" and states[1]["attempts"] == 1
     assert isinstance(states[1]["lease_expired"], bool)  # picked: its heartbeat against the lease
-    assert states[2]["status"] == states[3]["status"] == "done"
-    assert Counter(e.job for e in execs if e.job != 1) == Counter({2: 1, 3: 1})
+    assert states[2]["status"] == states[3]["status"] == "running"  # picked by the last worker to die
+    assert [e for e in execs if e.job != 1] == []  # their bodies never had the pool connection
+    assert _picks(runner, 1) == _picks(runner, 2) == _picks(runner, 3) == 5  # one dequeue took all three
     r = _results(h)
     assert r["bounded-attempts"].status == "violated", r["bounded-attempts"].evidence
     assert "job 1 executed 5 times (max_attempts 2)" in r["bounded-attempts"].evidence
@@ -78,7 +94,9 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
     assert "job 1 executed 5 times, counted 1 time" in r["attempts-counted"].evidence
     assert r["bounded-blast-radius"].status == "violated"
     assert r["terminal-states"].status == "violated"
-    for name in ("single-commit", "at-most-once-effects", "no-overlap", "progress", "tenant-isolation"):
+    assert r["progress"].status == "violated"  # the compare's pgqueuer S5, at the default batch
+    assert "job 2 (no fault) ended running after job 1's fault" in r["progress"].evidence
+    for name in ("single-commit", "at-most-once-effects", "no-overlap", "tenant-isolation"):
         assert r[name].status == "held", (name, r[name].evidence)
 
 
@@ -86,7 +104,12 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     """The worker running job 1 is stopped (SIGSTOP) mid-work for two leases: its heartbeat stops too,
     so after heartbeat_timeout the other worker's dequeue re-picks job 1 (``next_stale``, attempts
     unchanged) and runs it. When the first resumes, nothing tells it the job was taken: it sends its
-    effect and commits its run, and its finish deletes the row by id (build_log_job_query)."""
+    effect and commits its run, and its finish deletes the row by id (build_log_job_query).
+
+    At pgqueuer's default batch_size (10) the paused worker had picked jobs 2 and 3 with job 1 (their
+    bodies waiting for the pool connection job 1 holds): they go stale with it, the other worker re-picks
+    and runs all three, and the woken worker then runs 2 and 3 again -- started after the resume, on
+    jobs another worker had already finished (QueueManager._dispatch runs whatever it dequeued)."""
     jobs = (JobSpec(1, tenant=1, duration=0.05), JobSpec(2, tenant=2, duration=0.05),
             JobSpec(3, tenant=3, duration=0.05))
     h = runner.run(Schedule(jobs=jobs, workers=2, design="pgqueuer", time_scale=SCALE, max_attempts=2,
@@ -98,9 +121,66 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     assert len({e.worker for e in ones}) == 2 and all(e.outcome == "ok" for e in ones)
     assert [r["attempt"] for r in h.runs if r["job_id"] == 1] == [1, 1]
     assert {j["id"]: j["attempts"] for j in h.jobs}[1] == 1  # pgqueuer counted one execution
+    paused = next(i for i in h.injected if i["fault"] == "pause")
+    resumed = next(i for i in h.injected if i["fault"] == "resume")
+    execs = h.executions()
+    assert Counter(e.job for e in execs) == Counter({1: 2, 2: 2, 3: 2})  # the whole batch, twice
+    late = [e for e in execs if e.job != 1 and e.worker == paused["worker"]]
+    assert sorted(e.job for e in late) == [2, 3] and all(e.start > resumed["t"] for e in late)
     r = _results(h)
     for name in ("single-commit", "at-most-once-effects", "no-stale-effect", "attempts-counted"):
         assert r[name].status == "violated", (name, r[name].evidence)
     assert "job 1 committed 2 job_runs rows (attempts 1, 1)" in r["single-commit"].evidence
     for name in ("progress", "terminal-states", "bounded-blast-radius", "tenant-isolation"):
         assert r[name].status == "held", (name, r[name].evidence)
+    # What pgqueuer accepted (pgqueuer_log, read by adapters/finishes.py): one 'successful' row for job 1,
+    # the re-pick's. The woken execution's finish found no row: build_log_job_query (qb.py:677-715)
+    # deletes "WHERE id = ANY(..)" (qb.py:684-685) -- by id, whoever holds the job -- and logs only what
+    # it deleted ("INNER JOIN all_resolved", qb.py:704), so a second finish of a deleted job is dropped
+    # without a trace. Nothing fences a stale finish, though: the claim's UPDATE sets queue_manager_id
+    # (qb.py:538-542), which neither the finish nor retry_job ("WHERE id = $1::bigint", qb.py:814) reads.
+    # Had the woken execution returned while the re-pick still ran, pgqueuer would have taken its finish
+    # and dropped the re-pick's (procrastinate does just that: test_procrastinate.py,
+    # test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing). This pause outlasts the re-run:
+    # pgqueuer's record holds, and the body-first violations above are at-least-once by design.
+    lib = r["library-one-finish"]
+    assert lib.status == "held", lib.evidence
+    assert f"no finish of the stale job 1's {paused['worker']} attempt 1" in lib.evidence, lib.evidence
+    assert {r[n].cause for n in ("single-commit", "at-most-once-effects", "no-stale-effect")} == {"at-least-once"}
+
+
+def test_pgqueuers_finish_takes_a_stale_managers_and_drops_the_re_picks(runner):
+    """What the pause test's comment says pgqueuer would do, driven through pgqueuer's own queries (no
+    harness run, ~1 s): manager A dequeues job 1, its heartbeat goes stale, manager B re-picks it
+    (qb.py next_stale), A finishes first and B after. ``log_jobs`` deletes by id (qb.py:684-685) and
+    logs what it deleted (qb.py:704): A's stale finish is taken, B's leaves no trace -- and the one
+    'successful' row names no manager, so only the harness's execution log can tell whose it was."""
+    import asyncio
+    import uuid
+    from datetime import timedelta
+
+    import psycopg
+    from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+    from pgqueuer.adapters.persistence.queries import Queries
+    from pgqueuer.ports.repository import EntrypointExecutionParameter
+
+    design = runner.prepare(runner.stamp(Schedule(jobs=(JobSpec(1),), design="pgqueuer", time_scale=SCALE)))
+
+    async def two_managers():
+        async with await psycopg.AsyncConnection.connect(runner.database.admin_dsn, autocommit=True) as conn:
+            queries, entrypoints = Queries(PsycopgDriver(conn)), {"pgjc": EntrypointExecutionParameter(0)}
+            stale = timedelta(seconds=0.2)
+            (a,) = await queries.dequeue(1, entrypoints, uuid.uuid4(), None, stale)
+            await asyncio.sleep(0.5)  # A's heartbeat is older than heartbeat_timeout: B may re-pick
+            (b,) = await queries.dequeue(1, entrypoints, uuid.uuid4(), None, stale)
+            await queries.log_jobs([(a, "successful", None)])  # the stale manager returns first
+            between = await (await conn.execute("select clock_timestamp()")).fetchone()
+            await queries.log_jobs([(b, "successful", None)])
+            return a.id == b.id, between[0]
+
+    same, between = asyncio.run(two_managers())
+    assert same
+    (accepted,) = design.accepted_finishes(runner.admin).values()
+    assert accepted["recorded"] == "pgqueuer_log queued, picked, picked, successful"
+    (success,) = accepted["finishes"]
+    assert success["outcome"] == "success" and success["at"] < between  # A's: written before B returned

@@ -1,5 +1,6 @@
 """procrastinate hosted under the harness (adapters/procrastinate.py): fault-free, one crash schedule,
-one pause schedule -- each asserted against what procrastinate's own code implies."""
+pause schedules -- each asserted against what procrastinate's own code implies, and against what it
+recorded itself (procrastinate_events, read by adapters/finishes.py: library-one-finish)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ RECOVERY = TIMING["recovery period"].default / TIMING["stalled threshold"].defau
 # A pause the recovery must act inside: its stalled threshold (1 lease), up to one whole period to the
 # next tick, the periodic deferrer's fixed 0.5 s margin (1 lease here), then the re-run itself.
 PAUSE = RECOVERY + 6
+# A smaller scale for the one schedule whose re-run must still be running when the paused worker wakes
+# (a lease of 0.2 s, the recovery every 4 s): the re-run starts between 1 lease + the deferrer's 0.5 s
+# (2.5 leases here) and one recovery period later into the pause; a pause and a job of RECOVERY + 8
+# leases leave it 4.5 leases to start before the wake, and the earliest one 3.5 leases to run past it.
+LATE_SCALE = 0.2
+LATE = RECOVERY + 8
 
 
 def _status(h) -> dict[str, str]:
@@ -56,6 +63,9 @@ def test_fault_free_every_job_done_exactly_once(runner, database):
     # log records); procrastinate's own pool (min 1, max 2) and LISTEN connection are named
     # "<worker>/queue" in pg_stat_activity but open no "connect" record.
     assert set(_status(h).values()) == {"held"}, {n: r.evidence for n, r in properties.check(h).items()}
+    # procrastinate's own record: one 'succeeded' event per job, each right after its execution returned.
+    one_each = properties.check(h)["library-one-finish"].evidence
+    assert one_each.startswith("procrastinate accepted 20 finishes for 20 jobs"), one_each
 
 
 def test_cost_per_job_beside_lease_heartbeat(runner, database):
@@ -102,6 +112,9 @@ def test_crash_is_retried_by_the_documented_recovery_past_max_attempts(runner):
     events = _events(runner, 1)
     assert events.count("started") == 6 and events.count("deferred_for_retry") == 5
     assert "failed" not in events
+    # Those requeues are the recovery's, no execution's finish (each crashed one died in its body):
+    # procrastinate took no finish for job 1, one for job 2.
+    assert status["library-one-finish"] == "held", properties.check(h)["library-one-finish"].evidence
 
 
 def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(runner):
@@ -133,6 +146,46 @@ def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(r
     assert h.jobs[0]["status"] == "done" and h.jobs[0]["attempts"] == 2
     # The stale finish was refused by procrastinate_finish_job_v1 (the job was already succeeded).
     assert _events(runner, 1) == ["deferred", "started", "deferred_for_retry", "started", "succeeded"]
+    # What procrastinate accepted, from those events: the recovery's requeue (no execution had failed),
+    # then the re-run's success; the woken execution's finish raised (sql/schema.sql:289) and left no
+    # event. The body-first violations above are at-least-once by design (properties/explain.py): the
+    # body committed and sent before the library's finish, which no fence of procrastinate's can undo.
+    results = properties.check(h)
+    assert results["library-one-finish"].status == "held", results["library-one-finish"].evidence
+    assert f"no finish of the stale job 1's {first.worker} attempt 1" in results["library-one-finish"].evidence
+    assert {results[n].cause for n in ("single-commit", "at-most-once-effects", "no-stale-effect")} == {"at-least-once"}
+
+
+def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
+    # The same pause past the heartbeat (two executions of job 1 at once), at before-finish this time
+    # -- the work done, its job_runs row not yet committed -- and the job as long as the pause, so the
+    # re-run (attempt 2) is still 'doing' when the stopped worker wakes and returns. procrastinate
+    # fences a finish by the job's status alone: sql/schema.sql:285 (procrastinate_finish_job_v1)
+    # "WHERE id = job_id AND status IN ('todo', 'doing')", never the worker_id its fetch set
+    # (schema.sql:255, procrastinate_fetch_job_v2). So it takes the woken, stale execution's success
+    # (worker.py:187, Worker._persist_job_status -> JobManager.finish_job) and refuses the re-run's own
+    # when it returns (schema.sql:289, "Job was not found or not in "doing" or "todo" status"). A woken
+    # execution that raised would be taken as well: procrastinate_retry_job_v2 matches any 'doing' job
+    # (schema.sql:393) and puts the re-run's job back to 'todo'.
+    h = runner.run(Schedule(jobs=(JobSpec(1, duration=LATE),), workers=2, design="procrastinate",
+                            events=(Event("pause", 1, "before-finish", duration=LATE),), time_scale=LATE_SCALE))
+    paused = next(i for i in h.injected if i["fault"] == "pause")
+    resumed = next(i for i in h.injected if i["fault"] == "resume")
+    first, second = h.executions()
+    assert first.worker == paused["worker"] and second.attempt == 2
+    assert paused["t"] < second.start < resumed["t"] < first.end < second.end  # both live when it woke
+    assert first.outcome == second.outcome == "ok" and sorted(r["attempt"] for r in h.runs) == [1, 2]
+    assert _events(runner, 1) == ["deferred", "started", "deferred_for_retry", "started", "succeeded"]
+    (succeeded,) = [f for f in h.finishes[0]["finishes"] if f["outcome"] == "success"]
+    assert first.end <= succeeded["t"] < second.end  # the stale one's: the re-run was still running
+    results = properties.check(h)
+    lib = results["library-one-finish"]
+    assert (lib.status, lib.jobs) == ("violated", (1,)), lib.evidence
+    assert f"accepted the success (succeeded) of {first.worker} attempt 1" in lib.evidence
+    assert f"after {second.worker} attempt 2 had started: a stale execution's finish" in lib.evidence
+    assert results["single-commit"].cause == "at-least-once"
+    assert "the library also accepted a finish it should not have" in results["single-commit"].evidence
+    assert h.jobs[0]["status"] == "done"
 
 
 def test_without_the_recovery_a_crashed_job_stays_doing_forever(runner):
