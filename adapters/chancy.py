@@ -19,14 +19,9 @@ timeout (``docs/reference/adapters.md`` has the table):
   concurrency (None: the machine's core count); ``executor=threaded`` and ``concurrency=N`` are
   options. The strike signal (SIGUSR1) is also chancy's cancel signal in those children: the body
   blocks it in the thread that runs the job and takes it with ``sigtimedwait`` at a point only.
-- ``polling_interval=1`` (an INTEGER column: chancy's 5 s of a 90 s heartbeat timeout is a fraction
-  of a second here; 1 is the least that is not a busy loop), ``eager_polling`` chancy's default
-  (off; an option).
-- ``Worker(heartbeat_poll_interval=lease/3, heartbeat_timeout=lease)`` (chancy's 30 s and 90 s),
-  ``Recovery(poll_interval=2/3 lease)`` (60 s), ``Leadership(poll_interval=2/3 lease,
-  timeout=4/3 lease)`` (60 s, 120 s): :meth:`Chancy.intervals`. ``Worker.send_outgoing_interval``
-  (completions are written once a second) is fixed at 1 s: at time scale s it is 1/s of the lease
-  where chancy's defaults make it 1/90 of the heartbeat timeout.
+- intervals (:data:`TIMING`): the lease is the heartbeat timeout (chancy's 90 s), the heartbeat,
+  recovery and leadership keep their ratios to it; the queue's poll is whole seconds (1 at least)
+  and the completion flush a fixed 1 s -- broken ratios the run reports.
 - the other default plugins (Pruner, Metrics, Workflow) stay, as chancy enables them by default.
 
 Grants: chancy's worker calls ``Chancy.is_up_to_date`` at start, which runs ``CREATE TABLE IF NOT
@@ -60,7 +55,7 @@ from psycopg import conninfo, sql
 from psycopg.rows import dict_row
 
 from ..core.errors import UsageError
-from ..workers import hosted, spawned
+from ..workers import hosted, spawned, timing
 
 QUEUE = "default"
 PREFIX = "chancy_"
@@ -105,9 +100,20 @@ def _worker_log(directory: str | None, identity: str) -> logging.Logger:
     return log
 
 
-# chancy's documented defaults (seconds): Worker (worker.py), Leadership and Recovery (plugins/).
-DEFAULTS = {"worker.heartbeat_poll_interval": 30, "worker.heartbeat_timeout": 90, "recovery.poll_interval": 60,
-            "leadership.poll_interval": 60, "leadership.timeout": 120}
+# chancy's intervals as its code documents them (worker.py Worker, plugins/recovery.py, plugins/leadership.py,
+# queue.py Queue): the schedule's lease is the heartbeat timeout (90 s); the rest keep their ratio to it.
+TIMING = timing.Intervals("chancy", anchors={"lease": "heartbeat timeout"}, intervals=(
+    timing.Interval("heartbeat timeout", 90.0, kind=timing.WAIT, setting="Worker(heartbeat_timeout=90)"),
+    timing.Interval("heartbeat interval", 30.0, setting="Worker(heartbeat_poll_interval=30)"),
+    timing.Interval("recovery period", 60.0, recovery=True, setting="Recovery(poll_interval=60)"),
+    timing.Interval("leadership poll", 60.0, setting="Leadership(poll_interval=60)"),
+    timing.Interval("leadership timeout", 120.0, kind=timing.WAIT, setting="Leadership(timeout=120)"),
+    # An INTEGER column: 1 s is the least. It only delays a fetch (reported, never raising the scale).
+    timing.Interval("queue polling interval", 5.0, grid=timing.WHOLE, bound=None, setting="Queue(polling_interval=5)"),
+    # Not a parameter: completions are written once a second (reported; see min_time_scale).
+    timing.Interval("completion flush", 1.0, grid=timing.FIXED, bound=None,
+                    setting="Worker.send_outgoing_interval = 1"),
+))
 # The process executor starts a multiprocessing Manager (a spawned interpreter) synchronously in
 # its __init__ (executors/process.py, ProcessExecutor.__init__: ctx.Manager()), inside the worker's
 # event loop: measured here, the loop stands still up to ~1 s at a worker's start (4 runs at once on
@@ -119,15 +125,13 @@ PROCESS_MIN_TIME_SCALE = 3.0
 EXECUTORS = {"process": chancy_lib.Chancy.Executor.Process, "threaded": chancy_lib.Chancy.Executor.Threaded}
 
 
-def _queue(options: dict) -> Queue:
+def _queue(options: dict, polling: int = 1) -> Queue:
     """chancy's ``Queue`` defaults (``queue.py``) unless an option says otherwise: its process
-    executor, concurrency None (the worker's core count, ``ProcessExecutor.get_default_concurrency``),
-    no eager polling. ``polling_interval`` is an INTEGER column: the documented 5 s of a 90 s
-    heartbeat timeout would be a fraction of a second here, so it is 1, the least that is not a busy
-    loop (a broken ratio the run reports, :data:`INTERVALS`)."""
+    executor, concurrency None (the core count, ``ProcessExecutor.get_default_concurrency``), no eager
+    polling; *polling* whole seconds (an INTEGER column, :data:`TIMING`)."""
     concurrency = options.get("concurrency")
     return Queue(QUEUE, concurrency=int(concurrency) if concurrency else None,
-                 executor=EXECUTORS[options.get("executor", "process")], polling_interval=1,
+                 executor=EXECUTORS[options.get("executor", "process")], polling_interval=polling,
                  eager_polling=options.get("eager_polling", "false") == "true")
 
 
@@ -150,15 +154,10 @@ def _dsn_of(conn) -> str:
 class Chancy(hosted.HostedDesign):
     name = "chancy"
     library = "chancy"
-    # chancy counts two intervals in whole seconds that no time scale shrinks: a queue polls at most
-    # once a second (Queue.polling_interval is an INTEGER column; 1 is the least that is not a busy
-    # loop) and a worker writes finished and failed jobs once a second (Worker.send_outgoing_interval
-    # = 1, not a parameter). A job that raised is therefore written back as ``retrying`` up to 1 s
-    # later and fetched again up to 1 s after that: up to 2 s with no new record in the execution log.
-    # The supervisor calls a run stalled after max_runtime + 4 leases (9 article seconds, without the
-    # jobs' own durations) with no new record, so the scale must make 9 article seconds exceed 2 s.
-    # The other intervals (heartbeat, heartbeat timeout, leadership, recovery) are float seconds in
-    # chancy's code (asyncio sleeps, timedeltas, SQL interval literals), though annotated ``int``.
+    # Threaded: a job that raised is written back up to 1 s later (the completion flush) and fetched
+    # up to 1 s after that (the queue poll): 2 s with no new record, inside the supervisor's stall limit
+    # (max_runtime + 4 leases = 9 article seconds) from time scale 0.25. Process: PROCESS_MIN_TIME_SCALE.
+    TIMING = TIMING
     OPTIONS = {"log": "a directory to write chancy's own log into (INFO, one file per worker)",
                "executor": "process (chancy's default: each job in a spawned pool child) or threaded",
                "concurrency": "jobs at once per worker (default chancy's: the machine's core count)",
@@ -178,13 +177,6 @@ class Chancy(hosted.HostedDesign):
         # the process executor's children open their own.
         self.pool_first = self.executor == "threaded"
         self.min_time_scale = 0.25 if self.executor == "threaded" else PROCESS_MIN_TIME_SCALE
-
-    @staticmethod
-    def intervals(lease: float) -> dict[str, float]:
-        """chancy's intervals for a lease of *lease* real seconds, in the ratios of its documented
-        defaults: the lease is the heartbeat timeout (``Worker(heartbeat_timeout=90)``), the rest
-        keep their proportion to it (:data:`DEFAULTS`)."""
-        return {name: lease * default / DEFAULTS["worker.heartbeat_timeout"] for name, default in DEFAULTS.items()}
 
     def install(self, conn, *, worker_role: str) -> None:
         async def migrate():
@@ -213,7 +205,8 @@ class Chancy(hosted.HostedDesign):
         # The queue as this design's options configure it (executor, concurrency): a design with other
         # options may have declared it in the same database (Worker reads it from chancy_queues).
         with conn.cursor(row_factory=dict_row) as cur:
-            _app("").sync_declare_ex(cur, _queue(self.options), upsert=True)
+            polling = int(self.intervals(self.schedule)["queue polling interval"])
+            _app("").sync_declare_ex(cur, _queue(self.options, polling), upsert=True)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         app = _app("")  # never opened: sync_push_many_ex runs on the runner's cursor
@@ -270,13 +263,13 @@ class Chancy(hosted.HostedDesign):
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         _stop = (loop, event)
-        t = self.intervals(ctx.lease)
+        t = self.intervals(ctx.schedule)
         dsn = conninfo.make_conninfo(ctx.worker_dsn, application_name=f"{ctx.identity}/queue")
-        plugins = [Leadership(poll_interval=t["leadership.poll_interval"], timeout=t["leadership.timeout"]),
-                   Recovery(poll_interval=t["recovery.poll_interval"])]
+        plugins = [Leadership(poll_interval=t["leadership poll"], timeout=t["leadership timeout"]),
+                   Recovery(poll_interval=t["recovery period"])]
         async with _app(dsn, plugins=plugins, log=_worker_log(self.options.get("log"), ctx.identity)) as app:
-            worker = Worker(app, worker_id=ctx.identity, heartbeat_poll_interval=t["worker.heartbeat_poll_interval"],
-                            heartbeat_timeout=t["worker.heartbeat_timeout"])
+            worker = Worker(app, worker_id=ctx.identity, heartbeat_poll_interval=t["heartbeat interval"],
+                            heartbeat_timeout=t["heartbeat timeout"])
             await worker.start()
             stopper = asyncio.create_task(self._until_stop(ctx, event))
             shutdown = asyncio.create_task(worker.wait_for_shutdown())
