@@ -9,20 +9,14 @@ by ``Worker.flush`` once a second), its retry policy (``Executor.on_job_complete
 plugins (``Recovery.recover``: every ``running`` job whose ``taken_by`` worker was not seen within
 ``heartbeat_timeout`` goes back to ``pending`` with ``max_attempts + 1`` and its claim cleared).
 
-Configuration: chancy's defaults as its code and docs give them, unless a ``--design-option`` says
-otherwise; intervals keep the ratios of chancy's documented defaults, with the lease as the heartbeat
-timeout (``docs/reference/adapters.md`` has the table):
-
-- one queue, ``default`` (the queue ``Worker.start`` would declare anyway), with chancy's default
-  **process executor** (``Queue.executor``: each job in a pool child spawned by
-  ``ProcessExecutor``, its worker context rebuilt there by :mod:`workers.spawned`) and its default
-  concurrency (None: the machine's core count); ``executor=threaded`` and ``concurrency=N`` are
-  options. The strike signal (SIGUSR1) is also chancy's cancel signal in those children: the body
-  blocks it in the thread that runs the job and takes it with ``sigtimedwait`` at a point only.
-- intervals (:data:`TIMING`): the lease is the heartbeat timeout (chancy's 90 s), the heartbeat,
-  recovery and leadership keep their ratios to it; the queue's poll is whole seconds (1 at least)
-  and the completion flush a fixed 1 s -- broken ratios the run reports.
-- the other default plugins (Pruner, Metrics, Workflow) stay, as chancy enables them by default.
+Configuration: chancy's defaults unless a ``--design-option`` says otherwise (the table:
+``docs/reference/adapters.md``): one queue, ``default``, with chancy's default **process executor**
+(each job in a pool child it spawns, where :mod:`workers.spawned` rebuilds the body's context; the
+strike signal, also chancy's cancel signal there, is blocked and taken only at a point) and default
+concurrency (the core count); ``executor=threaded``, ``concurrency=N``, ``eager_polling=true``.
+Intervals (:data:`TIMING`) keep the ratios of chancy's documented defaults, the lease as its 90 s
+heartbeat timeout; the whole-second poll and the fixed 1 s flush are broken ratios the run reports.
+The other default plugins (Pruner, Metrics, Workflow) stay.
 
 Grants: chancy's worker calls ``Chancy.is_up_to_date`` at start, which runs ``CREATE TABLE IF NOT
 EXISTS chancy_schema_version`` (``Migrator.upsert_version_table``): PostgreSQL checks CREATE on the
@@ -113,14 +107,15 @@ TIMING = timing.Intervals("chancy", anchors={"lease": "heartbeat timeout"}, inte
     # Not a parameter: completions are written once a second (reported; see min_time_scale).
     timing.Interval("completion flush", 1.0, grid=timing.FIXED, bound=None,
                     setting="Worker.send_outgoing_interval = 1"),
+    # Not an interval of chancy's: how long the process executor's start holds the event loop (a
+    # spawned Manager, executors/process.py ProcessExecutor.__init__), measured here with
+    # PYTHONASYNCIODEBUG (0.33-0.37 s idle; up to ~2 s with four runs at once). Reported only.
+    timing.Interval("process executor start", 0.35, grid=timing.FIXED, kind=timing.WAIT, bound=None,
+                    setting="ProcessExecutor.__init__: multiprocessing Manager() in the event loop"),
 ))
-# The process executor starts a multiprocessing Manager (a spawned interpreter) synchronously in
-# its __init__ (executors/process.py, ProcessExecutor.__init__: ctx.Manager()), inside the worker's
-# event loop: measured here, the loop stands still up to ~1 s at a worker's start (4 runs at once on
-# 2 cores), while another of chancy's coroutines may hold a transaction open (its heartbeat) and no
-# heartbeat is written. chancy's documented heartbeat timeout is 90 s; against the lease (1 article
-# second) the stall must stay well inside it: at time scale 3 the heartbeat timeout is 3 s and the
-# horizon threshold 1.5 s.
+# The process executor's start holds the event loop (TIMING "process executor start": 0.35 s idle, up
+# to ~2 s loaded) with chancy's heartbeat transaction open and no heartbeat written: against a lease
+# of 1 article second it reads as a dead worker and a held horizon; at 3 the timeout is 3 s.
 PROCESS_MIN_TIME_SCALE = 3.0
 EXECUTORS = {"process": chancy_lib.Chancy.Executor.Process, "threaded": chancy_lib.Chancy.Executor.Threaded}
 
@@ -177,6 +172,8 @@ class Chancy(hosted.HostedDesign):
         # the process executor's children open their own.
         self.pool_first = self.executor == "threaded"
         self.min_time_scale = 0.25 if self.executor == "threaded" else PROCESS_MIN_TIME_SCALE
+        if self.executor == "threaded":
+            self.TIMING = TIMING.without("process executor start")
 
     def install(self, conn, *, worker_role: str) -> None:
         async def migrate():

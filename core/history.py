@@ -68,6 +68,7 @@ class Execution:
     faults: list[dict] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
     pid: int | None = None  # the process it ran in: the worker's, or a child its library spawned
+    process_ended: bool = False  # that child died under it (the library, alive, saw it fail)
 
 
 @dataclass
@@ -133,7 +134,9 @@ class History:
             if ev == "process-exit":  # a library's child the job ran in is gone (workers/spawned.py)
                 for key, ex in list(current.items()):
                     if key[0] == w and ex.pid == r.get("exited") and ex.end is None:
-                        ex.end, ex.error = r["t"], f"its process (pid {r.get('exited')}) ended"
+                        ex.end = max(ex.start, r.get("since", r["t"]))  # died in (since, t]
+                        ex.error = f"its process (pid {r.get('exited')}) ended"
+                        ex.process_ended = True
                 continue
             ex = current.get((w, r.get("job")))
             if ex is None:

@@ -34,7 +34,10 @@ def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
     """The executions *f* may have come from: the one that returned last before it (dated), or every
     one told the attempt it names (undated). Executions already given a finish are not candidates."""
     ends = ENDS.get(f.get("outcome"), ())
-    fits = [ex for ex in execs if ex.outcome in ends and id(ex) not in taken]
+    # A library's child that died under an execution (chancy's process executor) is a failure the
+    # library, still alive, received: the execution's log has no end of its own (workers/spawned.py).
+    fits = [ex for ex in execs if (ex.outcome in ends or (ex.process_ended and "fail" in ends))
+            and id(ex) not in taken]
     if f.get("t") is not None:
         before = [ex for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK]
         return [max(before, key=lambda ex: ex.end)] if before else []
@@ -79,7 +82,8 @@ def _judge(lib: str, job: int, entry: dict, execs: list[Execution]) -> tuple[lis
                          f"{(until - first.start) * 1000:.0f} ms after {who(first)} had started: a stale "
                          f"execution's finish ({recorded})")
     refused = [f"job {job}'s {who(ex)}" for ex in execs
-               if ex.outcome in ("ok", "fail") and id(ex) not in taken and _newer(ex, execs, ex.end)]
+               if (ex.outcome in ("ok", "fail") or ex.process_ended) and id(ex) not in taken
+               and _newer(ex, execs, ex.end)]
     return lines, None, refused, len(taken)
 
 

@@ -26,6 +26,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 from pathlib import Path
 
 from ..core import procs
@@ -97,13 +98,13 @@ def _gone(pid: int) -> bool:
 def watch(ctx: WorkerContext, stop: threading.Event) -> threading.Thread:
     """A thread of the forked worker that logs ``process-exit`` (``exited``: the pid) once for each
     child that logged records and is gone: an execution in a child killed by ``os._exit`` or a
-    signal writes no end of its own, and the history ends it there. Polls every ``ctx.poll``; the
-    end it gives is up to one poll late (no execution of the same job can start in between: the
-    library must first notice the child's death)."""
+    signal writes no end of its own, and the history ends it at ``since``, the last poll that saw the
+    child alive (polls every ``ctx.poll``): at most one poll early, never after the death -- which
+    the library notices before it can run the job again or record its failure."""
     me = os.getpid()
 
     def loop() -> None:
-        offset, alive = 0, set()
+        offset, alive, seen_at = 0, set(), time.monotonic()
         while not stop.wait(max(ctx.poll, 0.02)):
             try:
                 with open(ctx.log.path, "rb") as f:
@@ -120,9 +121,12 @@ def watch(ctx: WorkerContext, stop: threading.Event) -> threading.Thread:
                     continue
                 if pid and pid != me:
                     alive.add(pid)
+            now = time.monotonic()
             for pid in sorted(p for p in alive if _gone(p)):
                 alive.discard(pid)
-                ctx.log.write("process-exit", exited=pid)
+                # since: the last poll that saw it alive -- it died in (since, now]
+                ctx.log.write("process-exit", exited=pid, since=seen_at)
+            seen_at = now
 
     t = threading.Thread(target=loop, name="pgjc-child-watch", daemon=True)
     t.start()

@@ -53,7 +53,7 @@ def test_fault_free_every_job_done_exactly_once(runner):
     assert set(_props(h).values()) == {"held"}, _evidence(h)
 
 
-def test_a_crash_in_a_job_fails_it_by_the_retry_policy_and_its_neighbour_finishes(runner):
+def test_a_crash_in_a_job_fails_it_by_the_retry_policy_and_may_fail_its_neighbour(runner):
     # One worker, two jobs at once (concurrency 2: chancy's default on a 2-core machine, set here so the
     # test does not depend on the core count). Both are fetched by the first poll; job 1 ends its pool
     # child (os._exit) halfway through its work, while job 2 (three times as long) is still working.
@@ -70,13 +70,17 @@ def test_a_crash_in_a_job_fails_it_by_the_retry_policy_and_its_neighbour_finishe
     assert rows[1] == {"state": "failed", "attempts": 3, "max_attempts": 3}, rows[1]
     assert props["bounded-attempts"] == "held" and props["attempts-counted"] == "held", ev
     assert all(x.by_harness or x.outcome == "drained" for x in h.exits), h.exits  # the worker itself lived
-    # The neighbour in the other pool child is not cut (measured on Python 3.11: the pool is replaced
-    # at the next push, ProcessExecutor.push "Replaced broken process pool", and the old one shut down
-    # without waiting): job 2 finishes once, counted once.
-    assert [e.outcome for e in h.executions() if e.job == 2] == ["ok"]
-    assert rows[2] == {"state": "succeeded", "attempts": 1, "max_attempts": 3}, rows[2]
+    # The neighbour in the other pool child: concurrent/futures/process.py terminate_broken (Python
+    # 3.11) fails every future of a broken pool and terminates its processes -- when the executor's
+    # manager thread notices the death before job 2 returns. Measured both ways on this machine: job 2
+    # finishes once, or its execution is cut too (workers/spawned.py logs its child gone) and chancy
+    # counts the BrokenProcessPool as job 2's failure. Either way chancy counted every execution.
+    twos = [e for e in h.executions() if e.job == 2]
+    assert all(e.outcome == "ok" or e.process_ended for e in twos), [(e.outcome, e.error) for e in twos]
+    assert rows[2]["attempts"] == len(twos), (rows[2], len(twos))
+    assert props["library-one-finish"] == "held", ev["library-one-finish"]
     # workers/spawned.py logged each dead child gone: the history ends those executions there.
-    assert all(e.error and "process" in e.error for e in h.executions() if e.job == 1)
+    assert all(e.process_ended for e in h.executions() if e.job == 1)
 
 
 def test_kill_of_the_worker_loses_the_unflushed_success(runner):

@@ -3,7 +3,7 @@
 A page names, in an HTML comment the site does not show, the schedule it cites and the set of
 properties that schedule violates on the library::
 
-    <!-- finding: schedule=docs/compare/libraries/S4.json design=procrastinate violates=bounded-attempts,terminal-states -->
+    <!-- finding: schedule=docs/findings/libraries/schedules/procrastinate-retry-limit.json design=procrastinate violates=bounded-attempts,bounded-blast-radius,terminal-states -->
 
 Each is replayed on that design (the schedule's own time scale, design options and versions) and
 must violate exactly that set -- two tries, since a schedule that races a library's own timers (a
