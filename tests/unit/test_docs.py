@@ -62,8 +62,9 @@ def test_every_docs_page_is_in_the_nav_and_the_compare_files_stay():
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
     assert pages and all(f" {p}" in nav for p in pages), [p for p in pages if f" {p}" not in nav]
-    assert (ROOT / "docs" / "compare" / "libraries" / "compare.json").is_file()
-    assert (ROOT / "docs" / "compare" / "pgqueuer" / "compare.json").is_file()
+    for library in ("procrastinate", "chancy", "pgqueuer"):
+        assert (ROOT / "docs" / "compare" / library / "compare.json").is_file(), library
+    assert sorted((ROOT / "docs" / "findings" / "libraries" / "schedules").glob("*.json"))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
@@ -77,7 +78,8 @@ def test_the_site_builds_strict(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (site / "index.html").is_file() and (site / "guides" / "own-worker" / "index.html").is_file()
-    assert (site / "compare" / "libraries" / "S4.json").is_file()
+    assert (site / "compare" / "chancy" / "S4.json").is_file()
+    assert (site / "findings" / "libraries" / "schedules" / "chancy-unflushed-success.json").is_file()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
