@@ -135,7 +135,7 @@ def _outbox_search(runner, faults, examples):
 def test_lease_outbox_holds_every_property_under_every_fault_and_pause_costs_only_overlap(runner):
     """One search under every fault, pause included (one small-scope pass, where two searches cost the
     suite six minutes): every run without a pause holds every property; a pause loses only no-overlap."""
-    out, r = _outbox_search(runner, OUTBOX_FAULTS + ",pause", 10)
+    out, r = _outbox_search(runner, OUTBOX_FAULTS + ",pause", 6)
     for run in out.runs:
         lost = {n for n, x in run.results.items() if x.status != "held"}
         allowed = {"no-overlap"} if "pause" in run.schedule.faults() else set()

@@ -25,4 +25,7 @@ def test_the_written_design_holds_fault_free_and_ruff_accepts_it(tmp_path):
                 "--json", str(tmp_path / "s.json"), "--out", str(tmp_path / "out"), timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     props = json.loads((tmp_path / "s.json").read_text())["properties"]
+    # library-one-finish judges what the queue itself recorded: the template leaves that optional hook
+    # (accepted_finishes) out, so it cannot decide -- unknown, never held.
+    assert props.pop("library-one-finish")["status"] == "unknown"
     assert len(props) >= 12 and {p["status"] for p in props.values()} == {"held"}, props
