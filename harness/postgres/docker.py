@@ -63,13 +63,26 @@ def _owner_dead(owner: str) -> bool:
     return host == socket.gethostname() and process_start_time(int(pid)) != start
 
 
+def labelled(c) -> list[dict]:
+    """Our labelled containers as the engine lists them (``Id``, ``Labels``, ``Mounts``), in one call.
+
+    Hazard: the SDK's ``containers.list`` inspects each listed container in a second request, and one
+    removed in between (by its owner, or a janitor) raises NotFound; the listing itself does not."""
+    return c.api.containers(all=True, filters={"label": LABEL})
+
+
 def sweep(c) -> list[str]:
     """Remove our labelled containers whose owner process on this host is dead."""
+    from docker.errors import NotFound
+
     removed = []
-    for ctr in c.containers.list(all=True, filters={"label": LABEL}):
-        if _owner_dead(ctr.labels.get(f"{LABEL}.owner", "")):
-            ctr.remove(force=True, v=True)
-            removed.append(ctr.id)
+    for ctr in labelled(c):
+        if _owner_dead((ctr.get("Labels") or {}).get(f"{LABEL}.owner", "")):
+            try:
+                c.api.remove_container(ctr["Id"], force=True, v=True)
+            except NotFound:  # removed meanwhile: gone either way
+                pass
+            removed.append(ctr["Id"])
     return removed
 
 

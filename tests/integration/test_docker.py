@@ -40,12 +40,16 @@ def local_image(engine):
     engine.images.remove(tag, force=True)
 
 
-def _ours(engine):
-    return engine.containers.list(all=True, filters={"label": docker.LABEL})
+def _ours(engine) -> list[dict]:
+    return docker.labelled(engine)
 
 
-def _volume_names(ctr) -> set[str]:
-    return {m["Name"] for m in ctr.attrs.get("Mounts", []) if m.get("Type") == "volume"}
+def _ids(engine) -> set[str]:
+    return {c["Id"] for c in _ours(engine)}
+
+
+def _volume_names(ctr: dict) -> set[str]:
+    return {m["Name"] for m in ctr.get("Mounts") or [] if m.get("Type") == "volume"}
 
 
 def _volumes(engine) -> set[str]:
@@ -57,19 +61,19 @@ def test_docker_backend_runs_the_article_database_and_removes_container_and_volu
         with psycopg.connect(db.worker_dsn) as conn:
             conn.execute("select set_config('app.tenant', '3', false)")
             assert conn.execute("select count(*) from invoices").fetchone()[0] == 6666
-        (ctr,) = [c for c in _ours(engine) if c.id.startswith(db.server.split()[4])]
+        (ctr,) = [c for c in _ours(engine) if c["Id"].startswith(db.server.split()[4])]
         volumes = _volume_names(ctr)
         assert volumes, "the image declares a VOLUME: the container has one"
         if not engine.networks.list(names=["bridge"]):  # the loopback-only engine of these tests
-            assert ctr.attrs["HostConfig"]["NetworkMode"] == "host"
+            assert ctr["HostConfig"]["NetworkMode"] == "host"
             assert "127.0.0.1:" in db.server
-    assert ctr.id not in {c.id for c in _ours(engine)}
+    assert ctr["Id"] not in _ids(engine)
     assert not volumes & _volumes(engine), "the container's volume was left behind"
 
 
 @pytest.mark.slow
 def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_image):
-    before = {c.id for c in _ours(engine)}
+    before = _ids(engine)
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--postgres", f"docker:{local_image}",
                              "--design", "lease", "--faults", "overrun", "--examples", "50"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -77,8 +81,8 @@ def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_
         ctr = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and ctr is None:
-            mine = [c for c in _ours(engine) if c.id not in before
-                    and c.labels.get(f"{docker.LABEL}.owner", "").split(":")[1:2] == [str(proc.pid)]]
+            mine = [c for c in _ours(engine) if c["Id"] not in before
+                    and (c.get("Labels") or {}).get(f"{docker.LABEL}.owner", "").split(":")[1:2] == [str(proc.pid)]]
             ctr = mine[0] if mine else None
             time.sleep(0.3)
         assert ctr is not None, "the harness started no container"
@@ -88,11 +92,11 @@ def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (ctr.id in {c.id for c in _ours(engine)}
-                                               or volumes & _volumes(engine)):
+        while time.monotonic() < deadline and (ctr["Id"] in _ids(engine) or volumes & _volumes(engine)):
             time.sleep(0.5)
-        assert ctr.id not in {c.id for c in _ours(engine)}, "container left behind"
+        assert ctr["Id"] not in _ids(engine), "container left behind"
         assert not volumes & _volumes(engine), "volume left behind"
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)  # reaped: an unwaited Popen warns at collection, inside a later test

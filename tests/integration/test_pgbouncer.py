@@ -132,6 +132,7 @@ def test_sigkill_of_the_harness_leaves_no_pgbouncer_behind():
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)  # reaped: an unwaited Popen warns at collection, inside a later test
 
 
 def test_parse():

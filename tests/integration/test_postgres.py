@@ -201,6 +201,7 @@ def test_killing_the_harness_leaves_nothing_behind(sig):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(30)  # reaped: an unwaited Popen warns at collection, inside a later test
 
 
 def test_sweep_removes_directories_of_dead_owners(tmp_path, monkeypatch):
