@@ -71,24 +71,33 @@ def labelled(c) -> list[dict]:
     return c.api.containers(all=True, filters={"label": LABEL})
 
 
+def owner(listed: dict) -> str:
+    """The owner label (``host:pid:start``) of a container as :func:`labelled` lists it."""
+    return (listed.get("Labels") or {}).get(f"{LABEL}.owner", "")
+
+
+def _remove(c, container_id: str) -> None:
+    """Remove a container and its anonymous volumes (``v``); one already gone is gone either way."""
+    from docker.errors import NotFound  # the SDK is imported where used: the janitor starts light
+
+    try:
+        c.api.remove_container(container_id, force=True, v=True)
+    except NotFound:
+        pass
+
+
 def sweep(c) -> list[str]:
     """Remove our labelled containers whose owner process on this host is dead."""
-    from docker.errors import NotFound
-
-    removed = []
-    for ctr in labelled(c):
-        if _owner_dead((ctr.get("Labels") or {}).get(f"{LABEL}.owner", "")):
-            try:
-                c.api.remove_container(ctr["Id"], force=True, v=True)
-            except NotFound:  # removed meanwhile: gone either way
-                pass
-            removed.append(ctr["Id"])
-    return removed
+    dead = [ctr["Id"] for ctr in labelled(c) if _owner_dead(owner(ctr))]
+    for container_id in dead:
+        _remove(c, container_id)
+    return dead
 
 
 def remove_container(container_id: str) -> None:
+    """Best effort, for cleanup paths: never raises (no engine answering included)."""
     try:
-        client().containers.get(container_id).remove(force=True, v=True)  # v: its anonymous volumes too
+        _remove(client(), container_id)
     except Exception:
         pass
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,12 +41,8 @@ def local_image(engine):
     engine.images.remove(tag, force=True)
 
 
-def _ours(engine) -> list[dict]:
-    return docker.labelled(engine)
-
-
 def _ids(engine) -> set[str]:
-    return {c["Id"] for c in _ours(engine)}
+    return {c["Id"] for c in docker.labelled(engine)}
 
 
 def _volume_names(ctr: dict) -> set[str]:
@@ -61,7 +58,7 @@ def test_docker_backend_runs_the_article_database_and_removes_container_and_volu
         with psycopg.connect(db.worker_dsn) as conn:
             conn.execute("select set_config('app.tenant', '3', false)")
             assert conn.execute("select count(*) from invoices").fetchone()[0] == 6666
-        (ctr,) = [c for c in _ours(engine) if c["Id"].startswith(db.server.split()[4])]
+        (ctr,) = [c for c in docker.labelled(engine) if c["Id"].startswith(db.server.split()[4])]
         volumes = _volume_names(ctr)
         assert volumes, "the image declares a VOLUME: the container has one"
         if not engine.networks.list(names=["bridge"]):  # the loopback-only engine of these tests
@@ -69,6 +66,20 @@ def test_docker_backend_runs_the_article_database_and_removes_container_and_volu
             assert "127.0.0.1:" in db.server
     assert ctr["Id"] not in _ids(engine)
     assert not volumes & _volumes(engine), "the container's volume was left behind"
+
+
+def test_sweep_removes_a_container_whose_owner_is_dead_and_spares_a_live_owners(engine, local_image):
+    labels = {docker.LABEL: "1"}
+    dead = engine.containers.create(local_image, labels={**labels, f"{docker.LABEL}.owner":
+                                                         f"{socket.gethostname()}:{2**22 + 1}:0"})
+    alive = engine.containers.create(local_image, labels={**labels, f"{docker.LABEL}.owner": docker._owner()})
+    try:
+        assert docker.sweep(engine) == [dead.id]
+        assert dead.id not in _ids(engine) and alive.id in _ids(engine)
+        docker._remove(engine, dead.id)  # already gone: no error
+    finally:
+        for ctr in (dead, alive):
+            docker._remove(engine, ctr.id)
 
 
 @pytest.mark.slow
@@ -81,8 +92,8 @@ def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_
         ctr = None
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and ctr is None:
-            mine = [c for c in _ours(engine) if c["Id"] not in before
-                    and (c.get("Labels") or {}).get(f"{docker.LABEL}.owner", "").split(":")[1:2] == [str(proc.pid)]]
+            mine = [c for c in docker.labelled(engine) if c["Id"] not in before
+                    and docker.owner(c).split(":")[1:2] == [str(proc.pid)]]
             ctr = mine[0] if mine else None
             time.sleep(0.3)
         assert ctr is not None, "the harness started no container"
