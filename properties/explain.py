@@ -11,7 +11,7 @@ A hosted design's body (``workers/hosted.py``) commits its ``job_runs`` row and 
 before the library's own finish runs: a violation of ``single-commit``, ``at-most-once-effects`` or
 ``no-stale-effect`` there is at-least-once by design, which no fence of the library's could prevent.
 It gains the cause ``at-least-once``, and its evidence says so and what ``library-one-finish`` -- the
-library's own record -- found.
+library's own record -- found, naming the design (a library's name or your own queue's).
 """
 
 from __future__ import annotations
@@ -32,34 +32,40 @@ BUDGET = "budget"
 AT_LEAST_ONCE = "at-least-once"
 BODY_FIRST = ("single-commit", "at-most-once-effects", "no-stale-effect")
 LIBRARY = "library-one-finish"
-HOSTED = ("the body's commit and effect happened before the library's finish: at-least-once by design, "
-          "not the library's fence")
+
+
+def _hosted(queue: str) -> str:
+    """The at-least-once lead, naming the hosted queue: a library's name or your own design's."""
+    return (f"the body's commit and effect happened before {queue}'s finish: at-least-once by design, "
+            f"not {queue}'s fence")
 
 
 def _jobs(jobs) -> str:
     return ", ".join(str(j) for j in jobs)
 
 
-def _library(results: dict[str, Result]) -> str:
+def _library(queue: str, results: dict[str, Result]) -> str:
     r = results.get(LIBRARY)
     if r is None:
         return ""
     if r.status == VIOLATED:
-        return f" (but the library also accepted a finish it should not have, see {LIBRARY})"
+        return f" (but {queue} also accepted a finish it should not have, see {LIBRARY})"
     if r.status == HELD:
-        return f" (the library accepted at most one success per job, none stale: {LIBRARY} held)"
-    return f" (what the library accepted is unknown: {LIBRARY})"
+        return f" ({queue} accepted at most one success per job, none stale: {LIBRARY} held)"
+    return f" (what {queue} accepted is unknown: {LIBRARY})"
 
 
 def explain(h: History, results: dict[str, Result]) -> dict[str, Result]:
     """*results* with every consequence given its cause (see the module docstring)."""
     out = dict(results)
     if h.hosted:
+        queue = h.design or "the hosted queue"
         for name in BODY_FIRST:
             r = out.get(name)
             if r is not None and r.status == VIOLATED and not r.cause:
                 out[name] = dataclasses.replace(r, cause=AT_LEAST_ONCE,
-                                                evidence=f"{HOSTED}{_library(results)}: {r.evidence}")
+                                                evidence=f"{_hosted(queue)}{_library(queue, results)}: "
+                                                         f"{r.evidence}")
     for name, roots in CONSEQUENCES.items():
         r = out.get(name)
         if r is None or r.status != VIOLATED or r.cause:

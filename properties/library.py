@@ -95,12 +95,12 @@ def library_one_finish(h: History) -> Result:
     Held vacuously for a built-in design, whose finish is the transaction ``single-commit`` judges.
     Count: offences."""
     if not h.hosted:
-        return held(NAME, "vacuous: not a hosted library (a built-in design's finish commits with its "
-                          "job_runs row: single-commit judges it)")
-    lib = h.design
+        return held(NAME, "vacuous: not a hosted queue (the design's finish commits with its job_runs row: "
+                          "single-commit judges it)")
+    lib = h.design  # a library's name or your own queue's: the evidence names it, never "the library"
     if h.finishes is None:
         return unknown(NAME, f"{lib} does not say what it accepted (its design has no accepted_finishes): "
-                             "the library's own finishes were not read")
+                             f"{lib}'s own record of its finishes was not read")
     entries = {e.get("job"): e for e in h.finishes}
     groups = by_job(h.executions())
     ids = {row.get("id") for row in h.jobs if row.get("id") is not None} | set(groups)

@@ -39,7 +39,8 @@ __all__ = ["DESIGNS", "LIBRARIES", "MODES", "QueueDesign", "TenantMode", "check_
 
 def _import(module_name: str):
     """``package.module`` (from the current directory too, as ``python -m`` would) or a file path
-    ``path/to/file.py`` (its directory goes on ``sys.path`` so it can import its neighbours)."""
+    ``path/to/file.py`` (its directory goes on ``sys.path`` so it can import its neighbours, and the
+    current directory after it, so it can import packages from the project's root as well)."""
     if module_name.endswith(".py") or os.sep in module_name:
         path = Path(module_name).expanduser().resolve()
         if not path.is_file():
@@ -49,6 +50,8 @@ def _import(module_name: str):
             return sys.modules[name]
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
+        if os.getcwd() not in sys.path:  # after the file's directory: its neighbours come first
+            sys.path.insert(sys.path.index(str(path.parent)) + 1, os.getcwd())
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module

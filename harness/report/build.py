@@ -44,6 +44,16 @@ def no_strike(results: dict) -> dict:
         for n, r in results.items()}
 
 
+def header(design: str, tenant_mode: str, options: dict | None, histories) -> str:
+    """``DESIGN [K=V ...] (TENANT)`` for a title: the design with its ``--design-option`` values (a
+    design's own tenant scope among them: ``scope=session``), and what set each job's tenant -- the
+    tenant mode, or ``own tenant code`` when the design's worker ran the body on its own connection
+    (``run_job(conn=...)``, ``Execution.own_tenant``): the tenant mode then played no part."""
+    opts = "".join(f" {k}={v}" for k, v in sorted((options or {}).items()))
+    own = any(ex.own_tenant for h in histories for ex in h.executions())
+    return f"{design}{opts} ({'own tenant code' if own else tenant_mode})"
+
+
 def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, examples: int,
                   seed: int | None, server: dict, stamp: Stamp, out_dir: Path, strict: bool = False,
                   gate: tuple[str, ...] | None = None) -> Report:
@@ -56,7 +66,9 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
         results = no_strike(results)
     coverage = out.coverage()
     never = out.never_struck(faults, coverage)
-    title = (f"{design} ({tenant_mode}) under faults {names}: {len(out.runs)} runs "
+    options = out.runs[0].schedule.design_options if out.runs else {}
+    title = (f"{header(design, tenant_mode, options, (r.history for r in out.runs))} under faults {names}: "
+             f"{len(out.runs)} runs "
              f"({out.small_scope_runs} small-scope) in {out.seconds:.1f} s")
     saved: list[Saved] = []
     if out.counterexample is not None:
@@ -91,7 +103,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
 def replay_report(history: History, results: dict, schedule: Schedule, file: str | Path, *,
                   strict: bool = False, notes: list[str] = (), gate: tuple[str, ...] | None = None) -> Report:
     """A replay's report: the file it ran is its one saved schedule."""
-    title = f"replay of {file} on {schedule.design} ({schedule.tenant_mode})"
+    title = f"replay of {file} on {header(schedule.design, schedule.tenant_mode, schedule.design_options, [history])}"
     saved = [Saved("this replay", schedule, Path(file), violated_names(results),
                    history)]
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,

@@ -184,7 +184,7 @@ def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
     assert f"accepted the success (succeeded) of {first.worker} attempt 1" in lib.evidence
     assert f"after {second.worker} attempt 2 had started: a stale execution's finish" in lib.evidence
     assert results["single-commit"].cause == "at-least-once"
-    assert "the library also accepted a finish it should not have" in results["single-commit"].evidence
+    assert "but procrastinate also accepted a finish it should not have" in results["single-commit"].evidence
     assert h.jobs[0]["status"] == "done"
 
 

@@ -91,7 +91,7 @@ def test_undecidable_is_unknown_never_held():
 
 def test_a_built_in_design_is_vacuous_and_the_recoverys_requeue_is_no_finish():
     built_in = one(NAME, sane())
-    assert built_in.status == HELD and built_in.evidence.startswith("vacuous: not a hosted library")
+    assert built_in.status == HELD and built_in.evidence.startswith("vacuous: not a hosted queue")
     crashed = paused(RETRY, first=None, second=None)  # both died in their body (no terminal event)
     assert one(NAME, crashed).status == HELD
 
@@ -102,13 +102,29 @@ def test_hosted_body_first_violations_are_at_least_once_and_say_what_the_library
     res = check(h)
     sc = res["single-commit"]
     assert sc.status == VIOLATED and sc.cause == "at-least-once" and sc.to_dict()["caused_by"] == "at-least-once"
-    assert sc.evidence.startswith("the body's commit and effect happened before the library's finish: "
-                                  "at-least-once by design, not the library's fence (the library accepted at most "
+    assert sc.evidence.startswith("the body's commit and effect happened before procrastinate's finish: "
+                                  "at-least-once by design, not procrastinate's fence (procrastinate accepted at most "
                                   "one success per job, none stale: library-one-finish held): job 1 committed 2")
     assert res["no-stale-effect"].cause == res["at-most-once-effects"].cause == "at-least-once"
-    assert "but the library also accepted" in check(paused(RETRY, fin("success", 6.002)))["single-commit"].evidence
+    assert "but procrastinate also accepted" in check(paused(RETRY, fin("success", 6.002)))["single-commit"].evidence
     # a built-in design's violation stays a finding of its own
     assert check(paused(RETRY, hosted=False))["single-commit"].cause == ""
+
+
+def test_your_own_hosted_queue_is_named_in_the_evidence_never_called_a_library():
+    h = paused(RETRY, fin("success", 3.503), design="my-queue")
+    h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})
+    sc = check(h)["single-commit"]
+    assert sc.evidence.startswith("the body's commit and effect happened before my-queue's finish: at-least-once by "
+                                  "design, not my-queue's fence (my-queue accepted at most one success per job")
+    h.finishes = None  # no accepted_finishes hook
+    res = check(h)
+    assert res[NAME].evidence == ("my-queue does not say what it accepted (its design has no accepted_finishes): "
+                                  "my-queue's own record of its finishes was not read")
+    assert res["single-commit"].evidence.startswith(
+        "the body's commit and effect happened before my-queue's finish: at-least-once by design, not my-queue's "
+        "fence (what my-queue accepted is unknown: library-one-finish): ")
+    assert all("librar" not in r.evidence.replace("library-one-finish", "") for r in res.values()), res
 
 
 def test_the_history_keeps_what_the_library_accepted():
