@@ -30,6 +30,7 @@ import inspect
 import traceback
 from pathlib import Path
 
+from ...core.coverage import fault_fates
 from ...core.errors import EXIT_HELD, EXIT_VIOLATED, ChaosError, UsageError
 from ...core.schedule import JOB_POINTS, Event, JobSpec, Schedule
 from ...faults.catalogue import CATALOGUE
@@ -171,7 +172,7 @@ def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
     if hit:
         x = hit[0]
         return True, what, f"{x.get('worker')} job {job} attempt {x.get('attempt')}: {name} at {point}"
-    fates = [f["fate"] for f in history.fault_fates() if f["fault"] == name and f["job"] == job]
+    fates = [f["fate"] for f in fault_fates(history) if f["fault"] == name and f["job"] == job]
     return False, what, f"no such record ({', '.join(fates) or 'not placed'}; reached: " \
                         f"{', '.join(sorted(history.points_reached())) or 'no point'})"
 

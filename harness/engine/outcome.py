@@ -6,6 +6,7 @@ import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ...core.coverage import fault_fates, retry_gaps
 from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import aggregate, violated_names
@@ -84,7 +85,7 @@ class SearchOutcome:
         out: dict[str, dict[str, int]] = defaultdict(dict)
         for r in self.runs:
             struck = set()
-            for f in r.history.fault_fates():
+            for f in fault_fates(r.history):
                 out[f["fault"]].setdefault(f["point"], 0)
                 if f["fate"] == "struck":
                     struck.add((f["fault"], f["point"]))
@@ -93,8 +94,8 @@ class SearchOutcome:
         return {f: dict(sorted(points.items())) for f, points in sorted(out.items())}
 
     def retry_spacing(self) -> dict:
-        """The retry gaps of every run (``History.retry_gaps``, in leases): how many, and their spread."""
-        gaps = sorted(g for r in self.runs for g in r.history.retry_gaps())
+        """The retry gaps of every run (``core.coverage.retry_gaps``, in leases): how many, and their spread."""
+        gaps = sorted(g for r in self.runs for g in retry_gaps(r.history))
         if not gaps:
             return {}
         return {"retries": len(gaps), "min": round(gaps[0], 3), "median": round(gaps[len(gaps) // 2], 3),

@@ -64,13 +64,14 @@ def test_a_job_a_supervisor_fault_aims_at_is_not_judged_and_a_run_cut_short_cann
 
 
 def test_retry_gaps_are_in_leases_from_the_failure_to_the_next_execution():
+    from pg_job_chaos.core.coverage import retry_gaps
     from pg_job_chaos.harness.report.text import retry_line
 
     sched = transient(1)
     sched["time_scale"], sched["timing"]["lease"] = 0.5, 1.0  # a lease is 0.5 s of real time
     h = sane(sched=sched, records=[*execution("w1.0", 1, 1, 1.0, 2.0, outcome="failed", error="boom"),
                                    *execution("w1.0", 1, 2, 2.05, 3.0), *execution("w1.0", 2, 1, 3.1, 3.5)])
-    assert [round(g, 3) for g in h.retry_gaps()] == [0.1]  # one retry, 0.05 s = 0.1 lease; job 2 none
+    assert [round(g, 3) for g in retry_gaps(h)] == [0.1]  # one retry, 0.05 s = 0.1 lease; job 2 none
     assert retry_line({"retries": 1, "min": 0.1, "median": 0.1, "max": 0.1}) == [
         "retries (a figure, not a verdict): 1 came back 0.1-0.1 leases after the failure, median 0.1"]
     assert retry_line({}) == []

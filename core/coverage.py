@@ -1,0 +1,60 @@
+"""Coverage figures of a run, from its history: what became of each fault the schedule placed, and
+how retries were spaced. Figures for the report and the search's coverage, never verdicts (those are
+``properties/``)."""
+
+from __future__ import annotations
+
+from .history import Execution, History
+
+
+def fault_fates(h: History) -> list[dict]:
+    """What became of every fault the schedule placed: ``{"fault", "job", "point", "fate"}`` with
+    fate ``struck``, ``never reached`` (no execution got to its point: its job crashed earlier,
+    finished elsewhere, ...) or ``worker gone`` (a supervisor event whose point was reached by a
+    worker that died before the strike). Coverage, not a verdict: in a random schedule a fault
+    that never fires is normal."""
+    out = []
+    struck_jobs = {(r.get("job"), r.get("point")) for r in h.records if r.get("event") == "fault"}
+    struck_any = {r.get("job"): r.get("point") for r in h.records if r.get("event") == "fault"}
+    for j in h.schedule.get("jobs", []):
+        if not j.get("fault"):
+            continue
+        point = j.get("point")
+        hit = (j["id"], point) in struck_jobs if point else j["id"] in struck_any
+        changes_work = not hit and point is None and any(
+            r.get("event") == "started" and r.get("job") == j["id"] for r in h.records)
+        fate = "struck" if hit or changes_work else "never reached"
+        out.append({"fault": j["fault"], "job": j["id"], "point": point or struck_any.get(j["id"]) or "default",
+                    "fate": fate})
+    reached: dict[tuple[int, str], int] = {}
+    for r in h.records:
+        if r.get("event") == "point":
+            reached[(r.get("job"), r.get("point"))] = reached.get((r.get("job"), r.get("point")), 0) + 1
+    injected = {(x.get("fault"), x.get("job"), x.get("point")) for x in h.injected}
+    for e in h.schedule.get("events", []):
+        key = (e["job"], e["point"])
+        if (e["fault"], e["job"], e["point"]) in injected:
+            fate = "struck"
+        elif reached.get(key, 0) >= e.get("occurrence", 1):
+            fate = "worker gone"
+        else:
+            fate = "never reached"
+        out.append({"fault": e["fault"], "job": e["job"], "point": e["point"], "fate": fate})
+    return out
+
+
+def retry_gaps(h: History) -> list[float]:
+    """How each retry was spaced, in leases: from the end of an execution that did not finish (it
+    failed, or its worker died) to the start of the job's next execution. A figure, not a verdict
+    (the article: a failed job comes straight back, back to back)."""
+    t = h.schedule.get("timing") or {}
+    lease = float(t.get("lease") or 1.0) * float(h.schedule.get("time_scale") or 1.0)
+    by_job: dict[int, list[Execution]] = {}
+    for ex in h.executions():
+        by_job.setdefault(ex.job, []).append(ex)
+    gaps = []
+    for runs in by_job.values():
+        for prev, nxt in zip(runs, runs[1:], strict=False):
+            if prev.outcome != "ok" and prev.end is not None and nxt.start >= prev.end:
+                gaps.append((nxt.start - prev.end) / lease)
+    return gaps
