@@ -30,6 +30,8 @@ LIBRARIES = {
     "procrastinate": "pg_job_chaos.adapters.procrastinate:Procrastinate",
     "pgqueuer": "pg_job_chaos.adapters.pgqueuer:PgQueuer",
     "chancy": "pg_job_chaos.adapters.chancy:Chancy",
+    # any runtime, through a subprocess client (docs/contract.md): --design-option command="..."
+    "contract": "pg_job_chaos.workers.contract:ContractDesign",
 }
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 

@@ -1,0 +1,315 @@
+"""pg-job-chaos worker contract, version 1: the Python client (psycopg 3 only; any Python >= 3.10).
+
+A queue worker written in any language is judged by pg-job-chaos through a command that speaks
+this contract (``docs/contract.md`` is the specification; this module and
+``workers/clients/node/pgjc-contract.js`` are its two clients). This file imports nothing of
+pg-job-chaos: the harness puts its directory on ``PYTHONPATH`` for another interpreter (oban-py on
+Python 3.12), or a user copies it.
+
+The command's subcommands (``argv[1]``), each given ``DATABASE_URL``:
+
+``describe``  print the descriptor: ``{"kind": "descriptor", "contract": 1, "system", "version",
+              "sql": {"reset", "pending", "final_states"}, "status": {library state: harness state}}``
+``install``   install the queue's schema with its own installer (``DATABASE_URL`` the owner's;
+              ``PGJC_WORKER_ROLE`` the ordinary role to grant to); print ``{"kind": "installed"}``
+``enqueue``   read ``{"jobs": [args, ...], "max_attempts": n}`` on stdin, queue each job, print
+              ``{"kind": "enqueued", "ids": [[job, library id], ...]}``
+``work``      run the queue's own worker loop (``DATABASE_URL`` the worker role's; ``PGJC_CONTRACT``
+              the spec file) whose task calls :meth:`Client.run_job`; exit 0 when
+              :meth:`Client.may_dequeue` says the budget is spent, 1 for an injected crash.
+
+:class:`Client` writes the execution log's records (one ``os.write`` per line, ``O_APPEND``), runs the
+harness's job body, and waits at a watched point for the supervisor's go (``SIGUSR1``, taken by
+``sigtimedwait``: never a busy loop; from asyncio in a thread, never on the event loop's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+import psycopg
+import psycopg.sql
+
+CONTRACT = 1
+ENV = "PGJC_CONTRACT"
+GO = signal.SIGUSR1
+EXIT_CRASH = 1
+BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
+
+
+class InjectedError(Exception):
+    """A job fault ``raise``: the body raised, as a job's code does."""
+
+
+def digest(text: str) -> str:
+    """A statement's strike point: ``sql:`` and the first 8 hex digits of the SHA-1 of its text with
+    whitespace runs collapsed (the harness names the same text the same way)."""
+    return "sql:" + hashlib.sha1(" ".join(text.split()).encode()).hexdigest()[:8]
+
+
+def _text(query) -> str | None:
+    """A statement's text as the harness digests it: a composed one's SQL parts, literals as ``?``."""
+    if isinstance(query, str | bytes):
+        return query.decode() if isinstance(query, bytes) else query
+    if isinstance(query, psycopg.sql.SQL):
+        return query._obj  # noqa: SLF001 - its template
+    if isinstance(query, psycopg.sql.Composed):
+        return " ".join(_text(part) or "?" for part in query._obj)  # noqa: SLF001
+    return None
+
+
+def emit(record: dict) -> None:
+    """One JSON line on stdout: a subcommand's answer."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+class Client:
+    """The worker's side of the contract, built from the spec file ``PGJC_CONTRACT`` names."""
+
+    def __init__(self, path: str | None = None):
+        path = path or os.environ.get(ENV)
+        if not path:
+            raise SystemExit(f"pgjc_contract: {ENV} is not set (run by pg-job-chaos's contract design)")
+        with open(path) as f:
+            self.spec = spec = json.load(f)
+        if spec.get("contract") != CONTRACT:
+            raise SystemExit(f"pgjc_contract: contract {spec.get('contract')!r}; this client speaks {CONTRACT}")
+        self.identity = spec["identity"]
+        self.dsn = spec["dsn"]
+        self.seconds = spec["seconds"]  # lease, poll, heartbeat, max_runtime: real seconds
+        self.intervals = spec.get("intervals", {})
+        self.options = spec.get("options", {})
+        self.watch = {(w[0], w[1]) for w in spec["watch"]}
+        self.started = 0
+        self._fd = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._body = weakref.WeakSet()
+        self._seen: set[tuple[str, bool]] = set()
+        # The go is taken only by sigtimedwait: blocked in every thread (threads inherit the mask).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {GO})
+        self.log("worker-start", runtime=f"python {sys.version.split()[0]}", contract=CONTRACT)
+
+    # --- the log and the points ------------------------------------------------------------------
+    def log(self, event: str, **fields) -> None:
+        rec = {"t": time.monotonic(), "wall": time.time(), "worker": self.identity, "pid": os.getpid(),
+               "event": event, **fields}
+        os.write(self._fd, (json.dumps(rec, default=str) + "\n").encode())
+
+    def wait(self, job: int | None, attempt: int | None, point: str, backend: int | None) -> None:
+        """At a watched point: say so, and wait for the go (at most ``strike_wait`` seconds)."""
+        with self._lock:  # one waiter at a time: the go is process-wide
+            self.log("point", job=job, attempt=attempt, point=point, backend=backend)
+            if signal.sigtimedwait([GO], self.spec["strike_wait"]) is None:
+                self.log("point-timeout", job=job, attempt=attempt, point=point)
+
+    def may_dequeue(self) -> bool:
+        """Whether the worker may take another job (the schedule's dequeue budget)."""
+        return self.spec["dequeues"] is None or self.started < self.spec["dequeues"]
+
+    def watch_statements(self) -> None:
+        """Make every statement this process sends through psycopg (the queue's own) a strike point."""
+        client = self
+
+        def before(cur, query):
+            text = _text(query)
+            if text is None or cur.connection in client._body or " ".join(text.split()).lower() in BODY_TEXTS:
+                return None
+            point, job = digest(text), getattr(client._local, "job", None)
+            key = (point, job is not None)
+            if key not in client._seen:
+                client._seen.add(key)
+                client.log("statement", point=point, job=job, bound=job is not None)
+            return (job, point) if (job, point) in client.watch else None
+
+        def hold(cur, hit):
+            client.wait(hit[0], getattr(client._local, "attempt", None), hit[1], cur.connection.info.backend_pid)
+
+        def sync(method):
+            @functools.wraps(method)
+            def execute(self, query, *a, **k):
+                hit = before(self, query)
+                if hit:
+                    hold(self, hit)
+                return method(self, query, *a, **k)
+            return execute
+
+        def asynchronous(method):
+            @functools.wraps(method)
+            async def execute(self, query, *a, **k):
+                hit = before(self, query)
+                if hit:
+                    await asyncio.to_thread(hold, self, hit)  # never on the event loop's thread
+                return await method(self, query, *a, **k)
+            return execute
+
+        for cls, wrap in ((psycopg.Cursor, sync), (psycopg.AsyncCursor, asynchronous)):
+            for name in ("execute", "executemany"):
+                setattr(cls, name, wrap(getattr(cls, name)))
+
+    # --- the job body ------------------------------------------------------------------------------
+    def run_job(self, args: dict, attempt: int) -> None:
+        """The harness's job body for one execution of the job *args* names (the task's arguments as
+        enqueued), *attempt* as the queue counts it (1-based). Raises what the body raised, so the
+        queue records the failure and applies its own retry policy. Safe from several threads."""
+        Execution(self, args, int(attempt)).run()
+
+    async def run_job_async(self, args: dict, attempt: int) -> None:
+        await asyncio.to_thread(self.run_job, args, attempt)
+
+    def connect(self) -> psycopg.Connection:
+        tenant = self.spec["tenant"]
+        conn = psycopg.connect(self.dsn, autocommit=tenant["autocommit"], application_name=self.identity)
+        self._body.add(conn)
+        self.log("connect", backend=conn.info.backend_pid)
+        return conn
+
+    def body_connection(self) -> psycopg.Connection:
+        """This thread's body connection, opened once (a pooled connection that serves job after job)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._local.conn = self.connect()
+        return conn
+
+    def started_count(self, job: int) -> int:
+        """Executions of *job* that logged ``started`` in the run, every worker's log read."""
+        n, run_dir = 0, self.spec["run_dir"]
+        for name in os.listdir(run_dir):
+            if name.endswith(".events.jsonl"):
+                with open(os.path.join(run_dir, name), "rb") as f:
+                    for line in f.read().splitlines():
+                        if b'"started"' in line:
+                            try:
+                                r = json.loads(line)
+                            except ValueError:
+                                continue
+                            n += r.get("event") == "started" and r.get("job") == job
+        return n
+
+
+class Execution:
+    """One execution: the steps of the harness's hosted body, in its order, each logged."""
+
+    def __init__(self, client: Client, args: dict, attempt: int):
+        self.c, self.args, self.attempt = client, args, attempt
+        self.job, self.tenant = int(args["job"]), args.get("tenant")
+        self.reached: list[str] = []
+        self.fault = client.spec["faults"].get(args.get("fault")) if args.get("fault") else None
+        self.fault_name = args.get("fault")
+
+    def _log(self, event: str, **fields) -> None:
+        self.c.log(event, job=self.job, attempt=self.attempt, **fields)
+
+    def run(self) -> None:
+        c, sql = self.c, self.c.spec["sql"]
+        c.started += 1
+        c._local.job, c._local.attempt = self.job, self.attempt
+        conn = self.conn = c.body_connection()
+        try:
+            self._log("started", tenant=self.tenant, fault=self.fault_name)
+            if args_strikes := self.args.get("strikes"):
+                nth = c.started_count(self.job)
+                self._log("execution-count", nth=nth, strikes=args_strikes)
+                if nth > args_strikes:
+                    self.fault = None
+            me = f"{c.identity} {self.job} {self.attempt}".replace("'", "''")
+            value, last, pid, _ = conn.execute(sql["inherited_tenant"].replace("{me}", f"'{me}'")).fetchone()
+            self._log("tenant-inherited", value=value, last=last, backend=pid)
+            self.point("before-tenant")
+            self.set_tenant()
+            visible, foreign = conn.execute(sql["read_invoices"], {"tenant": self.tenant}).fetchone()
+            self._log("rows-visible", tenant=self.tenant, visible=visible, foreign=foreign)
+            started = conn.execute("select clock_timestamp()").fetchone()[0]
+            conn.commit()
+            total = self.work_seconds()
+            time.sleep(total / 2)
+            self.point("mid-work")
+            time.sleep(total / 2)
+            self._log("effect")
+            self.point("after-effect")
+            self.point("before-finish")
+            if c.spec["tenant"]["autocommit"]:
+                conn.execute("begin")
+            self.set_tenant()
+            conn.execute(sql["insert_finished_run"], {"job": self.job, "worker": c.identity,
+                                                      "attempt": self.attempt, "started": started})
+            conn.commit()
+            self.point("after-insert")
+        except BaseException as exc:
+            text = str(exc).strip().splitlines()
+            self._log("failed", error=f"{type(exc).__name__}: {text[0] if text else ''}", points=self.reached)
+            if not conn.broken and not conn.closed:
+                conn.rollback()
+            raise
+        finally:
+            if c.spec["tenant"]["reset"] and not conn.closed and not conn.broken:
+                conn.autocommit = True
+                conn.execute(c.spec["tenant"]["reset"])
+                conn.autocommit = c.spec["tenant"]["autocommit"]
+        self._log("finished", points=self.reached)
+
+    def set_tenant(self) -> None:
+        if self.tenant is not None:
+            self.conn.execute(self.c.spec["sql"]["set_tenant"],
+                              {"tenant": str(self.tenant), "local": self.c.spec["tenant"]["local"]})
+
+    def work_seconds(self) -> float:
+        seconds = float(self.args.get("duration") or 0.0) * self.c.spec["time_scale"]
+        factor = self.fault and self.fault.get("work_lease_factor")
+        return max(seconds, factor * self.c.seconds["lease"]) if factor else seconds
+
+    def point(self, name: str) -> None:
+        """A named point: the supervisor's wait if it watches it, then the job's own fault if it strikes here."""
+        self.reached.append(name)
+        if (self.job, name) in self.c.watch:
+            self.c.wait(self.job, self.attempt, name, self.conn.info.backend_pid)
+        f = self.fault
+        if f is None or f.get("strike") is None or (self.args.get("point") or f.get("point")) != name:
+            return
+        self._log("fault", fault=self.fault_name, point=name)
+        strike = f["strike"]
+        if strike == "raise":
+            raise InjectedError(f"injected fault: raise at {name}")
+        if strike == "sql-error":
+            self.conn.execute("select 1/0")
+        elif strike == "crash":
+            os._exit(EXIT_CRASH)  # no handler, no finally, no rollback
+        elif strike == "hang":
+            while True:
+                time.sleep(3600)
+        else:
+            raise RuntimeError(f"pgjc_contract: unknown strike {strike!r} (contract {CONTRACT})")
+
+
+def load_sql(path: str) -> dict[str, str]:
+    """The statements of a ``.sql`` file, each after a ``-- name: NAME`` line (comments dropped)."""
+    out: dict[str, list[str]] = {}
+    name = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("-- name:"):
+                name = line.split(":", 1)[1].strip()
+                out[name] = []
+            elif name is not None and not line.lstrip().startswith("--"):
+                out[name].append(line)
+    return {k: "".join(v).strip().removesuffix(";") for k, v in out.items()}
+
+
+def main(commands: dict) -> None:
+    """Dispatch ``argv[1]`` to ``commands[name]()`` and exit with what it returns (None: 0). An
+    unknown subcommand exits 2 and names the known ones."""
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name not in commands:
+        sys.stderr.write(f"usage: {sys.argv[0]} {{{'|'.join(commands)}}}\n")
+        raise SystemExit(2)
+    raise SystemExit(commands[name]() or 0)

@@ -1,0 +1,200 @@
+"""A worker in any runtime, through a subprocess that speaks the worker contract (``docs/contract.md``).
+
+:class:`ContractDesign` is a hosted design (``workers/hosted.py``) whose library lives in another
+process: a command (``--design-option command="node worker.js"``; a subclass fixes :attr:`COMMAND`)
+with the subcommands ``describe``, ``install``, ``enqueue`` and ``work``. The harness keeps what it
+judges on its own side: the queue's state is read by the SQL the descriptor gives (``reset``,
+``pending``, ``final_states``: run by the supervisor, never by a subprocess per poll), and the
+client writes the execution log's own records, so properties, strategies, shrinking and the report
+are the same for every runtime.
+
+In the forked worker, :meth:`ContractDesign.run_worker` starts ``command work`` in the worker's
+process group (a kill or pause of the worker reaches it; the supervisor's go at a point goes to the
+pid in the ``point`` record, one of the group's: ``WorkerProcess.go``), asks the kernel to kill it
+with the worker, unblocks the go signal for it (Node cannot unblock a signal it inherits blocked),
+and watches it: a client that dies writes no end of its own, so ``process-exit`` ends its execution
+(``workers/spawned.watch``). The worker exits with the client's code: 0 drained, 1 an injected
+crash, anything else a worker error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from psycopg import conninfo
+
+from ..core import sqlfile
+from ..core.errors import UsageError
+from ..faults.catalogue import CATALOGUE
+from . import hosted, spawned
+from .body import STRIKE_SIGNAL
+
+CONTRACT = 1
+ENV = "PGJC_CONTRACT"
+CLIENTS = Path(__file__).parent / "clients"  # python/pgjc_contract.py, node/pgjc-contract.js
+SUBCOMMAND_TIMEOUT = 120.0  # seconds for describe, install or enqueue (an npm package's first import is slow)
+BODY = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant",
+                    "insert_finished_run", "read_invoices")
+STRIKES = {"raise": "raise", "sql-error": "sql-error", "crash": "crash", "hang": "hang"}  # the clients know these
+MODES = ("local", "session", "session-autocommit", "reset")  # what a client's own connections can do
+
+
+class ContractError(RuntimeError):
+    """The client broke the contract (a subcommand failed or answered out of shape)."""
+
+
+class ContractDesign(hosted.HostedDesign):
+    """A queue in another runtime, through the contract's command."""
+
+    name = "contract"
+    COMMAND: tuple[str, ...] = ()  # a subclass's fixed command; else the ``command`` option
+    OPTIONS = {"command": "the client command, shell words (e.g. node examples/contract/worker.js)"}
+    pool_first = False  # the client opens its own connections
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        command = tuple(shlex.split(options["command"])) if options.get("command") else self.COMMAND
+        if not command:
+            raise UsageError(f"design {self.name}: give the client command: --design-option command='...'")
+        self.command = command
+        self._descriptor: dict | None = None
+
+    # --- the subcommands ---------------------------------------------------------------------------
+    def environment(self) -> dict[str, str]:
+        """The clients' environment: the Python client importable, the Node client's packages found."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CLIENTS / "python"), env.get("PYTHONPATH")) if p)
+        env["NODE_PATH"] = os.pathsep.join(p for p in (str(CLIENTS / "node"), str(CLIENTS / "node" / "node_modules"),
+                                                       env.get("NODE_PATH")) if p)
+        return env
+
+    def call(self, sub: str, *, dsn: str, stdin: dict | None = None, env: dict[str, str] | None = None) -> dict:
+        """Run ``command sub`` and return its last JSON line (stdout is answers, stderr logs)."""
+        full = {**self.environment(), "DATABASE_URL": dsn, **(env or {})}
+        try:
+            p = subprocess.run([*self.command, sub], input=json.dumps(stdin) if stdin is not None else "",
+                               capture_output=True, text=True, env=full, timeout=SUBCOMMAND_TIMEOUT, check=False)
+        except FileNotFoundError as exc:
+            raise UsageError(f"design {self.name}: cannot run {self.command[0]!r}: {exc.strerror}") from None
+        except subprocess.TimeoutExpired:
+            raise ContractError(f"{shlex.join(self.command)} {sub}: no answer in {SUBCOMMAND_TIMEOUT:g} s") from None
+        if p.returncode != 0:
+            tail = (p.stderr or p.stdout).strip().splitlines()[-5:]
+            raise ContractError(f"{shlex.join(self.command)} {sub} exited {p.returncode}: " + " | ".join(tail))
+        lines = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("{")]
+        if not lines:
+            raise ContractError(f"{shlex.join(self.command)} {sub}: no JSON line on stdout")
+        try:
+            return json.loads(lines[-1])
+        except ValueError as exc:
+            raise ContractError(f"{shlex.join(self.command)} {sub}: its answer is not JSON ({exc})") from None
+
+    @property
+    def descriptor(self) -> dict:
+        """The client's ``describe`` answer, asked once (the admin DSN is not needed for it)."""
+        if self._descriptor is None:
+            d = self.call("describe", dsn="")
+            missing = [k for k in ("kind", "contract", "system", "sql", "status") if k not in d]
+            sql = d.get("sql", {})
+            missing += [f"sql.{k}" for k in ("reset", "pending", "final_states") if k not in sql]
+            if missing or d.get("kind") != "descriptor":
+                raise ContractError(f"{shlex.join(self.command)} describe: not a descriptor (missing {', '.join(missing)})")
+            if d["contract"] != CONTRACT:
+                raise ContractError(f"{shlex.join(self.command)} speaks contract {d['contract']}; this harness {CONTRACT}")
+            self._descriptor = d
+        return self._descriptor
+
+    def versions(self) -> dict[str, str]:
+        d = self.descriptor
+        return {d["system"]: str(d.get("version", "unknown"))}
+
+    # --- protocol v2 ---------------------------------------------------------------------------------
+    def for_run(self, schedule) -> None:
+        super().for_run(schedule)
+        if schedule.tenant_mode not in MODES:
+            raise UsageError(f"design {self.name}: tenant mode {schedule.tenant_mode!r} is not one a contract client "
+                             f"keeps; modes: {', '.join(MODES)}")
+        if schedule.pooler is not None:
+            raise UsageError(f"design {self.name}: behind a pooler the client cannot report server sessions (not yet)")
+
+    def install(self, conn, *, worker_role: str) -> None:
+        self.call("install", dsn=_dsn_of(conn), env={"PGJC_WORKER_ROLE": worker_role})
+
+    def reset(self, conn) -> None:
+        conn.execute(self.descriptor["sql"]["reset"])
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        answer = self.call("enqueue", dsn=_dsn_of(conn),
+                           stdin={"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts})
+        ids = answer.get("ids")
+        if answer.get("kind") != "enqueued" or not isinstance(ids, list) or len(ids) != len(jobs):
+            raise ContractError(f"{shlex.join(self.command)} enqueue: expected ids for {len(jobs)} jobs, got {answer!r}")
+        hosted.record_ids(conn, [(int(job), lib) for job, lib in ids])
+
+    def pending(self, conn) -> int:
+        return int(conn.execute(self.descriptor["sql"]["pending"]).fetchone()[0])
+
+    def final_states(self, conn) -> list[dict]:
+        ids, status = hosted.schedule_ids(conn), self.descriptor["status"]
+        tenants = {j.id: j.tenant for j in self.schedule.jobs}
+        out = []
+        for lib, state, attempts, last_error, expired in conn.execute(self.descriptor["sql"]["final_states"]):
+            job = ids.get(str(lib))
+            if job is None:
+                continue
+            out.append({"id": job, "tenant_id": tenants.get(job), "status": status.get(state, state),
+                        "attempts": attempts, "last_error": last_error, "lease_expired": expired})
+        return out
+
+    def run_worker(self, ctx) -> None:
+        spec_path = Path(ctx.spec.run_dir) / f"{ctx.identity}.contract.json"
+        spec_path.write_text(json.dumps(self.spec_for(ctx)))
+        env = {**self.environment(), "DATABASE_URL": ctx.worker_dsn, ENV: str(spec_path)}
+        stop = threading.Event()
+        spawned.watch(ctx, stop)  # a client that dies mid-job: process-exit ends its execution
+        parent = os.getpid()
+
+        def child() -> None:  # after fork, before exec: die with the worker; the go not blocked
+            from ..core import procs
+            procs.die_with_parent(signal.SIGKILL, parent)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {STRIKE_SIGNAL})
+
+        proc = subprocess.Popen([*self.command, "work"], env=env, stdin=subprocess.DEVNULL, preexec_fn=child)
+        ctx.log.write("contract-client", client=proc.pid, command=shlex.join(self.command))
+        code = proc.wait()
+        stop.set()
+        if code != 0:
+            sys.stderr.flush()
+            os._exit(code if code > 0 else 128 - code)  # the client's death is the worker's
+
+    def spec_for(self, ctx) -> dict:
+        """What ``work`` reads from ``PGJC_CONTRACT`` (the contract's spec file, docs/contract.md)."""
+        s, mode = ctx.schedule, ctx.mode
+        return {
+            "contract": CONTRACT, "identity": ctx.identity, "run_dir": str(ctx.spec.run_dir),
+            "log": str(ctx.log.path), "dsn": ctx.worker_dsn,
+            "watch": sorted([job, point] for job, point in ctx.spec.watch),
+            "strike_wait": ctx.strike_wait, "time_scale": s.time_scale,
+            "seconds": {"lease": ctx.lease, "poll": ctx.poll, "heartbeat": ctx.heartbeat, "max_runtime": ctx.max_runtime},
+            "intervals": self.intervals(s), "options": {k: v for k, v in self.options.items() if k != "command"},
+            "tenant": {"mode": s.tenant_mode, "local": mode.local, "autocommit": mode.autocommit,
+                       "reset": "RESET app.tenant" if mode.reset is not None else None, "setting": self.tenant_setting},
+            "dequeues": s.dequeues, "max_attempts": s.max_attempts, "points": list(self.points),
+            "sql": {name: getattr(BODY, name) for name in ("inherited_tenant", "set_tenant", "insert_finished_run",
+                                                          "read_invoices")},
+            "faults": {f.name: {"point": f.point, "strike": STRIKES.get(f.name), "work_lease_factor": f.work_lease_factor}
+                       for f in CATALOGUE.values() if f.kind == "job"},
+        }
+
+
+def _dsn_of(conn) -> str:
+    """The DSN of the harness's admin connection, password included (``info.dsn`` leaves it out)."""
+    info = conn.info
+    return conninfo.make_conninfo(info.dsn, password=info.password) if info.password else info.dsn
