@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 from psycopg import conninfo
 
@@ -65,6 +66,10 @@ class ContractDesign(hosted.HostedDesign):
             raise UsageError(f"design {self.name}: give the client command: --design-option command='...'")
         self.command = command
         self._descriptor: dict | None = None
+        try:  # the client's own name for its queue names the design in every verdict
+            self.name = self.descriptor["system"]
+        except ContractError as exc:
+            raise UsageError(f"design {self.name}: the client does not describe itself: {exc}") from None
 
     # --- the subcommands ---------------------------------------------------------------------------
     def environment(self) -> dict[str, str]:
@@ -77,7 +82,7 @@ class ContractDesign(hosted.HostedDesign):
 
     def call(self, sub: str, *, dsn: str, stdin: dict | None = None, env: dict[str, str] | None = None) -> dict:
         """Run ``command sub`` and return its last JSON line (stdout is answers, stderr logs)."""
-        full = {**self.environment(), "DATABASE_URL": dsn, **(env or {})}
+        full = {**self.environment(), "DATABASE_URL": url(dsn), **(env or {})}
         try:
             p = subprocess.run([*self.command, sub], input=json.dumps(stdin) if stdin is not None else "",
                                capture_output=True, text=True, env=full, timeout=SUBCOMMAND_TIMEOUT, check=False)
@@ -156,7 +161,7 @@ class ContractDesign(hosted.HostedDesign):
     def run_worker(self, ctx) -> None:
         spec_path = Path(ctx.spec.run_dir) / f"{ctx.identity}.contract.json"
         spec_path.write_text(json.dumps(self.spec_for(ctx)))
-        env = {**self.environment(), "DATABASE_URL": ctx.worker_dsn, ENV: str(spec_path)}
+        env = {**self.environment(), "DATABASE_URL": url(ctx.worker_dsn), ENV: str(spec_path)}
         stop = threading.Event()
         spawned.watch(ctx, stop)  # a client that dies mid-job: process-exit ends its execution
         parent = os.getpid()
@@ -179,7 +184,7 @@ class ContractDesign(hosted.HostedDesign):
         s, mode = ctx.schedule, ctx.mode
         return {
             "contract": CONTRACT, "identity": ctx.identity, "run_dir": str(ctx.spec.run_dir),
-            "log": str(ctx.log.path), "dsn": ctx.worker_dsn,
+            "log": str(ctx.log.path), "dsn": url(ctx.worker_dsn),
             "watch": sorted([job, point] for job, point in ctx.spec.watch),
             "strike_wait": ctx.strike_wait, "time_scale": s.time_scale,
             "seconds": {"lease": ctx.lease, "poll": ctx.poll, "heartbeat": ctx.heartbeat, "max_runtime": ctx.max_runtime},
@@ -192,6 +197,20 @@ class ContractDesign(hosted.HostedDesign):
             "faults": {f.name: {"point": f.point, "strike": STRIKES.get(f.name), "work_lease_factor": f.work_lease_factor}
                        for f in CATALOGUE.values() if f.kind == "job"},
         }
+
+
+def url(dsn: str) -> str:
+    """*dsn* (key=value or a URL) as a ``postgresql://`` URL, which every runtime's driver reads (the
+    field's contract names it ``DATABASE_URL``); the other keywords become query parameters."""
+    if dsn.startswith(("postgres://", "postgresql://")) or not dsn:
+        return dsn
+    params = conninfo.conninfo_to_dict(dsn)
+    user, password = params.pop("user", ""), params.pop("password", None)
+    host, port, dbname = params.pop("host", ""), params.pop("port", ""), params.pop("dbname", "")
+    auth = quote(str(user), safe="") + (":" + quote(str(password), safe="") if password else "")
+    where = quote(str(host), safe="") + (f":{port}" if port else "")
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
+    return f"postgresql://{auth}{'@' if auth else ''}{where}/{quote(str(dbname), safe='')}" + (f"?{query}" if query else "")
 
 
 def _dsn_of(conn) -> str:
