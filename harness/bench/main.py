@@ -225,3 +225,6 @@ def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | N
     print(f"  {design.rpartition(':')[2]:<26} {faults or '-':<8} {prop or mode:<20} first counterexample {first:>9}, "
           f"{res.small_scope_runs} small-scope + {examples} examples + shrink {res.seconds:6.1f} s, "
           f"{len(res.runs):3} runs ({per_minute:.0f}/min), shrunk to {size} jobs", file=out)
+    if res.statement_points:  # what the pass struck between (smallscope.ranked): a missed race shows here
+        print("      between statements: " + ", ".join(f"{p}{'' if bound else ' (no job)'}"
+                                                      for p, bound in res.statement_points), file=out)

@@ -68,6 +68,7 @@ class SearchOutcome:
     shrink_budget_spent: bool = False
     budget_spent: bool = False  # --budget ran out before the example budget did
     small_scope_runs: int = 0
+    statement_points: list = field(default_factory=list)  # (point, bound) the small-scope pass struck at
     seconds: float = 0.0
     first_failure_seconds: float | None = None
     exit_reason: ExitReason | None = None  # set when the search ends

@@ -157,6 +157,7 @@ class Search:
             [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
         # What the runs showed of the design's own statements: strike between them too.
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
+        self.out.statement_points = smallscope.ranked(self.statements)
         cases = smallscope.statement_schedules(self.statements, faults=self.faults, design=self.design,
                                                tenant_mode=self.tenant_mode, time_scale=self.time_scale,
                                                workers=self.workers)
@@ -211,7 +212,7 @@ class Search:
         """The statement points the strategies may draw (any supervisor fault may strike there)."""
         if not any(f.kind == "supervisor" for f in self.faults):
             return ()
-        return tuple(dict.fromkeys(self.statements))[:smallscope.STATEMENT_CAP]
+        return tuple(smallscope.ranked(self.statements))
 
     def _rest(self) -> None:
         """Hypothesis stops generating at the first failure; the rest of the example budget still

@@ -16,7 +16,8 @@ into the wrong state, ends the job other than done.
 
 Then, once the runs above have shown which statements the design sends (``workers/statements.py``),
 every supervisor fault that strikes between statements (its catalogue entry's ``at_statements``)
-at each statement point, up to :data:`STATEMENT_CAP` of them in the order first sent: one job on
+at each statement point, up to :data:`STATEMENT_CAP` of them (:func:`ranked`: a job-less worker's
+statements first, then a job's, each in the order first sent): one job on
 three workers (the one that sends the statement stopped there, the others free to act on what it
 read: a check-then-act between two workers' statements), on the statement's first occurrence; the
 job is short, so a worker that took it over has finished it when the stopped one goes on.
@@ -64,11 +65,21 @@ def strikers(faults) -> list:
     return [f for f in faults if f.kind == "supervisor" and f.at_statements]
 
 
+def ranked(statements) -> list[tuple[str, bool]]:
+    """The statement points struck at, at most :data:`STATEMENT_CAP`: those of no job first (a claim's
+    statements before it has a job, a sweep: where two workers' check-then-act lies), then those of a
+    job, each kind in the order first sent. Which statements a run shows first depends on timing (a
+    heartbeat's tick, a sweep's); what a job-less worker sends before its first claim does not, so a
+    cap never leaves out the race between two workers' claims."""
+    unique = list(dict.fromkeys(statements))
+    return ([p for p in unique if not p[1]] + [p for p in unique if p[1]])[:STATEMENT_CAP]
+
+
 def statement_schedules(statements, *, faults, design: str, tenant_mode: str, time_scale: float,
                         workers: int | None = None, max_attempts: int = 3) -> list[tuple[str, Schedule]]:
     """The small-scope schedules between a design's statements (see the module docstring)."""
     out = []
-    for point, bound in list(dict.fromkeys(statements))[:STATEMENT_CAP]:
+    for point, bound in ranked(statements):
         for f in strikers(faults):
             # A short job: a worker that takes it over while the stopped one waits (a pause lasts two
             # leases) has finished it when that one goes on and acts on what it read before.

@@ -49,6 +49,20 @@ def test_the_small_scope_strikes_each_statement_with_each_fault_that_strikes_the
     assert cases[1][1].events[0].job == 1  # a statement of a job's
 
 
+def test_a_job_less_statement_is_struck_whatever_the_runs_showed_first():
+    """A heartbeat's or a finish's statements may be seen first and fill the cap (timing); the
+    statements a worker sends before it has a job -- the two halves of a read-then-write claim --
+    are struck all the same, before any of a job's."""
+    seen = [(f"sql:job{i}", True) for i in range(smallscope.STATEMENT_CAP)] + [
+        ("sql:planted.claim_pick", False), ("sql:job0", True), ("sql:planted.claim_by_id", False)]
+    ranked = smallscope.ranked(seen)
+    assert ranked[:2] == [("sql:planted.claim_pick", False), ("sql:planted.claim_by_id", False)]
+    assert len(ranked) == smallscope.STATEMENT_CAP and ranked[2:] == seen[:smallscope.STATEMENT_CAP - 2]
+    labels = [label for label, _ in smallscope.statement_schedules(
+        seen, faults=parse_faults("pause"), design="lease", tenant_mode="local", time_scale=0.2)]
+    assert labels[1] == "pause at sql:planted.claim_by_id (no job); one job, three workers"
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(schedules(faults=parse_faults("pause"), design="lease", statements=(("sql:lease.sweep", False),)))
 def test_drawn_events_at_a_statement_of_no_job_name_none(s):

@@ -1,0 +1,127 @@
+"""The worker contract (docs/contract.md) and its two clients, Python and Node, on real PostgreSQL.
+
+The conformance test a new client must pass is :func:`test_a_client_passes_check_design` (every
+check of ``check-design``: states mapped, attempts read back, the body reached, each fault struck
+at its point, quiescent runs), :func:`test_statement_points_reach_the_supervisor` (a statement of
+the queue's own is a strike point the supervisor's pause reaches and lets go on) and
+:func:`test_both_clients_judge_alike` (the same reference queue in two runtimes gets the same
+verdicts: a subprocess's records are the harness's records). Add a client to :data:`CLIENTS`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+from pg_job_chaos.properties import check
+from pg_job_chaos.workers import contract, statements
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.integration
+
+NODE_DIR = ROOT / "workers" / "clients" / "node"
+
+
+def _node_missing() -> str | None:
+    node = shutil.which("node")
+    if node is None:
+        return "no node on PATH (the Node client needs Node >= 20)"
+    major = int(subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip().lstrip("v").split(".")[0])
+    if major < 20:
+        return f"node {major} on PATH: the Node client needs Node >= 20"
+    if not (NODE_DIR / "node_modules" / "pg").is_dir():
+        return f"the Node client's packages are not installed: npm ci --prefix {NODE_DIR}"
+    return None
+
+
+CLIENTS = {
+    "python": (f"{sys.executable} examples/contract/worker.py", None),
+    "node": ("node examples/contract/worker.js", _node_missing()),
+}
+
+
+def _command(name: str) -> str:
+    command, missing = CLIENTS[name]
+    if missing:
+        pytest.skip(missing)
+    return command
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_a_client_passes_check_design(client):
+    r = run_cli("check-design", "contract", "--design-option", f"command={_command(client)}", "--time-scale", "0.2",
+                "-q", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all 28 checks held" in r.stdout, r.stdout
+
+
+def _claim_point(client: str) -> str:
+    """The reference queue's claim as *client* sends it: psycopg its ``%(name)s`` text, node-postgres
+    the same with ``$n`` placeholders (each runtime's own text is its digest: stable within it)."""
+    sys.path.insert(0, str(contract.CLIENTS / "python"))
+    try:
+        import pgjc_contract
+    finally:
+        sys.path.pop(0)
+    text = pgjc_contract.load_sql(str(ROOT / "examples" / "contract" / "queue.sql"))["claim"]
+    point = pgjc_contract.digest(text)
+    assert point == statements.name_of(text)  # the client digests a statement as the harness does
+    if client == "node":
+        names: list[str] = []
+        text = re.sub(r"%\((\w+)\)s", lambda m: f"${(names.append(m[1]) or len(names))}", text)
+        return pgjc_contract.digest(text)
+    return point
+
+
+def _schedule(client: str, **kw) -> Schedule:
+    base = dict(jobs=(JobSpec(1, tenant=1),), workers=2, design="contract", time_scale=0.2,
+                design_options={"command": _command(client)})
+    return Schedule(**{**base, **kw})
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_statement_points_reach_the_supervisor(client, runner):
+    point = _claim_point(client)
+    h = runner.run(_schedule(client, workers=3, events=(Event(fault="pause", job=None, point=point),)))
+    seen = [r for r in h.records if r.get("event") == "statement" and r.get("point") == point]
+    assert seen and all(r["pid"] != 0 for r in seen), "the client reported its claim as a statement point"
+    waits = [r for r in h.records if r.get("event") == "point" and r.get("point") == point]
+    assert waits, "a worker waited at the claim for the supervisor"
+    assert any(i.get("fault") == "pause" and i.get("point") == point for i in h.injected), h.injected
+    assert not [r for r in h.records if r.get("event") == "point-timeout"], "the go reached the client"
+    assert {s["id"]: s["status"] for s in h.jobs} == {1: "done"}
+    assert h.ended_by == "quiescent", h.ended_by
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_both_clients_judge_alike(client, runner):
+    """The reference queue has no reaper: a job whose every attempt crashes stays running with an
+    expired lease (terminal-states), and a raise is retried to done. In either runtime."""
+    free = check(runner.run(_schedule(client, jobs=(JobSpec(1, tenant=1), JobSpec(2, tenant=2)))))
+    assert {n for n, r in free.items() if r.status == "violated"} == set()
+    crash = check(runner.run(_schedule(client, jobs=(JobSpec(1, tenant=1, fault="crash"),), workers=1)))
+    assert crash["terminal-states"].status == "violated", crash["terminal-states"].evidence
+    assert crash["tenant-isolation"].status == "held"
+    raised = runner.run(_schedule(client, jobs=(JobSpec(1, tenant=1, fault="raise", strikes=1),), workers=1))
+    verdicts = check(raised)
+    assert verdicts["transient-recovers"].status == "held", verdicts["transient-recovers"].evidence
+    assert {s["id"]: (s["status"], s["attempts"]) for s in raised.jobs} == {1: ("done", 2)}
+
+
+def test_a_broken_client_is_a_usage_error(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("print('not json')\n")
+    r = run_cli("check-design", "contract", "--design-option", f"command={sys.executable} {bad}", timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "does not describe itself" in r.stderr and "no JSON line" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_urls_for_every_runtime():
+    assert contract.url("host=127.0.0.1 port=5432 dbname=d user=u password=p@x") == \
+        "postgresql://u:p%40x@127.0.0.1:5432/d"
+    assert contract.url("postgresql://a@b/c") == "postgresql://a@b/c"
