@@ -32,6 +32,7 @@ LIBRARIES = {
     "chancy": "pg_job_chaos.adapters.chancy:Chancy",
     # any runtime, through a subprocess client (docs/contract.md): --design-option command="..."
     "contract": "pg_job_chaos.workers.contract:ContractDesign",
+    "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",  # Node, through the contract (npm ci, workers/clients/node)
 }
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 

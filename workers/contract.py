@@ -137,7 +137,8 @@ class ContractDesign(hosted.HostedDesign):
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         answer = self.call("enqueue", dsn=_dsn_of(conn),
-                           stdin={"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts})
+                           stdin={"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts,
+                                  "seconds": {"lease": self.lease}, "intervals": self.intervals(self.schedule)})
         ids = answer.get("ids")
         if answer.get("kind") != "enqueued" or not isinstance(ids, list) or len(ids) != len(jobs):
             raise ContractError(f"{shlex.join(self.command)} enqueue: expected ids for {len(jobs)} jobs, got {answer!r}")

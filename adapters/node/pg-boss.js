@@ -1,0 +1,91 @@
+'use strict';
+/**
+ * pg-boss (timgit/pg-boss, npm pg-boss 10.4.2: the last major line that runs on Node 20) through the
+ * worker contract (docs/contract.md); the Python side is adapters/pgboss.py.
+ *
+ * What runs is pg-boss's own code, configured as its README does: new PgBoss(url), start() (its
+ * migrations, and its maintenance: supervise, every maintenanceIntervalSeconds, which fails or
+ * retries an active job past its expiration, failJobsByTimeout), createQueue(name), send(name, data,
+ * {retryLimit}), work(name, handler) -- one job at a time (batchSize 1, its default), polled every
+ * pollingIntervalSeconds. The handler is the harness's job body. Intervals keep the ratios of
+ * pg-boss's documented defaults (adapters/pgboss.py: TIMING), the schedule's lease as the 15 minute
+ * expiration; includeMetadata: true only reads retryCount, the attempt the body is told.
+ */
+const PgBoss = require('pg-boss');
+const contract = require('pgjc-contract');
+
+const QUEUE = 'pgjc';
+const SCHEMA = 'pgboss';
+const URL = process.env.DATABASE_URL;
+
+function boss(extra = {}) {
+  const b = new PgBoss({ connectionString: URL, ...extra });
+  b.on('error', (err) => process.stderr.write(`pg-boss error: ${err && err.stack ? err.stack : err}\n`));
+  return b;
+}
+
+const commands = {
+  describe() {
+    const version = require('pg-boss/package.json').version;
+    contract.emit({
+      kind: 'descriptor', contract: contract.CONTRACT, system: 'pg-boss', version, runtime: `node ${process.versions.node}`,
+      sql: {
+        reset: `truncate ${SCHEMA}.job, ${SCHEMA}.archive`,
+        pending: `select count(*) from ${SCHEMA}.job where name = '${QUEUE}' and state < 'completed'`,
+        // attempts: executions pg-boss counted -- retry_count goes up at each fetch after the first
+        // (plans.js fetchNextJob); 0 for a job never fetched.
+        final_states: `select id::text, state::text, case when started_on is null then 0 else retry_count + 1 end,
+                              output->>'message', case when state = 'active' then started_on + expire_in < now() end
+                       from ${SCHEMA}.job where name = '${QUEUE}'
+                       union all
+                       select id::text, state::text, case when started_on is null then 0 else retry_count + 1 end,
+                              output->>'message', null from ${SCHEMA}.archive where name = '${QUEUE}'`,
+      },
+      status: { created: 'queued', retry: 'queued', active: 'running', completed: 'done', failed: 'dead', cancelled: 'dead' },
+    });
+  },
+  async install() {
+    const b = boss({ supervise: false, schedule: false });
+    await b.start(); // pg-boss's own migrations create its schema
+    await b.createQueue(QUEUE);
+    await b.stop({ graceful: false, wait: true });
+    const role = '"' + process.env.PGJC_WORKER_ROLE.replace(/"/g, '""') + '"';
+    const pg = require('pg');
+    const conn = new pg.Client({ connectionString: URL });
+    await conn.connect();
+    // The worker runs pg-boss's start() too: its version check, its maintenance (deletes, archives,
+    // the version row's maintained_on): every table and the functions of its schema, no ownership.
+    await conn.query(`grant usage on schema ${SCHEMA} to ${role};
+      grant select, insert, update, delete on all tables in schema ${SCHEMA} to ${role};
+      grant execute on all functions in schema ${SCHEMA} to ${role}`);
+    await conn.end();
+    contract.emit({ kind: 'installed' });
+  },
+  async enqueue() {
+    const req = contract.readStdin();
+    const b = boss({ supervise: false, schedule: false });
+    await b.start();
+    const ids = [];
+    for (const args of req.jobs) {
+      // retryLimit: retries after the first execution; expireInSeconds: the lease (whole seconds)
+      ids.push([args.job, await b.send(QUEUE, args, { retryLimit: req.max_attempts - 1,
+        expireInSeconds: req.intervals.expiration })]);
+    }
+    await b.stop({ graceful: false, wait: true });
+    contract.emit({ kind: 'enqueued', ids });
+  },
+  async work() {
+    const client = new contract.Client();
+    client.watchStatements(); // pg-boss's own statements are strike points too
+    const t = client.intervals;
+    const b = boss({ maintenanceIntervalSeconds: t['maintenance interval'] });
+    await b.start();
+    await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: Math.max(0.5, t['polling interval']) },
+      async ([job]) => client.runJob(job.data, job.retryCount + 1));
+    while (client.mayDequeue()) await contract.sleep(client.seconds.poll * 1000);
+    await b.offWork(QUEUE); // the dequeue budget spent: take no more
+    await b.stop({ graceful: true, wait: true });
+  },
+};
+
+contract.main(commands);

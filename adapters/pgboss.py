@@ -1,0 +1,59 @@
+"""pg-boss (timgit/pg-boss, npm ``pg-boss`` 10.4.2) hosted through the worker contract in Node.
+
+The queue's code is pg-boss's own, run by ``adapters/node/pg-boss.js`` as its README configures it
+(``docs/contract.md`` for the contract; :mod:`workers.contract` for the harness's side). What pg-boss
+does, read from its source (``src/``, 10.4.2):
+
+- ``fetchNextJob`` (``plans.js``) claims with ``FOR UPDATE SKIP LOCKED``, sets ``state = 'active'`` and
+  adds 1 to ``retry_count`` on every fetch after the first: the attempt the body is told is
+  ``retryCount + 1``;
+- the worker runs the handler under ``resolveWithinSeconds(.., expireInSeconds)`` (``manager.js``
+  ``watch``): a handler past its expiration is failed -- retried while ``retry_count < retry_limit``
+  -- and **not** stopped; its ``complete`` later matches ``state = 'active'`` (``completeJobs``), not
+  the execution, so a stale completion can finish the retry's job;
+- its maintenance (``supervise``, every ``maintenanceIntervalSeconds``, one instance at a time by
+  ``trySetMaintenanceTime``) fails or retries an ``active`` job past ``started_on + expire_in``
+  (``failJobsByTimeout``): how a job of a worker that died comes back. There is no heartbeat.
+
+Status mapping: ``created``, ``retry`` -> ``queued``; ``active`` -> ``running``; ``completed`` -> ``done``;
+``failed``, ``cancelled`` -> ``dead``. ``lease_expired``: an ``active`` job past ``started_on + expire_in``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..workers import timing
+from ..workers.contract import ContractDesign
+
+SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"
+
+TIMING = timing.Intervals("pg-boss", anchors={"lease": "expiration"}, intervals=(
+    # expireInSeconds is cast ::int (plans.js insertJob): whole seconds, at least 1
+    timing.Interval("expiration", 900.0, kind=timing.WAIT, grid=timing.WHOLE, setting="send(.., {expireInSeconds: 900})"),
+    # at least 1 s: rarer than documented only delays when an expired job comes back (the run's
+    # limits stretch by it); reported, never raising the scale
+    timing.Interval("maintenance interval", 120.0, grid=timing.WHOLE, recovery=True, bound=None,
+                    setting="new PgBoss({maintenanceIntervalSeconds: 120})"),
+    # at least 0.5 s (attorney.js POLICY.MIN_POLLING_INTERVAL_MS): only delays a fetch, reported
+    timing.Interval("polling interval", 2.0, bound=None, setting="work(.., {pollingIntervalSeconds: 2})"),
+))
+
+
+class PgBoss(ContractDesign):
+    """pg-boss 10.4.2 in Node, through the contract (``adapters/node/pg-boss.js``)."""
+
+    name = "pg-boss"
+    library = "pg-boss"
+    OPTIONS: dict[str, str] = {}
+    TIMING = TIMING
+
+    def __init__(self, **options: str):
+        node = shutil.which("node")
+        self.COMMAND = (node or "node", str(SCRIPT))
+        super().__init__(**options)
+
+    @property
+    def min_time_scale(self) -> float | None:
+        return TIMING.min_time_scale()
