@@ -135,6 +135,10 @@ def install(ctx) -> None:
     """Make every statement of this process a point (once per process; the worker's context)."""
     global _ctx
     _ctx = ctx
+    # Hazard: a forked worker inherits its parent's thread-local -- a parent that ran a design
+    # in-process (run.py bench's cost figures) left its last job there, and every statement of the
+    # worker would be taken for that job's (bound), the job-less claim never struck at as such.
+    set_current(None)
     if getattr(psycopg.Cursor.execute, "_pgjc", False):
         return
     for cls, wrap in ((psycopg.Cursor, _wrap_sync), (psycopg.AsyncCursor, _wrap_async)):

@@ -69,3 +69,14 @@ def test_drawn_events_at_a_statement_of_no_job_name_none(s):
     for e in s.events:
         assert (e.job is None) == (e.point == "sql:lease.sweep")
     Schedule.from_dict(s.to_dict() | {"jobs": [j.__dict__ for j in s.jobs], "events": [e.__dict__ for e in s.events]})
+
+
+def test_a_worker_starts_with_no_job_whatever_its_parent_ran():
+    """A forked worker inherits the parent's thread-local: install forgets a job the parent ran in-process."""
+    statements.set_current(object())
+    previous = statements._ctx
+    try:
+        statements.install(previous)
+        assert statements.current() is None
+    finally:
+        statements._ctx = previous
