@@ -32,7 +32,8 @@ LIBRARIES = {
     "chancy": "pg_job_chaos.adapters.chancy:Chancy",
     # any runtime, through a subprocess client (docs/contract.md): --design-option command="..."
     "contract": "pg_job_chaos.workers.contract:ContractDesign",
-    "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",  # Node, through the contract (npm ci, workers/clients/node)
+    "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",
+    "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract  # Node, through the contract (npm ci, workers/clients/node)
 }
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 

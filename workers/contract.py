@@ -193,6 +193,7 @@ class ContractDesign(hosted.HostedDesign):
             "tenant": {"mode": s.tenant_mode, "local": mode.local, "autocommit": mode.autocommit,
                        "reset": "RESET app.tenant" if mode.reset is not None else None, "setting": self.tenant_setting},
             "dequeues": s.dequeues, "max_attempts": s.max_attempts, "points": list(self.points),
+            "pool_size": s.pool_size,
             "sql": {name: getattr(BODY, name) for name in ("inherited_tenant", "set_tenant", "insert_finished_run",
                                                           "read_invoices")},
             "faults": {f.name: {"point": f.point, "strike": STRIKES.get(f.name), "work_lease_factor": f.work_lease_factor}

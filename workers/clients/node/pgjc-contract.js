@@ -141,13 +141,32 @@ class Client {
 
   /** A body connection from the client's own small pool: one per concurrent job, kept for the next. */
   async borrow() {
+    // pool_size connections at most (the harness's pool, as a hosted body borrows from it): a job
+    // waits for one when as many run at once.
     this.free = this.free || [];
-    return this.free.pop() || this.connect();
+    this.inUse = this.inUse || 0;
+    this.queue = this.queue || [];
+    if (this.inUse >= (this.spec.pool_size || 1)) await new Promise((resolve) => this.queue.push(resolve));
+    this.inUse += 1;
+    try {
+      return this.free.pop() || await this.connect();
+    } catch (err) {
+      this.inUse -= 1;
+      this.wake();
+      throw err;
+    }
   }
 
   release(conn, broken) {
     if (broken) conn.end().catch(() => {});
     else this.free.push(conn);
+    this.inUse -= 1;
+    this.wake();
+  }
+
+  wake() {
+    const next = this.queue.shift();
+    if (next) next();
   }
 
   /**

@@ -95,6 +95,9 @@ class Client:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._body = weakref.WeakSet()
+        self._free: list[psycopg.Connection] = []
+        self._lock_free = threading.Lock()
+        self._slots = threading.BoundedSemaphore(spec.get("pool_size") or 1)
         self._seen: set[tuple[str, bool]] = set()
         # The go is taken only by sigtimedwait: blocked in every thread (threads inherit the mask).
         signal.pthread_sigmask(signal.SIG_BLOCK, {GO})
@@ -174,12 +177,27 @@ class Client:
         self.log("connect", backend=conn.info.backend_pid)
         return conn
 
-    def body_connection(self) -> psycopg.Connection:
-        """This thread's body connection, opened once (a pooled connection that serves job after job)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None or conn.closed or conn.broken:
-            conn = self._local.conn = self.connect()
-        return conn
+    def borrow(self) -> psycopg.Connection:
+        """A body connection from the client's own pool of ``pool_size`` (the harness's pool, as a
+        hosted body borrows from it): a job waits for one when as many run at once; each is kept for
+        the next job, whatever thread runs it (a library's executor threads come and go)."""
+        self._slots.acquire()
+        with self._lock_free:
+            while self._free:
+                conn = self._free.pop()
+                if not conn.closed and not conn.broken:
+                    return conn
+        try:
+            return self.connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def release(self, conn: psycopg.Connection) -> None:
+        if not conn.closed and not conn.broken:
+            with self._lock_free:
+                self._free.append(conn)
+        self._slots.release()
 
     def started_count(self, job: int) -> int:
         """Executions of *job* that logged ``started`` in the run, every worker's log read."""
@@ -214,7 +232,7 @@ class Execution:
         c, sql = self.c, self.c.spec["sql"]
         c.started += 1
         c._local.job, c._local.attempt = self.job, self.attempt
-        conn = self.conn = c.body_connection()
+        conn = self.conn = c.borrow()
         try:
             self._log("started", tenant=self.tenant, fault=self.fault_name)
             if args_strikes := self.args.get("strikes"):
@@ -256,6 +274,7 @@ class Execution:
                 conn.autocommit = True
                 conn.execute(c.spec["tenant"]["reset"])
                 conn.autocommit = c.spec["tenant"]["autocommit"]
+            c.release(conn)
         self._log("finished", points=self.reached)
 
     def set_tenant(self) -> None:

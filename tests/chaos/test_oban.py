@@ -1,0 +1,73 @@
+"""oban-py (the real library, Python 3.12, adapters/oban.py through the worker contract) under the
+harness: fault-free, a transient raise, and an overrun, each asserting what oban's code implies
+(oban 0.7.0):
+
+- queries/fetch_jobs.sql: ``attempt + 1`` at each fetch (the attempt the body is told);
+- queries/ack_job.sql: every ack matches ``attempted_at``: a stale execution's ack changes nothing;
+- queries/rescue_jobs.sql (the lifeline): an ``executing`` job attempted more than ``rescue_after``
+  ago is made available again -- no heartbeat, so a job running longer is rescued while it runs.
+
+A crash is not here: the dead worker may have been the leader, and oban's fixed 30 s leadership
+(adapters/oban.py TIMING) makes each such run last half a minute; ``run.py bench --libraries`` runs
+it. Budget: about 30 s (three runs at time scale 1, the least adapters/oban.py allows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pg_job_chaos import properties
+from pg_job_chaos.adapters.oban import Oban, python312
+from pg_job_chaos.core.schedule import JobSpec, Schedule
+
+pytestmark = [pytest.mark.chaos]
+
+_python = python312()
+if _python is None:
+    pytest.skip("oban-py needs Python 3.12 and none was found (PGJC_PYTHON312 or pyenv's 3.12)",
+                allow_module_level=True)
+
+
+def _oban_missing() -> str | None:
+    import subprocess
+    r = subprocess.run([_python, "-c", "import oban, psycopg_pool"], capture_output=True, text=True)
+    return None if r.returncode == 0 else f"oban is not installed in {_python}: pip install -r adapters/python/oban-requirements.txt"
+
+
+if (missing := _oban_missing()) is not None:
+    pytest.skip(missing, allow_module_level=True)
+
+SCALE = Oban.min_time_scale
+
+
+def _run(runner, jobs, **kw):
+    h = runner.run(Schedule(jobs=tuple(jobs), design="oban", time_scale=SCALE, **{"workers": 2, **kw}))
+    return h, properties.check(h)
+
+
+def _violated(results) -> set[str]:
+    return {n for n, r in results.items() if r.status == "violated"}
+
+
+def test_fault_free_every_job_done_once(runner):
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)])
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
+    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+
+
+def test_a_transient_raise_is_retried_to_done(runner):
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1)
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
+    assert [e.attempt for e in h.executions()] == [1, 2]
+    assert r["transient-recovers"].status == "held"
+
+
+def test_an_overrun_is_rescued_while_it_runs(runner):
+    """No heartbeat: past rescue_after the lifeline makes the running job available and it runs again
+    again on the other worker; the first execution's ack then matches no attempted_at and changes nothing."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")])
+    assert "no-overlap" in _violated(r), r["no-overlap"].evidence
+    # every execution overruns: each is rescued, the last to discarded (attempt >= max_attempts), and
+    # its late ack -- a success -- matches no attempted_at: the job stays dead, as oban recorded it
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 3)]
+    assert r["done-means-committed"].status == "held" and r["tenant-isolation"].status == "held"
