@@ -15,13 +15,12 @@ import json
 import os
 import sys
 
-from psycopg_pool import AsyncConnectionPool
-
 import oban
 import pgjc_contract
 from oban import Oban, worker
 from oban import _backoff as backoff_default
 from oban.schema import install as oban_install
+from psycopg_pool import AsyncConnectionPool
 
 PREFIX = "oban"
 QUEUE = "default"

@@ -10,10 +10,9 @@ import os
 import sys
 import time
 
+import pgjc_contract
 import psycopg
 from psycopg.types.json import Jsonb
-
-import pgjc_contract
 
 SQL = pgjc_contract.load_sql(os.path.join(os.path.dirname(os.path.abspath(__file__)), "queue.sql"))
 URL = os.environ.get("DATABASE_URL", "")

@@ -38,16 +38,12 @@ import weakref
 
 import psycopg
 import psycopg.sql
+from pgjc_body import EXIT_CRASH, Execution, InjectedError  # noqa: F401 - the client's API
 
 CONTRACT = 1
 ENV = "PGJC_CONTRACT"
 GO = signal.SIGUSR1
-EXIT_CRASH = 1
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
-
-
-class InjectedError(Exception):
-    """A job fault ``raise``: the body raised, as a job's code does."""
 
 
 def digest(text: str) -> str:
@@ -213,101 +209,6 @@ class Client:
                                 continue
                             n += r.get("event") == "started" and r.get("job") == job
         return n
-
-
-class Execution:
-    """One execution: the steps of the harness's hosted body, in its order, each logged."""
-
-    def __init__(self, client: Client, args: dict, attempt: int):
-        self.c, self.args, self.attempt = client, args, attempt
-        self.job, self.tenant = int(args["job"]), args.get("tenant")
-        self.reached: list[str] = []
-        self.fault = client.spec["faults"].get(args.get("fault")) if args.get("fault") else None
-        self.fault_name = args.get("fault")
-
-    def _log(self, event: str, **fields) -> None:
-        self.c.log(event, job=self.job, attempt=self.attempt, **fields)
-
-    def run(self) -> None:
-        c, sql = self.c, self.c.spec["sql"]
-        c.started += 1
-        c._local.job, c._local.attempt = self.job, self.attempt
-        conn = self.conn = c.borrow()
-        try:
-            self._log("started", tenant=self.tenant, fault=self.fault_name)
-            if args_strikes := self.args.get("strikes"):
-                nth = c.started_count(self.job)
-                self._log("execution-count", nth=nth, strikes=args_strikes)
-                if nth > args_strikes:
-                    self.fault = None
-            me = f"{c.identity} {self.job} {self.attempt}".replace("'", "''")
-            value, last, pid, _ = conn.execute(sql["inherited_tenant"].replace("{me}", f"'{me}'")).fetchone()
-            self._log("tenant-inherited", value=value, last=last, backend=pid)
-            self.point("before-tenant")
-            self.set_tenant()
-            visible, foreign = conn.execute(sql["read_invoices"], {"tenant": self.tenant}).fetchone()
-            self._log("rows-visible", tenant=self.tenant, visible=visible, foreign=foreign)
-            started = conn.execute("select clock_timestamp()").fetchone()[0]
-            conn.commit()
-            total = self.work_seconds()
-            time.sleep(total / 2)
-            self.point("mid-work")
-            time.sleep(total / 2)
-            self._log("effect")
-            self.point("after-effect")
-            self.point("before-finish")
-            if c.spec["tenant"]["autocommit"]:
-                conn.execute("begin")
-            self.set_tenant()
-            conn.execute(sql["insert_finished_run"], {"job": self.job, "worker": c.identity,
-                                                      "attempt": self.attempt, "started": started})
-            conn.commit()
-            self.point("after-insert")
-        except BaseException as exc:
-            text = str(exc).strip().splitlines()
-            self._log("failed", error=f"{type(exc).__name__}: {text[0] if text else ''}", points=self.reached)
-            if not conn.broken and not conn.closed:
-                conn.rollback()
-            raise
-        finally:
-            if c.spec["tenant"]["reset"] and not conn.closed and not conn.broken:
-                conn.autocommit = True
-                conn.execute(c.spec["tenant"]["reset"])
-                conn.autocommit = c.spec["tenant"]["autocommit"]
-            c.release(conn)
-        self._log("finished", points=self.reached)
-
-    def set_tenant(self) -> None:
-        if self.tenant is not None:
-            self.conn.execute(self.c.spec["sql"]["set_tenant"],
-                              {"tenant": str(self.tenant), "local": self.c.spec["tenant"]["local"]})
-
-    def work_seconds(self) -> float:
-        seconds = float(self.args.get("duration") or 0.0) * self.c.spec["time_scale"]
-        factor = self.fault and self.fault.get("work_lease_factor")
-        return max(seconds, factor * self.c.seconds["lease"]) if factor else seconds
-
-    def point(self, name: str) -> None:
-        """A named point: the supervisor's wait if it watches it, then the job's own fault if it strikes here."""
-        self.reached.append(name)
-        if (self.job, name) in self.c.watch:
-            self.c.wait(self.job, self.attempt, name, self.conn.info.backend_pid)
-        f = self.fault
-        if f is None or f.get("strike") is None or (self.args.get("point") or f.get("point")) != name:
-            return
-        self._log("fault", fault=self.fault_name, point=name)
-        strike = f["strike"]
-        if strike == "raise":
-            raise InjectedError(f"injected fault: raise at {name}")
-        if strike == "sql-error":
-            self.conn.execute("select 1/0")
-        elif strike == "crash":
-            os._exit(EXIT_CRASH)  # no handler, no finally, no rollback
-        elif strike == "hang":
-            while True:
-                time.sleep(3600)
-        else:
-            raise RuntimeError(f"pgjc_contract: unknown strike {strike!r} (contract {CONTRACT})")
 
 
 def load_sql(path: str) -> dict[str, str]:
