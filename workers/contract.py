@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 from psycopg import conninfo
 
-from ..core import sqlfile
+from ..core import procs, sqlfile
 from ..core.errors import UsageError
 from ..faults.catalogue import CATALOGUE
 from . import hosted, spawned
@@ -163,17 +163,18 @@ class ContractDesign(hosted.HostedDesign):
         spec_path = Path(ctx.spec.run_dir) / f"{ctx.identity}.contract.json"
         spec_path.write_text(json.dumps(self.spec_for(ctx)))
         env = {**self.environment(), "DATABASE_URL": url(ctx.worker_dsn), ENV: str(spec_path)}
-        stop = threading.Event()
-        spawned.watch(ctx, stop)  # a client that dies mid-job: process-exit ends its execution
         parent = os.getpid()
 
         def child() -> None:  # after fork, before exec: die with the worker; the go not blocked
-            from ..core import procs
+            # Hazard: no import and no lock here (a forked child of a threaded process); the watch
+            # thread starts only after the fork.
             procs.die_with_parent(signal.SIGKILL, parent)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {STRIKE_SIGNAL})
 
         proc = subprocess.Popen([*self.command, "work"], env=env, stdin=subprocess.DEVNULL, preexec_fn=child)
         ctx.log.write("contract-client", client=proc.pid, command=shlex.join(self.command))
+        stop = threading.Event()
+        spawned.watch(ctx, stop)  # a client that dies mid-job: process-exit ends its execution
         code = proc.wait()
         stop.set()
         if code != 0:
