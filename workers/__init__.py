@@ -35,6 +35,8 @@ LIBRARIES = {
     "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",
     "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract  # Node, through the contract (npm ci, workers/clients/node)
 }
+# Hosted in another runtime through the worker contract (workers/contract.py): not the libraries extra's.
+OTHER_RUNTIMES = ("contract", "pg-boss", "oban")
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 
 __all__ = ["DESIGNS", "LIBRARIES", "MODES", "QueueDesign", "TenantMode", "check_schedule", "load_design",

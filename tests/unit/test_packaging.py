@@ -25,7 +25,18 @@ def _setuptools() -> dict:
 
 
 def _skipped(path: Path) -> bool:
-    return any(part == "__pycache__" or part.startswith(".") or part.endswith(".egg-info") for part in path.parts)
+    # node_modules: what npm ci installs beside the Node client (workers/clients/node), never shipped
+    return any(part in ("__pycache__", "node_modules") or part.startswith(".") or part.endswith(".egg-info")
+               for part in path.parts)
+
+
+def _shipped_as_data(rel: Path) -> bool:
+    """*rel* (from the root) matches a package-data pattern of its layer's package as a path: the
+    contract's clients and the scripts another runtime runs (``clients/python/*.py``)."""
+    data = _setuptools()["package-data"]
+    layer = rel.parts[0]
+    inside = Path(*rel.parts[1:]).as_posix()
+    return any(fnmatch.fnmatch(inside, p) for p in data.get(f"pg_job_chaos.{layer}", []) if "/" in p)
 
 
 def tree_packages(root: Path, package_dir: dict[str, str]) -> dict[str, Path]:
@@ -73,7 +84,8 @@ def test_no_folder_of_code_is_left_a_namespace_package():
     for layer in pg_job_chaos.LAYERS:
         for py in (ROOT / layer).rglob("*.py"):
             folder = py.parent
-            if not _skipped(folder.relative_to(ROOT)) and not (folder / "__init__.py").is_file():
+            if (not _skipped(folder.relative_to(ROOT)) and not (folder / "__init__.py").is_file()
+                    and not _shipped_as_data(py.relative_to(ROOT))):
                 bare.append(str(folder.relative_to(ROOT)))
     assert not bare, f"folders of code without __init__.py (left out of the wheel): {sorted(set(bare))}"
 
@@ -88,7 +100,8 @@ def test_every_data_file_beside_the_code_is_package_data():
             rel = f.relative_to(ROOT)
             if not f.is_file() or _skipped(rel) or f.suffix in (".py", ".pyc"):
                 continue
-            (data if any(fnmatch.fnmatch(f.name, p) for p in patterns) else unshipped).append(str(rel))
+            shipped = any(fnmatch.fnmatch(f.name, p) for p in patterns) or _shipped_as_data(rel)
+            (data if shipped else unshipped).append(str(rel))
     assert not unshipped, f"files in package folders that package-data leaves out of the wheel: {unshipped}"
     assert "workers/body.sql" in data and "harness/report/report.html" in data  # the test sees them
 
