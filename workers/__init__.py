@@ -30,6 +30,7 @@ LIBRARIES = {
     "procrastinate": "pg_job_chaos.adapters.procrastinate:Procrastinate",
     "pgqueuer": "pg_job_chaos.adapters.pgqueuer:PgQueuer",
     "chancy": "pg_job_chaos.adapters.chancy:Chancy",
+    "awa": "pg_job_chaos.adapters.awa:Awa",  # awa-pg, a fenced finish (run_lease)
     # any runtime, through a subprocess client (docs/contract.md): --design-option command="..."
     "contract": "pg_job_chaos.workers.contract:ContractDesign",
     "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",
