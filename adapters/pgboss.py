@@ -48,12 +48,10 @@ class PgBoss(ContractDesign):
     library = "pg-boss"
     OPTIONS: dict[str, str] = {}
     TIMING = TIMING
+    min_time_scale = TIMING.min_time_scale()  # 1: the whole-second expiration is the lease
 
     def __init__(self, **options: str):
         node = shutil.which("node")
         self.COMMAND = (node or "node", str(SCRIPT))
         super().__init__(**options)
 
-    @property
-    def min_time_scale(self) -> float | None:
-        return TIMING.min_time_scale()

@@ -43,7 +43,6 @@ CLIENTS = Path(__file__).parent / "clients"  # python/pgjc_contract.py, node/pgj
 SUBCOMMAND_TIMEOUT = 120.0  # seconds for describe, install or enqueue (an npm package's first import is slow)
 BODY = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant",
                     "insert_finished_run", "read_invoices")
-STRIKES = {"raise": "raise", "sql-error": "sql-error", "crash": "crash", "hang": "hang"}  # the clients know these
 MODES = ("local", "session", "session-autocommit", "reset")  # what a client's own connections can do
 
 
@@ -197,7 +196,8 @@ class ContractDesign(hosted.HostedDesign):
             "pool_size": s.pool_size,
             "sql": {name: getattr(BODY, name) for name in ("inherited_tenant", "set_tenant", "insert_finished_run",
                                                           "read_invoices")},
-            "faults": {f.name: {"point": f.point, "strike": STRIKES.get(f.name), "work_lease_factor": f.work_lease_factor}
+            # a strike by the fault's name: the clients know raise, sql-error, crash and hang
+            "faults": {f.name: {"point": f.point, "strike": f.name if f.strike else None, "work_lease_factor": f.work_lease_factor}
                        for f in CATALOGUE.values() if f.kind == "job"},
         }
 

@@ -18,9 +18,9 @@ import pytest
 
 pytest.importorskip("awa", reason="awa-pg is not installed (pip install -e '.[libraries]')")
 
-from pg_job_chaos import properties  # noqa: E402
 from pg_job_chaos.adapters.awa import Awa  # noqa: E402
-from pg_job_chaos.core.schedule import JobSpec, Schedule  # noqa: E402
+from pg_job_chaos.core.schedule import JobSpec  # noqa: E402
+from tests.hosted_runs import run_hosted  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
 
@@ -30,8 +30,7 @@ CORRECT = ("tenant-isolation", "done-means-committed", "attempts-counted", "pool
 
 
 def _run(runner, jobs, **kw):
-    h = runner.run(Schedule(jobs=tuple(jobs), design=DESIGN, time_scale=SCALE, **{"workers": 2, **kw}))
-    return h, properties.check(h)
+    return run_hosted(runner, DESIGN, SCALE, jobs, **kw)
 
 
 def _errors(runner, job: int) -> list[str]:

@@ -14,30 +14,21 @@ from __future__ import annotations
 
 import pytest
 
-from pg_job_chaos import properties
-from pg_job_chaos.adapters.pgboss import TIMING
-from pg_job_chaos.core.schedule import JobSpec, Schedule
-from tests.integration.test_contract import _node_missing
+from pg_job_chaos.adapters.pgboss import PgBoss
+from pg_job_chaos.core.schedule import JobSpec
+from tests.hosted_runs import node_missing, run_hosted
+from tests.hosted_runs import violated as _violated
 
 pytestmark = [pytest.mark.chaos]
 
-if (missing := _node_missing()) is not None:
+if (missing := node_missing()) is not None:
     pytest.skip(missing, allow_module_level=True)
 
-SCALE = 1.0  # PgBoss.TIMING.min_time_scale(): the whole-second expiration is the lease
-
-
-def test_the_scale_is_the_least_pg_boss_allows():
-    assert TIMING.min_time_scale() == SCALE
+SCALE = PgBoss.min_time_scale  # 1: the whole-second expiration is the lease
 
 
 def _run(runner, jobs, **kw):
-    h = runner.run(Schedule(jobs=tuple(jobs), design="pg-boss", time_scale=SCALE, **{"workers": 2, **kw}))
-    return h, properties.check(h)
-
-
-def _violated(results) -> set[str]:
-    return {n for n, r in results.items() if r.status == "violated"}
+    return run_hosted(runner, "pg-boss", SCALE, jobs, **kw)
 
 
 def test_fault_free_every_job_done_once(runner):

@@ -80,7 +80,7 @@ class Client {
     // all the same (reparented) ends us too.
     const parent = process.ppid;
     setInterval(() => { if (process.ppid !== parent) process.exit(70); }, 500).unref();
-    this.log('worker-start', { runtime: `node ${process.versions.node}`, contract: CONTRACT });
+    this.log('client-start', { runtime: `node ${process.versions.node}`, contract: CONTRACT });
   }
 
   log(event, fields = {}) {

@@ -97,7 +97,7 @@ class Client:
         self._seen: set[tuple[str, bool]] = set()
         # The go is taken only by sigtimedwait: blocked in every thread (threads inherit the mask).
         signal.pthread_sigmask(signal.SIG_BLOCK, {GO})
-        self.log("worker-start", runtime=f"python {sys.version.split()[0]}", contract=CONTRACT)
+        self.log("client-start", runtime=f"python {sys.version.split()[0]}", contract=CONTRACT)
 
     # --- the log and the points ------------------------------------------------------------------
     def log(self, event: str, **fields) -> None:
@@ -117,7 +117,8 @@ class Client:
         return self.spec["dequeues"] is None or self.started < self.spec["dequeues"]
 
     def watch_statements(self) -> None:
-        """Make every statement this process sends through psycopg (the queue's own) a strike point."""
+        """Make every statement this process sends through psycopg (the queue's own) a strike point:
+        the wrap of ``workers/statements.py``, again here (this client imports nothing of pg-job-chaos)."""
         client = self
 
         def before(cur, query):
@@ -196,7 +197,8 @@ class Client:
         self._slots.release()
 
     def started_count(self, job: int) -> int:
-        """Executions of *job* that logged ``started`` in the run, every worker's log read."""
+        """Executions of *job* that logged ``started`` in the run, every worker's log read: a copy of
+        ``core/execlog.started_count`` (this client runs where pg-job-chaos is not installed)."""
         n, run_dir = 0, self.spec["run_dir"]
         for name in os.listdir(run_dir):
             if name.endswith(".events.jsonl"):

@@ -1,0 +1,37 @@
+"""What the hosted libraries' tests share: one run of a schedule on a library, its verdicts, and
+whether the Node runtime the contract's Node client needs is here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from pg_job_chaos import properties
+from pg_job_chaos.core.schedule import Schedule
+
+NODE_DIR = Path(__file__).resolve().parents[1] / "workers" / "clients" / "node"
+
+
+def run_hosted(runner, design: str, scale: float, jobs, **kw):
+    """Run *jobs* on *design* (two workers unless *kw* says otherwise): the history and its verdicts."""
+    h = runner.run(Schedule(jobs=tuple(jobs), design=design, time_scale=scale, **{"workers": 2, **kw}))
+    return h, properties.check(h)
+
+
+def violated(results) -> set[str]:
+    return {n for n, r in results.items() if r.status == "violated"}
+
+
+def node_missing() -> str | None:
+    """Why the Node client cannot run here, or None."""
+    node = shutil.which("node")
+    if node is None:
+        return "no node on PATH (the Node client needs Node >= 20)"
+    out = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    major = int(out.strip().lstrip("v").split(".")[0])
+    if major < 20:
+        return f"node {major} on PATH: the Node client needs Node >= 20"
+    if not (NODE_DIR / "node_modules" / "pg").is_dir():
+        return f"the Node client's packages are not installed: npm ci --prefix {NODE_DIR}"
+    return None
