@@ -1,9 +1,11 @@
 """``python run.py bench --libraries``: the hosted queue libraries beside ``lease-heartbeat``.
 
-* per-job cost of a fault-free run (20 jobs, 2 workers), the libraries and ``lease-heartbeat``
-  alternating in the same bench run, at one time scale (the largest any of them needs);
-* time to the first counterexample under ``crash`` and under ``pause`` (seed 1), what it violated,
-  and how small it shrank.
+* per-job cost of a fault-free run (20 jobs, 2 workers), each library and ``lease-heartbeat``
+  alternating at the library's own lowest time scale;
+* time to the first counterexample under ``raise``, ``crash``, ``overrun`` and ``pause`` (seed 1),
+  what it violated, and how small it shrank;
+* with ``--matrix``, one compare matrix of them all beside ``lease-heartbeat`` and ``lease-outbox``
+  (``harness/bench/matrix.py``).
 
 Only the libraries that import are measured; the others are named as skipped.
 """
@@ -20,6 +22,7 @@ from .. import scales
 from ..engine.search import search
 
 BASELINE = "lease-heartbeat"
+FAULT_CLASSES = ("raise", "crash", "overrun", "pause")  # one fault of each class the hosted tests cover
 JOBS, WORKERS, REPEATS = 20, 2, 3
 
 
@@ -47,32 +50,29 @@ def per_job(runner, design: str, scale: float) -> float:
 
 
 def figures(runner, out, *, examples: int, quick: bool) -> None:
+    """Per library, at the lowest time scale it allows (never below :data:`scales.BENCH`): its cost per
+    fault-free job beside ``lease-heartbeat`` at the same scale (alternating: this machine is noisy),
+    then, unless *quick*, the time to its first counterexample under each fault class."""
     print("\nhosted libraries (bench --libraries):", file=out)
     libs = installed(out)
-    if not libs:
-        return
-    scale = max([scales.BENCH] + [d.min_time_scale or 0.0 for d in libs])
-    names = [BASELINE] + [d.name for d in libs]
-    costs: dict[str, list[float]] = {n: [] for n in names}
-    for _ in range(1 if quick else REPEATS):  # alternate: this machine is noisy
-        for n in names:
-            costs[n].append(per_job(runner, n, scale))
-    base = statistics.median(costs[BASELINE])
-    print(f"  per fault-free job ({JOBS} jobs, {WORKERS} workers, time scale {scale:g}, median of "
-          f"{len(costs[BASELINE])}, alternating):", file=out)
-    for n in names:
-        m = statistics.median(costs[n])
-        print(f"    {n:<16} {m * 1000:8.2f} ms per job ({m / base:.2f}x {BASELINE})", file=out)
-    if quick:
-        return
-    print(f"  time to the first counterexample (seed 1, {examples} examples, time scale {scale:g}):", file=out)
     for d in libs:
-        for fault in ("crash", "pause"):
+        scale = max(scales.BENCH, d.min_time_scale or 0.0)
+        costs: dict[str, list[float]] = {BASELINE: [], d.name: []}
+        for _ in range(1 if quick else REPEATS):
+            for n in costs:
+                costs[n].append(per_job(runner, n, scale))
+        base, own = statistics.median(costs[BASELINE]), statistics.median(costs[d.name])
+        print(f"  {d.name} at time scale {scale:g}: {own * 1000:.2f} ms per fault-free job, {BASELINE} "
+              f"{base * 1000:.2f} ms ({own / base:.2f}x; {JOBS} jobs, {WORKERS} workers, median of "
+              f"{len(costs[BASELINE])})", file=out, flush=True)
+        if quick:
+            continue
+        for fault in FAULT_CLASSES:
             res = search(runner.run, faults=parse_faults(fault), design=d.name, tenant_mode="local",
                          examples=examples, seed=1, time_scale=scale)
             ce = res.counterexample
             first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
             what = (f"violates {', '.join(ce.violated)}, shrunk to {len(ce.schedule.jobs)} jobs"
                     if ce is not None else "every property held or could not decide")
-            print(f"    {d.name:<14} {fault:<6} first counterexample {first:>8} of {res.seconds:6.1f} s "
-                  f"({len(res.runs)} runs): {what}", file=out)
+            print(f"    {fault:<8} first counterexample {first:>8} of {res.seconds:6.1f} s "
+                  f"({len(res.runs)} runs): {what}", file=out, flush=True)

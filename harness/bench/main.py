@@ -15,6 +15,7 @@ import logging
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import psycopg
 
@@ -30,6 +31,7 @@ from ..postgres import dataset as db
 from ..postgres import provision_for
 from ..runner import Runner
 from . import libraries as bench_libraries
+from . import matrix as bench_matrix
 from .cost import design_cost
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
@@ -113,6 +115,13 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--examples", type=int, default=10, help="examples per search case (default 10)")
     p.add_argument("--libraries", action="store_true",
                    help="only the hosted queue libraries beside lease-heartbeat (harness/bench/libraries.py)")
+    p.add_argument("--matrix", metavar="DIR",
+                   help="with --libraries: instead, one compare matrix of every hosted library beside lease-heartbeat "
+                        "and lease-outbox, grouped by time scale, saved in DIR (harness/bench/matrix.py)")
+    p.add_argument("--matrix-examples", type=int, default=3, metavar="N",
+                   help="with --matrix: examples a design (default 3)")
+    p.add_argument("--matrix-budget", type=float, default=600.0, metavar="SECONDS",
+                   help="with --matrix: seconds of new schedules a group searches at most (default 600)")
     p.set_defaults(command=command)
 
 
@@ -121,6 +130,10 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
+    if args.libraries and args.matrix:
+        bench_matrix.figures(bench_libraries.installed(out), out, root=Path(args.matrix),
+                             examples=args.matrix_examples, budget=args.matrix_budget)
+        return 0
     if args.libraries:
         with provision_for(args) as database, Runner(database) as runner:
             print(f"PostgreSQL: {database.server}", file=out)
