@@ -158,6 +158,24 @@ class ContractDesign(hosted.HostedDesign):
                         "attempts": attempts, "last_error": last_error, "lease_expired": expired})
         return out
 
+    def accepted_finishes(self, conn) -> dict[int, dict] | None:
+        """What the queue accepted, by the descriptor's optional ``sql.accepted_finishes``: rows of
+        ``(queue id as text, outcome, its name for it, at timestamptz or null, attempt or null, one
+        line of what it recorded)``, a finish a row (a job with no finish: one row, outcome null).
+        None without that SQL: ``library-one-finish`` then says unknown."""
+        query = self.descriptor["sql"].get("accepted_finishes")
+        if not query:
+            return None
+        ids, out = hosted.schedule_ids(conn), {}
+        for lib, outcome, what, at, attempt, recorded in conn.execute(query):
+            job = ids.get(str(lib))
+            if job is None:
+                continue
+            entry = out.setdefault(job, {"finishes": [], "recorded": recorded})
+            if outcome is not None:
+                entry["finishes"].append({"outcome": outcome, "what": what, "at": at, "attempt": attempt})
+        return out
+
     def run_worker(self, ctx) -> None:
         spec_path = Path(ctx.spec.run_dir) / f"{ctx.identity}.contract.json"
         spec_path.write_text(json.dumps(self.spec_for(ctx)))

@@ -40,6 +40,15 @@ const commands = {
                        union all
                        select id::text, state::text, case when started_on is null then 0 else retry_count + 1 end,
                               output->>'message', null from ${SCHEMA}.archive where name = '${QUEUE}'`,
+        // what pg-boss accepted: it keeps the last finish only (completeJobs / failJobs overwrite
+        // state, completed_on and output): a completion is one success at completed_on, a final
+        // failure one failure; the failures it retried leave no row (docs/reference/contract.md)
+        accepted_finishes: ['job', 'archive'].map((t) => `select id::text,
+            case state when 'completed' then 'success' when 'failed' then 'failure' end, 'state ' || state,
+            case when state in ('completed', 'failed') then completed_on end,
+            case when started_on is null then null else retry_count + 1 end,
+            format('pgboss.${t} state %s, retry_count %s (pg-boss keeps its last finish only)', state, retry_count)
+          from ${SCHEMA}.${t} where name = '${QUEUE}'`).join(' union all '),
       },
       status: { created: 'queued', retry: 'queued', active: 'running', completed: 'done', failed: 'dead', cancelled: 'dead' },
     });

@@ -45,7 +45,24 @@ def describe():
         "runtime": f"python {sys.version.split()[0]}",
         "sql": {"reset": f"truncate {t}",
                 "pending": f"select count(*) from {t} where state in ('available', 'scheduled', 'retryable', 'executing')",
-                "final_states": f"select id::text, state::text, attempt, errors->-1->>'error', null from {t}"},
+                "final_states": f"select id::text, state::text, attempt, errors->-1->>'error', null from {t}",
+                # What oban accepted (docs/reference/contract.md): every error its ack appended
+                # (ack_job.sql, fenced by attempted_at; _executor.py _format_error names the attempt)
+                # and a completion at completed_at (UTC, no zone). A discard by the lifeline
+                # (rescue_jobs.sql) appends no error: no execution's finish, left out.
+                "accepted_finishes": f"""
+                    select j.id::text, f.outcome, f.what, f.at, f.attempt,
+                           format('oban_jobs state %s, attempt %s, %s errors', j.state, j.attempt,
+                                  jsonb_array_length(j.errors))
+                      from {t} j
+                      left join lateral (
+                           select 'failure' as outcome, format('errors[%s]', e.i - 1) as what,
+                                  null::timestamptz as at, (e.v->>'attempt')::int as attempt, e.i as ord
+                             from jsonb_array_elements(j.errors) with ordinality e(v, i)
+                           union all
+                           select 'success', 'state completed', j.completed_at at time zone 'UTC', j.attempt, 1e9
+                            where j.state = 'completed') f on true
+                     order by j.id, f.ord"""},
         "status": {"available": "queued", "scheduled": "queued", "retryable": "queued", "executing": "running",
                    "completed": "done", "discarded": "dead", "cancelled": "dead"}})
 

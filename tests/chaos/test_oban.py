@@ -49,6 +49,8 @@ def test_fault_free_every_job_done_once(runner):
     assert h.ended_by == "quiescent"
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+    # oban's own record (the descriptor's accepted_finishes): one completion a job, each one's
+    assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
 
 
 def test_a_transient_raise_is_retried_to_done(runner):
@@ -56,6 +58,9 @@ def test_a_transient_raise_is_retried_to_done(runner):
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
     assert [e.attempt for e in h.executions()] == [1, 2]
     assert r["transient-recovers"].status == "held"
+    # errors[0] names attempt 1 (the raise), then the completion: both attributed, neither stale
+    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1), ("success", 2)]
+    assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
 
 
 def test_an_overrun_is_rescued_while_it_runs(runner):
@@ -70,3 +75,5 @@ def test_an_overrun_is_rescued_while_it_runs(runner):
     # its late ack -- a success -- matches no attempted_at: the job stays dead, as oban recorded it
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 3)]
     assert r["done-means-committed"].status == "held" and r["tenant-isolation"].status == "held"
+    # the fence seen from oban's side: no ack of a rescued execution was taken (no error, no completion)
+    assert h.finishes[0]["finishes"] == [] and r["library-one-finish"].status == "held"
