@@ -1,0 +1,210 @@
+"""django-tasks-db 0.13.0 (the ORM/database backend of Django's Tasks framework) hosted under protocol v2.
+
+On Python 3.11 Django 6 (``django.tasks``) is out: Django 5.2 with the framework's backport,
+``django-tasks`` 0.12.0, which ``django-tasks-db[compat]`` imports (``django_tasks_db/compat.py:32-81``).
+What runs is the library's own code, configured as its README configures it, never patched (lines of
+the installed ``django_tasks_db`` 0.13.0 and ``django_tasks`` 0.12.0):
+
+- settings (:func:`settings_for`, ``settings.configure``): ``INSTALLED_APPS`` ``django_tasks`` (its
+  README) and ``django_tasks_db`` (its README), ``TASKS = {"default": {"BACKEND":
+  "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}`` as its README has it, one database
+  (``django.db.backends.postgresql``, psycopg 3) and Django's defaults otherwise (``CONN_MAX_AGE`` 0,
+  ``DEBUG`` off, so no autoreload). ``LOGGING_CONFIG`` None: the harness owns the process's logging.
+- schema: its migrations by ``migrate`` (``call_command``) as the owner, in a child interpreter; the
+  worker role gets DML on its table (``django_tasks_database_dbtaskresult``), no more.
+- enqueue: ``harness_job.enqueue(**args)`` (``django_tasks/base.py`` ``Task.enqueue`` ->
+  ``backend.py:405``, ``DBTaskResult.objects.create``), all jobs in one ``transaction.atomic()``, in a
+  child interpreter as the owner. Hazard: Django's state (settings, its connections) must not exist
+  in the supervisor before it forks the workers -- a worker's Django is configured for its own DSN
+  (a proxied one under network faults) and a configured process cannot be configured again.
+- worker: its documented ``db_worker`` command (``call_command``; ``management/commands/db_worker.py``)
+  at its defaults -- one task at a time per process, ``--interval`` 1 s scaled (:data:`TIMING`), its
+  startup delay on -- with ``--worker-id`` the worker's identity (documented: unique in the pool) and
+  ``--max-tasks`` the schedule's dequeue budget (its own graceful stop, ``db_worker.py:145-151``).
+
+What it does under faults, from its source (no retry, no recovery, no fence):
+
+- a task that raises: ``run_task`` catches ``BaseException`` and ``set_failed`` (``db_worker.py:190-191``,
+  ``models.py:283-299``): FAILED for good. Neither django-tasks-db nor the Task API has a retry option
+  (``Task`` fields: priority, queue, backend, run_after, takes_context); Django's docs
+  (``docs/topics/tasks.txt``, "Errors") say a Task that raises has its error saved to ``errors``. So
+  ``max_attempts`` has nothing to set: every job runs at most once.
+- a worker that dies mid-task: its row stays RUNNING for ever. The claim is ``status = RUNNING`` saved
+  (``models.py:256-263``); the loop fetches only READY rows (``models.py:109-117``, ``db_worker.py:110``);
+  nothing in the package resets a RUNNING row (no heartbeat, no stale-task sweep).
+- the finish is ``save(update_fields=...)`` by primary key alone (``models.py:265-299``), not matched
+  on status or worker: unfenced, though with one claim per row there is nothing to fence off.
+
+Statuses (``TaskResultStatus``): READY -> queued, RUNNING -> running, SUCCESSFUL -> done, FAILED -> dead.
+Attempts: the library keeps no counter; ``worker_ids`` gets one entry per claim (``models.py:262``) and
+``TaskContext.attempt`` is its length (``django_tasks/base.py:335-363``): what the body is told and
+what ``final_states`` reports. ``lease_expired`` is None: the library has no lease.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import django_tasks  # noqa: F401 -- the library at import: --design without it is a usage error
+import django_tasks_db  # noqa: F401
+from psycopg import conninfo, sql
+
+from ..core import sqlfile
+from ..workers import hosted
+from ..workers.timing import FIXED, Interval, Intervals
+
+Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states", "finishes")
+
+STATUS = {"READY": "queued", "RUNNING": "running", "SUCCESSFUL": "done", "FAILED": "dead"}
+
+TIMING = Intervals("django-tasks-db", anchors={"poll": "interval"}, intervals=(
+    Interval("interval", 1.0, anchor="poll", setting="db_worker --interval 1"),
+    # db_worker.py:102-104: time.sleep(random.random()) once at start, whatever --interval is (not 0).
+    # A restarted worker waits up to 1 s before its first fetch: a delay, nothing it decides. Reported.
+    Interval("startup delay", 1.0, anchor="poll", grid=FIXED, bound=None,
+             setting="db_worker startup delay: random.random() s, fixed"),
+    # utils.py:158 retry(retries=3, backoff_delay=0.1): a finish's save that raised is tried again
+    # 0.1 s later. Only under database faults; reported.
+    Interval("finish save retry", 0.1, anchor="poll", grid=FIXED, bound=None,
+             setting="utils.retry(backoff_delay=0.1) on set_successful / set_failed"),
+))
+
+# The child interpreter's script: Django is set up there, never in the supervisor (see the docstring).
+CHILD = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
+         "from pg_job_chaos.adapters import django_tasks; django_tasks.child(sys.argv[2])")
+
+
+def settings_for(dsn: str, **options: str) -> dict:
+    """Django settings for the database *dsn* names, as django-tasks-db's README configures it."""
+    p = {**conninfo.conninfo_to_dict(dsn), **options}
+    database = {"ENGINE": "django.db.backends.postgresql", "NAME": p.pop("dbname", ""),
+                "USER": p.pop("user", ""), "PASSWORD": p.pop("password", "") or "",
+                "HOST": p.pop("host", ""), "PORT": p.pop("port", ""), "OPTIONS": p}
+    return {"DATABASES": {"default": database},
+            "INSTALLED_APPS": ["django_tasks", "django_tasks_db"],
+            "TASKS": {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}},
+            "LOGGING_CONFIG": None}
+
+
+def setup(dsn: str, **options: str) -> None:
+    """Configure and set up Django in this process (a child interpreter or a forked worker) and bind
+    the task. Hazard: once per process; the supervisor never calls it."""
+    import django
+    from django.conf import settings
+
+    settings.configure(**settings_for(dsn, **options))
+    django.setup()
+    _bind_task()
+
+
+_WORKER: dict = {}  # the forked worker's context, for the task (set in run_worker, before db_worker)
+
+
+def harness_job(context, **args):
+    """The task: the harness's body, told the attempt the library implies (``TaskContext.attempt``,
+    the claims in ``worker_ids``). Bound by :func:`_bind_task` to a ``Task`` of the same name, so the
+    ``task_path`` the library stores (``module.harness_job``) resolves to it (``models.py:194-208``)."""
+    hosted.run_job(_WORKER["ctx"], args, attempt=context.attempt)
+
+
+def _bind_task():
+    """``@task(takes_context=True)`` applied once Django is configured: the decorator validates the
+    task against the configured backend at once (``django_tasks/base.py:90-91``), so it cannot run at
+    import in the unconfigured supervisor."""
+    from django_tasks import task
+    from django_tasks.base import Task
+
+    global harness_job
+    if not isinstance(harness_job, Task):
+        harness_job = task(takes_context=True)(harness_job)
+    return harness_job
+
+
+def child(command: str) -> None:
+    """In a child interpreter: ``migrate`` (stdin: the owner's DSN) or ``enqueue`` (stdin: the DSN and
+    the jobs' arguments; the ids, one JSON line, on stdout)."""
+    request = json.load(sys.stdin)
+    setup(request["dsn"], application_name=f"pgjc-django-tasks-{command}")
+    from django.core.management import call_command
+    from django.db import transaction
+
+    if command == "migrate":
+        call_command("migrate", verbosity=0, interactive=False)
+        return
+    with transaction.atomic():
+        ids = [str(harness_job.enqueue(**args).id) for args in request["jobs"]]
+    print(json.dumps(ids))
+
+
+def _in_child(command: str, request: dict) -> str:
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sys.path), command], input=json.dumps(request),
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"django-tasks-db {command} failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
+    return r.stdout
+
+
+def _dsn(conn) -> str:
+    return conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)
+
+
+class DjangoTasks(hosted.HostedDesign):
+    name = "django_tasks"
+    library = "django-tasks-db"
+    TIMING = TIMING
+
+    # --- the runner's side (admin connection) ---------------------------------------------------
+    def install(self, conn, *, worker_role: str) -> None:
+        _in_child("migrate", {"dsn": _dsn(conn)})
+        role = sql.Identifier(worker_role)
+        for (table,) in conn.execute(Q.grantable).fetchall():
+            conn.execute(sql.SQL("grant select, insert, update, delete on {} to {}").format(
+                sql.Identifier(table), role))
+
+    def reset(self, conn) -> None:
+        conn.execute(Q.reset)
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        """Through the task's own ``enqueue`` in a child interpreter (committed there, before the
+        runner's transaction records the ids). *max_attempts* sets nothing: the library has no retry."""
+        jobs = list(jobs)
+        if not jobs:
+            return
+        out = _in_child("enqueue", {"dsn": _dsn(conn), "jobs": [hosted.job_args(j) for j in jobs]})
+        ids = json.loads(out.strip().splitlines()[-1])
+        hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
+
+    def pending(self, conn) -> int:
+        return conn.execute(Q.pending).fetchone()[0]
+
+    def final_states(self, conn) -> list[dict]:
+        return [{"id": job, "tenant_id": tenant, "status": STATUS.get(status, status or "absent"),
+                 "attempts": claims, "last_error": error, "lease_expired": None}
+                for job, tenant, status, claims, error in conn.execute(Q.final_states)]
+
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        """The row keeps its one finish (``models.py:265-299``): status and ``finished_at``, the worker's
+        ``timezone.now()``; a RUNNING or READY row has none."""
+        out = {}
+        for job, status, at, claims, workers, error in conn.execute(Q.finishes):
+            outcome = {"SUCCESSFUL": "success", "FAILED": "failure"}.get(status)
+            finishes = [{"outcome": outcome, "what": f"status {status}", "at": at, "clock": "worker",
+                         "attempt": claims}] if outcome and at is not None else []
+            out[job] = {"finishes": finishes, "recorded": f"dbtaskresult status {status}, worker_ids {workers}"
+                                                          + (f", exception {error}" if error else "")}
+        return out
+
+    # --- the worker's side (forked worker process) ----------------------------------------------
+    def run_worker(self, ctx) -> None:
+        if not ctx.may_dequeue():
+            return
+        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
+            ctx.open_pool()
+        setup(ctx.worker_dsn, application_name=f"{ctx.identity}/queue")
+        _WORKER["ctx"] = ctx
+        from django.core.management import call_command
+
+        call_command("db_worker", interval=self.intervals(ctx.schedule)["interval"], worker_id=ctx.identity,
+                     max_tasks=ctx.schedule.dequeues)
