@@ -31,6 +31,7 @@ LIBRARIES = {
     "pgqueuer": "pg_job_chaos.adapters.pgqueuer:PgQueuer",
     "chancy": "pg_job_chaos.adapters.chancy:Chancy",
     "awa": "pg_job_chaos.adapters.awa:Awa",  # awa-pg, a fenced finish (run_lease)
+    "dbos": "pg_job_chaos.adapters.dbos:Dbos",  # DBOS Transact: durable workflows, recovery by executor id
     # any runtime, through a subprocess client (docs/contract.md): --design-option command="..."
     "contract": "pg_job_chaos.workers.contract:ContractDesign",
     "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",

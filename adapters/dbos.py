@@ -1,0 +1,231 @@
+"""DBOS Transact (PyPI ``dbos`` 3.4.0: durable workflows and queues on PostgreSQL) hosted under protocol v2.
+
+What runs is DBOS's own code, configured as its docs do (docs.dbos.dev: queue tutorial, step tutorial,
+self-hosting "Workflow Recovery"), never patched. Lines cited are of the installed 3.4.0.
+
+- system database: DBOS's schema ``dbos`` (its default ``dbos_system_schema``, ``_dbos_config.py:36``)
+  inside the harness's own database, dropped with it; created by ``DBOS.migrate(url, schema=,
+  application_role=worker_role)`` (``_dbos.py:752``: DBOS's migrations on the admin role, then its own
+  grants to the worker role, ``_migration.py:113``). Workers run with ``run_migrations=False``
+  (``_dbos_config.py:50``: "a process ... whose database role cannot run DDL"). Hazard, DBOS's: the migrate
+  first reads ``pg_database`` through the server's ``postgres`` database (``_sys_db_postgres.py:80-100``,
+  to create a missing system database; read only here, and DBOS tolerates a refused connection).
+- enqueue: ``DBOSClient`` (``_client.py:144``, "enqueue workflows ... from outside" the application) in the
+  supervisor, destroyed at once (no DBOS state left in the parent before the fork): it registers the
+  queue ``pgjc`` (``_client.py:400``) and enqueues one workflow per job (``enqueue``, ``_client.py:350``),
+  ids ``pgjc-<job>``. Its connections commit on their own, not on the runner's transaction.
+- worker: ``DBOS(config=...)``, ``DBOS.launch()``, then ``DBOS.register_queue("pgjc", ...)`` as its README
+  does, at the queue's defaults (``_dbos.py:1177``: no ``worker_concurrency``, no global concurrency --
+  one worker may claim every ENQUEUED workflow at one poll -- every workflow on a thread of DBOS's
+  executor, ``_dbos.py:820-824``). The workflow ``pgjc_job`` runs one step, ``pgjc_body``, which calls
+  :func:`hosted.run_job`. DBOS 3.4's steps hand no connection: the body runs on the harness's pool.
+- retries: DBOS's step retries, the docs' answer to a failing task (``@DBOS.step(retries_allowed=True,
+  max_attempts=...)``) at the schedule's ``max_attempts``. They run in memory, in the workflow's thread
+  (``_outcome.py:171``, ``Immediate._retry``: ``time.sleep(interval_seconds * backoff_rate**i)``,
+  ``_core.py:2451``); only the step's last outcome is checkpointed (``_core.py:2455``,
+  ``record_step_result``, after the loop). The body is told ``DBOS.step_status.current_attempt + 1``.
+- recovery: none while a process lives; DBOS has no heartbeat or lease. An executor recovers, at launch, the
+  PENDING workflows of its own ``executor_id`` (``_dbos.py:895-909``, ``_sys_db.py:3201``
+  ``get_pending_workflows``) by putting them back on their queue (``_recovery.py:15``,
+  ``_sys_db.py:5429`` ``reenqueue_for_recovery``: PENDING -> ENQUEUED), where any executor claims them.
+  Each forked worker's ``executor_id`` is its slot (``w1`` for ``w1.0``, ``w1.1``, ...), as the docs ask
+  ("assign each executor ... an executor ID"; "When an application with an executor ID restarts, it only
+  recovers pending workflows assigned to that executor ID"): the harness's restart of a dead worker is
+  that restart. A slot that is not restarted leaves its PENDING workflows to nobody (no Conductor here).
+  Every claim adds 1 to ``recovery_attempts`` (``_sys_db.py:5201``); a claim past
+  ``max_recovery_attempts + 1`` dead-letters the workflow (``_core.py:1312-1322``,
+  MAX_RECOVERY_ATTEMPTS_EXCEEDED). ``max_recovery_attempts`` is ``max_attempts - 1``: at most
+  ``max_attempts`` dispatches (a design option restores DBOS's default, 100).
+- finish: ``update_workflow_outcome`` writes only a PENDING row still owned by the claim's ``owner_xid``
+  (``_sys_db.py:1483-1560``): a stale execution's outcome lands nowhere.
+
+Statuses (``workflow_status.status``): ENQUEUED, DELAYED -> queued; PENDING -> running; SUCCESS -> done;
+ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED -> dead. ``attempts`` is ``recovery_attempts``: the
+dispatches DBOS counted, durably. Step retries inside one dispatch are in no table.
+``lease_expired``: None (no lease). Timing (:data:`TIMING`): the schedule's poll is the queue's 1 s
+``polling_interval_sec``; the rest keep their ratios to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import dbos  # noqa: F401 -- the library at import: --design without it is a usage error
+import sqlalchemy as sa
+from psycopg import conninfo
+
+from ..core import sqlfile
+from ..core.errors import UsageError
+from ..workers import hosted
+from ..workers.timing import FIXED, Interval, Intervals
+
+Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "finishes")
+
+APP = "pg-job-chaos"  # DBOSConfig name: 3-256 of [a-z0-9-_] (_dbos_config.py:510)
+SCHEMA = "dbos"  # DBOS's default system schema; dbos.sql names it
+QUEUE = "pgjc"
+WORKFLOW = "pgjc_job"
+STEP = "pgjc_body"
+BACKOFF = 2.0  # @DBOS.step backoff_rate default (_dbos.py:1406): a factor, not an interval
+
+STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "done", "ERROR": "dead",
+          "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
+
+TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals=(
+    Interval("queue polling interval", 1.0, anchor="poll", setting="register_queue(polling_interval_sec=1.0)"),
+    Interval("step retry interval", 1.0, anchor="poll", setting="@DBOS.step(interval_seconds=1.0)"),
+    Interval("notification listener polling interval", 1.0, anchor="poll",
+             setting="notification_listener_polling_interval_sec=1.0"),
+    Interval("scheduler polling interval", 30.0, anchor="poll", setting="scheduler_polling_interval_sec=30"),
+    # Not settable; how often the queue manager looks for queues to start a thread for (_queue.py:896).
+    # The queue is registered before any worker starts, so it delays nothing here. Reported.
+    Interval("queue manager check interval", 1.0, anchor="poll", grid=FIXED, bound=None,
+             setting="_queue.py queue_thread check_interval = 1.0"),
+    # Not settable: the delayed-workflow / timeout sweep (_workflow_commands.py:95). Unused here. Reported.
+    Interval("background jobs interval", 1.0, anchor="poll", grid=FIXED, bound=None,
+             setting="_BACKGROUND_JOBS_INTERVAL_SEC = 1.0"),
+))
+
+
+def url(dsn: str, password: str | None = None) -> str:
+    """A libpq DSN as the SQLAlchemy URL DBOS takes (its other keys as the URL's query: psycopg's kwargs)."""
+    p = {k: str(v) for k, v in conninfo.conninfo_to_dict(dsn).items()}
+    if password:
+        p["password"] = password
+    port = p.pop("port", None)
+    u = sa.engine.URL.create("postgresql", username=p.pop("user", None), password=p.pop("password", None),
+                             host=p.pop("host", None), port=int(port) if port else None,
+                             database=p.pop("dbname", None), query=p)
+    return u.render_as_string(hide_password=False)
+
+
+def executor_id(identity: str) -> str:
+    """The worker's slot (``w1`` of ``w1.0``): what a restart in that slot keeps."""
+    return identity.split(".", 1)[0]
+
+
+class Dbos(hosted.HostedDesign):
+    name = "dbos"
+    library = "dbos"
+    TIMING = TIMING
+    min_time_scale = TIMING.min_time_scale()
+    OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts dispatches) "
+                                        "or dbos (DBOS's default, 100)"}
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        recovery = self.options.get("max_recovery_attempts", "schedule")
+        if recovery not in ("schedule", "dbos"):
+            raise UsageError(f"design dbos: max_recovery_attempts={recovery!r}; expected schedule or dbos")
+        self.recovery_limit = recovery
+
+    def max_recovery_attempts(self, max_attempts: int) -> int:
+        """DBOS counts recoveries past the first dispatch (``_core.py:1317``: dead at ``> limit + 1``)."""
+        from dbos._registrations import DEFAULT_MAX_RECOVERY_ATTEMPTS
+
+        return max(0, max_attempts - 1) if self.recovery_limit == "schedule" else DEFAULT_MAX_RECOVERY_ATTEMPTS
+
+    # --- the supervisor's side (admin connection) -------------------------------------------------
+    def _admin_url(self, conn) -> str:
+        return url(conn.info.dsn, conn.info.password)
+
+    def install(self, conn, *, worker_role: str) -> None:
+        dbos.DBOS.migrate(self._admin_url(conn), schema=SCHEMA, application_role=worker_role)
+
+    def reset(self, conn) -> None:
+        conn.execute(Q.reset)
+
+    def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
+        t = self.intervals(self.schedule)
+        client = dbos.DBOSClient(system_database_url=self._admin_url(conn), dbos_system_schema=SCHEMA,
+                                 application_name=APP, system_database_pool_size=1)
+        try:
+            client.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
+                                  on_conflict="always_update", application_name=APP)
+            pairs = []
+            for j in jobs:
+                wid = f"pgjc-{j.id}"
+                client.enqueue({"workflow_name": WORKFLOW, "queue_name": QUEUE, "workflow_id": wid},
+                               hosted.job_args(j))
+                pairs.append((j.id, wid))
+        finally:
+            client.destroy()
+        hosted.record_ids(conn, pairs)
+
+    def pending(self, conn) -> int:
+        return conn.execute(Q.pending).fetchone()[0]
+
+    def final_states(self, conn) -> list[dict]:
+        tenants = {j.id: j.tenant for j in self.schedule.jobs} if hasattr(self, "schedule") else {}
+        out = []
+        for job, status, attempts, error, _executor in conn.execute(Q.final_states):
+            out.append({"id": job, "tenant_id": tenants.get(job), "status": STATUS.get(status, status or "absent"),
+                        "attempts": attempts, "last_error": _error_text(error), "lease_expired": None})
+        return out
+
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        """The workflow's terminal outcome, the one finish DBOS records per workflow (SUCCESS or ERROR,
+        fenced by owner_xid), at ``completed_at`` (the server's clock). A dead-letter
+        (MAX_RECOVERY_ATTEMPTS_EXCEEDED) is the dispatcher's, no execution's finish: recorded, not a finish."""
+        out = {}
+        for job, status, attempts, completed, ok, failed in conn.execute(Q.finishes):
+            at = dt.datetime.fromtimestamp(completed / 1000, dt.UTC) if completed is not None else None
+            outcome = {"SUCCESS": "success", "ERROR": "failure"}.get(status)
+            finishes = [{"outcome": outcome, "what": f"workflow_status {status}", "at": at}] if outcome else []
+            out[job] = {"finishes": finishes, "recorded": f"workflow_status {status}, recovery_attempts {attempts}; "
+                                                          f"operation_outputs {ok} ok, {failed} failed"}
+        return out
+
+    # --- the worker's side (forked worker process) ------------------------------------------------
+    def run_worker(self, ctx) -> None:
+        if not ctx.may_dequeue():
+            return
+        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
+            ctx.open_pool()
+        t = self.intervals(ctx.schedule)
+        max_attempts = ctx.schedule.max_attempts
+        stop = threading.Event()
+        DBOS = dbos.DBOS
+
+        # Registered here, in the fork: the parent never holds DBOS's registry or runtime.
+        @DBOS.step(name=STEP, retries_allowed=True, max_attempts=max_attempts,
+                   interval_seconds=t["step retry interval"], backoff_rate=BACKOFF)
+        def pgjc_body(args: dict) -> None:
+            hosted.run_job(ctx, args, attempt=(DBOS.step_status.current_attempt or 0) + 1)
+
+        @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=self.max_recovery_attempts(max_attempts))
+        def pgjc_job(args: dict) -> None:
+            try:
+                pgjc_body(args)
+            finally:
+                if not ctx.may_dequeue():  # the budget is spent: DBOS's own shutdown (below)
+                    stop.set()
+
+        DBOS(config={
+            "name": APP, "system_database_url": url(ctx.worker_dsn), "dbos_system_schema": SCHEMA,
+            "executor_id": executor_id(ctx.identity), "run_migrations": False,
+            # its pool's sessions named for this worker (the supervisor's samples tell them apart)
+            "db_engine_kwargs": {"connect_args": {"application_name": f"{ctx.identity}/dbos"}},
+            "notification_listener_polling_interval_sec": t["notification listener polling interval"],
+            "scheduler_polling_interval_sec": t["scheduler polling interval"],
+        })
+        DBOS.launch()
+        try:
+            DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"])
+            stop.wait()
+        finally:
+            # waits (1 s steps, _dbos.py:1137) for the workflow whose step spent the budget to record its outcome
+            DBOS.destroy(workflow_completion_timeout_sec=5)
+
+
+def _error_text(error: str | None) -> str | None:
+    """DBOS's serialized error as text (its default serializer's own reading; the raw text if that fails)."""
+    if error is None:
+        return None
+    try:
+        from dbos._serialization import DefaultSerializer
+
+        return repr(DefaultSerializer().deserialize(error))
+    except Exception:
+        return error[:200]

@@ -1,0 +1,102 @@
+"""DBOS Transact (the real library, adapters/dbos.py, dbos 3.4.0) under the harness: fault-free, a
+transient raise, a crash and a pause, each asserting what DBOS's own code implies (lines of the
+installed 3.4.0):
+
+- _outcome.py:171 (``Immediate._retry``): a step's retries run in memory, in the workflow's thread; only
+  the step's last outcome is checkpointed (_core.py:2455), so ``recovery_attempts`` does not count them;
+- _dbos.py:895-909 and _sys_db.py:5429: at launch an executor puts its own PENDING workflows back on their
+  queue, and any executor claims them (_sys_db.py:4963); each claim adds 1 to ``recovery_attempts``
+  (_sys_db.py:5201); past ``max_recovery_attempts + 1`` a claim dead-letters the workflow (_core.py:1317);
+- no heartbeat, no lease: nothing takes a workflow from a live (or stopped) executor.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("dbos", reason="dbos is not installed (pip install -e '.[libraries]')")
+
+from pg_job_chaos.adapters.dbos import Dbos  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
+from tests.hosted_runs import run_hosted  # noqa: E402
+
+pytestmark = [pytest.mark.chaos]
+
+DESIGN = "pg_job_chaos.adapters.dbos:Dbos"
+SCALE = Dbos.min_time_scale or 0.5
+CORRECT = ("tenant-isolation", "done-means-committed", "pool-hygiene")
+
+
+def _run(runner, jobs, **kw):
+    return run_hosted(runner, DESIGN, SCALE, jobs, **kw)
+
+
+def _row(runner, job: int) -> tuple:
+    """DBOS's own row of a schedule job: status, recovery_attempts, executor_id (before the next reset)."""
+    return runner.admin.execute(
+        "select w.status, w.recovery_attempts, w.executor_id from dbos.workflow_status w "
+        "join job_map m on m.library_id = w.workflow_uuid where m.job_id = %s", [job]).fetchone()
+
+
+def test_fault_free_every_job_done_once(runner):
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)])
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
+    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
+    for name in (*CORRECT, "attempts-counted", "single-commit", "at-most-once-effects", "no-overlap",
+                 "bounded-attempts", "progress", "terminal-states", "library-one-finish"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_transient_raise_is_retried_by_the_step_and_not_counted(runner):
+    """_outcome.py:171: attempt 2 runs in the same dispatch after interval_seconds (the poll here);
+    recovery_attempts stays 1 -- the retry is in no table (attempts-counted: a limitation)."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1)
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+    first, second = h.executions()
+    assert (first.attempt, second.attempt) == (1, 2) and first.worker == second.worker == "w1.0"
+    assert (first.outcome, second.outcome) == ("fail", "ok")
+    assert _row(runner, 1) == ("SUCCESS", 1, "w1")
+    assert r["transient-recovers"].status == "held" and r["done-means-committed"].status == "held"
+    assert r["attempts-counted"].status == "violated", r["attempts-counted"].evidence
+    assert "job 1 executed 2 times, counted 1 time" in r["attempts-counted"].evidence
+    assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
+
+
+def test_a_crash_is_recovered_by_the_restart_in_its_executor_id(runner):
+    """Job 1 kills its worker once. The restart in slot w1 (executor_id w1) re-enqueues its PENDING
+    workflow at launch (_dbos.py:895-909) and claims it again: a second dispatch, counted."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work", strikes=1)],
+                workers=1)
+    assert h.ended_by == "quiescent"
+    first, second = h.executions()
+    assert (first.worker, second.worker) == ("w1.0", "w1.1") and second.outcome == "ok"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
+    assert _row(runner, 1) == ("SUCCESS", 2, "w1")
+    for name in (*CORRECT, "attempts-counted", "bounded-attempts", "single-commit", "library-one-finish"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_crash_loop_is_dead_lettered_at_max_attempts(runner):
+    """Job 1 kills its worker on every execution. max_recovery_attempts = max_attempts - 1 = 1: the third
+    claim dead-letters it (_core.py:1317) instead of running it."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work")],
+                workers=1, max_attempts=2, restarts=3)
+    assert [e.worker for e in h.executions()] == ["w1.0", "w1.1"]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 3)]
+    assert _row(runner, 1)[0] == "MAX_RECOVERY_ATTEMPTS_EXCEEDED"
+    for name in ("bounded-attempts", "terminal-states", "attempts-counted"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_paused_worker_keeps_its_workflow(runner):
+    """No heartbeat, no lease: the other worker never takes the paused worker's workflow (recovery is
+    only at the launch of the same executor id). It finishes once, after the SIGCONT."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.2)], events=(Event("pause", 1, duration=3.0),))
+    paused = next(i for i in h.injected if i["fault"] == "pause")
+    resumed = next(i for i in h.injected if i["fault"] == "resume")
+    (only,) = h.executions()
+    assert only.worker == paused["worker"] and only.outcome == "ok" and only.end > resumed["t"]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+    for name in ("no-overlap", "single-commit", "at-most-once-effects", "no-stale-effect"):
+        assert r[name].status == "held", (name, r[name].evidence)
