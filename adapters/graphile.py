@@ -1,0 +1,70 @@
+"""graphile-worker (graphile/worker, npm ``graphile-worker`` 0.17.3) hosted through the worker contract in Node.
+
+The queue's code is graphile-worker's own, run by ``adapters/node/graphile-worker.js`` as its README
+configures it (``docs/reference/contract.md`` for the contract; :mod:`workers.contract` for the
+harness's side). What it does, read from its source (``dist/``, 0.17.3):
+
+- ``sql/getJobs.js``: the fetch claims with ``FOR UPDATE SKIP LOCKED`` where ``is_available`` (``locked_at
+  is null and attempts < max_attempts``, ``sql/000011.sql``), sets ``attempts = attempts + 1``,
+  ``locked_by`` (the pool's id) and ``locked_at = now()``: ``job.attempts`` is the attempt the body is told;
+- ``sql/completeJobs.js``: a success **deletes** the row (``where id = $1``, not fenced by ``locked_by``);
+  ``sql/failJobs.js``: a failure, fenced by ``locked_by``, unlocks it with ``run_at`` pushed by
+  ``exp(least(attempts, 10))`` seconds -- fixed in its SQL, not a setting;
+- ``sql/resetLockedAt.js``: the only recovery: every 8-10 minutes (``minResetLockedInterval`` ..
+  ``maxResetLockedInterval``), a job locked more than **4 hours** is unlocked. No heartbeat, no
+  expiry while its worker lives: a crashed worker's job stays locked, and not retried, for 4 hours;
+  an overrun is never taken from a live worker.
+
+Status mapping (the descriptor's SQL, which reads the harness's ``job_map``): a mapped job absent
+from ``_private_jobs`` -> ``done`` (graphile deletes a job only on success here: no ``jobKey``, no admin
+function called), its ``attempts`` unknown (``NULL``: graphile keeps nothing of a deleted job); a
+locked row -> ``running``; an unlocked row with ``attempts >= max_attempts`` -> ``dead``; else
+``queued``. ``lease_expired``: a locked job past the 4 hour lock timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+from ..workers import timing
+from ..workers.contract import ContractDesign
+
+SCRIPT = Path(__file__).parent / "node" / "graphile-worker.js"
+
+TIMING = timing.Intervals("graphile-worker", anchors={"lease": "lock timeout"}, intervals=(
+    # The schedule's lease is its stall timeout, and graphile's is 4 hours in SQL (resetLockedAt.js,
+    # "interval '4 hours'"), not a setting: the ratio breaks and every run's notes say so. Not a
+    # recovery interval: stretching the run's limits by 4 h is no run; a crashed worker's job is
+    # left locked within the run, which is what graphile documents.
+    timing.Interval("lock timeout", 14400.0, grid=timing.FIXED, kind=timing.WAIT, bound=None,
+                    setting="resetLockedAt: locked_at < now() - interval '4 hours' (fixed)"),
+    # The rest keep their documented ratios to that fixed anchor: their documented defaults.
+    timing.Interval("poll interval", 2.0, setting="run({pollInterval: 2000})"),
+    # How often resetLockedAt runs: it frees nothing younger than 4 hours, so no stretch of the run.
+    timing.Interval("min reset locked interval", 480.0, setting="run({minResetLockedInterval: 480000})"),
+    timing.Interval("max reset locked interval", 600.0, setting="run({maxResetLockedInterval: 600000})"),
+    # SQL, not a setting (failJobs.js): the wait before a retry is exp(least(attempts, 10)) s; the
+    # longest at the schedule's default max_attempts 3 is exp(2) s (before attempt 3). It stretches
+    # the run's stall limit so a retry is not cut off; reported, never raising the time scale.
+    timing.Interval("retry backoff", math.exp(2), grid=timing.FIXED, kind=timing.WAIT, recovery=True, bound=None,
+                    setting="failJobs: run_at + exp(least(attempts, 10)) s (fixed)"),
+))
+
+
+class GraphileWorker(ContractDesign):
+    """graphile-worker 0.17.3 in Node, through the contract (``adapters/node/graphile-worker.js``)."""
+
+    name = "graphile-worker"
+    library = "graphile-worker"
+    OPTIONS: dict[str, str] = {}
+    TIMING = TIMING
+    # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale
+    # breaks a ratio that a larger one keeps.
+    min_time_scale = TIMING.min_time_scale()
+
+    def __init__(self, **options: str):
+        node = shutil.which("node")
+        self.COMMAND = (node or "node", str(SCRIPT))
+        super().__init__(**options)
