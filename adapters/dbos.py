@@ -39,6 +39,14 @@ self-hosting "Workflow Recovery"), never patched. Lines cited are of the install
 - finish: ``update_workflow_outcome`` writes only a PENDING row still owned by the claim's ``owner_xid``
   (``_sys_db.py:1483-1560``): a stale execution's outcome lands nowhere.
 
+Hazards, DBOS's, left as they are: (1) its background jobs thread takes a transaction-level advisory lock
+and holds that transaction idle for the rest of a fixed 1 s interval, then takes it again at once
+(``_workflow_commands.py:100-131``, ``_sys_db_postgres.py:169``); measured on PostgreSQL 17.10 that session
+(``w1.0/dbos``) sits idle in transaction with ``backend_xmin`` set, so ``horizon`` (half a lease) is
+violated at every time scale below 2. (2) With no ``worker_concurrency`` one executor claims every ENQUEUED
+workflow; a job that kills it takes the others down with it, and each recovery claim counts against every
+one of them, so a fault-free job can be dead-lettered beside a poison one.
+
 Statuses (``workflow_status.status``): ENQUEUED, DELAYED -> queued; PENDING -> running; SUCCESS -> done;
 ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED -> dead. ``attempts`` is ``recovery_attempts``: the
 dispatches DBOS counted, durably. Step retries inside one dispatch are in no table.
@@ -49,6 +57,7 @@ dispatches DBOS counted, durably. Step retries inside one dispatch are in no tab
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 
 import dbos  # noqa: F401 -- the library at import: --design without it is a usage error
@@ -202,6 +211,9 @@ class Dbos(hosted.HostedDesign):
                 if not ctx.may_dequeue():  # the budget is spent: DBOS's own shutdown (below)
                     stop.set()
 
+        # DBOS adds its own stderr handler only to a "dbos" logger that has none (_logger.py:47-58): with
+        # one, its records propagate to the worker's log file, as every other library's do.
+        logging.getLogger("dbos").addHandler(logging.NullHandler())
         DBOS(config={
             "name": APP, "system_database_url": url(ctx.worker_dsn), "dbos_system_schema": SCHEMA,
             "executor_id": executor_id(ctx.identity), "run_migrations": False,
