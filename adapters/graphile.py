@@ -15,11 +15,17 @@ harness's side). What it does, read from its source (``dist/``, 0.17.3):
   expiry while its worker lives: a crashed worker's job stays locked, and not retried, for 4 hours;
   an overrun is never taken from a live worker.
 
-Status mapping (the descriptor's SQL, which reads the harness's ``job_map``): a mapped job absent
-from ``_private_jobs`` -> ``done`` (graphile deletes a job only on success here: no ``jobKey``, no admin
-function called), its ``attempts`` unknown (``NULL``: graphile keeps nothing of a deleted job); a
-locked row -> ``running``; an unlocked row with ``attempts >= max_attempts`` -> ``dead``; else
-``queued``. ``lease_expired``: a locked job past the 4 hour lock timeout.
+Status mapping (the descriptor's SQL, over graphile's ``jobs`` view and the harness's ``job_map``): a
+locked row -> ``running``; an unlocked row with ``attempts >= max_attempts`` -> ``dead``; else ``queued``.
+A success deletes the row and its count with it, so the install keeps a shadow table of deleted jobs
+(the pattern graphile's docs give for tracking completed jobs): an ``AFTER DELETE`` row trigger on
+``_private_jobs`` copies the row's own ``attempts`` as graphile deletes it. A mapped job found there
+-> ``done`` with those attempts (graphile deletes a job only on success here: no ``jobKey``, no admin
+function called); in neither table -> ``missing``, unmapped, so the properties that read it say
+unknown. ``lease_expired``: a locked job past the 4 hour lock timeout.
+
+The worker role owns graphile's schema (its tables enable row level security with no policy: only
+their owner reads them; graphile's worker runs its own migrations, as their owner, at every start).
 """
 
 from __future__ import annotations

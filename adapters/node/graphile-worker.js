@@ -29,22 +29,28 @@ function options(extra = {}) {
   return { connectionString: URL, schema: SCHEMA, logger, ...extra };
 }
 
-// Read through its jobs view, its public interface (docs: "Database schema"). A job is deleted by
-// graphile when it succeeds (dist/sql/completeJobs.js) and by nothing else the harness calls (no
-// jobKey, no admin function): a mapped job absent from it succeeded -- job_map is the "shadow
-// table" graphile's docs suggest for tracking completed jobs.
-// Its attempts went with the row: unknown (NULL), not guessed. A locked row is running; an unlocked
-// one with attempts >= max_attempts failed for good (is_available, migration 000011).
+// Read through its jobs view, its public interface (docs: "Database schema"). graphile deletes a job
+// when it succeeds (dist/sql/completeJobs.js) and, here, at no other time (no jobKey, no admin
+// function called); its count goes with the row. So the install keeps a "shadow table" of deleted
+// jobs, as graphile's docs suggest for tracking completed ones: an AFTER DELETE trigger copies the
+// row's own attempts at its deletion (never the harness's count). A mapped job in neither table is
+// 'missing', a state the harness does not map: the properties that read it say unknown. A locked row
+// is running; an unlocked one with attempts >= max_attempts failed for good (is_available,
+// sql/000011.sql:67).
+const DELETED = 'pgjc_graphile_deleted'; // in the owner's current schema, beside job_map
 const FINAL_STATES = `
   select m.library_id,
-         case when j.id is null then 'completed'
-              when j.locked_at is not null then 'locked'
-              when j.attempts >= j.max_attempts then 'failed'
-              else 'waiting' end,
-         j.attempts::int, j.last_error,
+         case when j.id is not null then
+                case when j.locked_at is not null then 'locked'
+                     when j.attempts >= j.max_attempts then 'failed'
+                     else 'waiting' end
+              when d.id is not null then 'completed'
+              else 'missing' end,
+         coalesce(j.attempts, d.attempts)::int, j.last_error,
          case when j.locked_at is not null then j.locked_at < now() - interval '4 hours' end
     from job_map m
-    left join ${SCHEMA}.jobs j on j.id::text = m.library_id`;
+    left join ${SCHEMA}.jobs j on j.id::text = m.library_id
+    left join ${DELETED} d on d.id::text = m.library_id`;
 
 const commands = {
   describe() {
@@ -52,7 +58,7 @@ const commands = {
     contract.emit({
       kind: 'descriptor', contract: contract.CONTRACT, system: 'graphile-worker', version, runtime: `node ${process.versions.node}`,
       sql: {
-        reset: `truncate ${SCHEMA}._private_jobs, ${SCHEMA}._private_job_queues`,
+        reset: `truncate ${SCHEMA}._private_jobs, ${SCHEMA}._private_job_queues, ${DELETED}`,
         // A locked job counts: a live worker finishes it, or resetLockedAt frees a dead one's after 4 h.
         pending: `select count(*) from ${SCHEMA}.jobs where locked_at is not null or attempts < max_attempts`,
         final_states: FINAL_STATES,
@@ -70,6 +76,21 @@ const commands = {
     // migrate.js), and its tables enable row level security with no policy (sql/000001.sql:9,24,
     // 000011.sql:42-69), so only their owner reads them. The ordinary worker role gets that ownership
     // (the tables' sequences follow them), never BYPASSRLS: the harness's own tables stay as they are.
+    // The shadow table and its trigger (a row trigger: truncate, the harness's reset, fires none),
+    // qualified by the owner's schema. The trigger fires in the worker role's sessions and writes as
+    // its definer, the owner: the worker role gets no privilege on the table.
+    const own = (await conn.query('select quote_ident(current_schema()) as s')).rows[0].s;
+    await conn.query(`create table if not exists ${own}.${DELETED} (id bigint primary key, attempts int not null,
+                                                                    deleted_at timestamptz not null default now());
+      create or replace function ${own}.${DELETED}() returns trigger language plpgsql
+        security definer set search_path = pg_catalog as $f$
+      begin
+        insert into ${own}.${DELETED} (id, attempts) values (old.id, old.attempts) on conflict (id) do nothing;
+        return null;
+      end $f$;
+      drop trigger if exists ${DELETED} on ${SCHEMA}._private_jobs;
+      create trigger ${DELETED} after delete on ${SCHEMA}._private_jobs for each row execute function ${own}.${DELETED}();
+      revoke all on function ${own}.${DELETED}() from public`);
     await conn.query(`do $$
       declare r record;
       begin

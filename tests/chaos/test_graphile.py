@@ -4,7 +4,8 @@ own code implies (0.17.3, workers/clients/node/node_modules/graphile-worker/dist
 
 - sql/getJobs.js:138-145: the fetch sets ``attempts = jobs.attempts + 1`` and ``locked_at``: the attempt
   the body is told;
-- sql/completeJobs.js:39-40: a success deletes the row (so its attempts are unknown afterwards);
+- sql/completeJobs.js:39-40: a success deletes the row (its attempts read back from the adapter's
+  shadow table, which a delete trigger fills with the row's own count);
 - sql/failJobs.js:117-125: a failure unlocks it, ``run_at`` pushed by ``exp(least(attempts, 10))`` s;
 - sql/resetLockedAt.js:8-12: only a job locked more than 4 hours is unlocked -- its one recovery;
 - worker.js:196: the task is awaited with no timeout: nothing takes a job from a live worker.
@@ -35,21 +36,20 @@ def _run(runner, jobs, **kw):
 
 
 def test_fault_free_every_job_done_once(runner):
-    """Every job deleted by its success (completeJobs.js:39-40): done, its attempts gone with its row
-    (None), so attempts-counted cannot decide -- and says unknown, not held."""
+    """Every job deleted by its success (completeJobs.js:39-40): done, the deleted row's attempts 1."""
     h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 9)])
     assert h.ended_by == "quiescent"
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", None)] * 8
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 8
     assert sorted(x["job_id"] for x in h.runs) == list(range(1, 9))
     assert [e.attempt for e in h.executions()] == [1] * 8  # job.attempts after the fetch's + 1
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
-    assert r["attempts-counted"].status == "unknown"
+    assert r["attempts-counted"].status == "held"
 
 
 def test_a_transient_raise_is_retried_to_done(runner):
     """failJobs.js:120: the retry waits exp(1) s (fixed in SQL), then the fetch counts attempt 2."""
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1)
-    assert [j["status"] for j in h.jobs] == ["done"]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
     ex = h.executions()
     assert [e.attempt for e in ex] == [1, 2]
     assert ex[1].start - ex[0].end >= 2.7  # exp(1) s: graphile's backoff, whatever the time scale
@@ -64,7 +64,7 @@ def test_a_crashing_job_stays_locked_for_the_run(runner):
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="crash"), JobSpec(2, tenant=2, duration=0.01)],
                 max_attempts=2, restarts=2, timing=Timing(deadline=20.0))
     rows = {j["id"]: (j["status"], j["attempts"], j["lease_expired"]) for j in h.jobs}
-    assert rows == {1: ("running", 1, False), 2: ("done", None, None)}
+    assert rows == {1: ("running", 1, False), 2: ("done", 1, None)}
     assert [e.job for e in h.executions()].count(1) == 1  # the restarted worker does not take it
     # pending counts the locked job (graphile acts on it after 4 h): never quiescent. Each worker's
     # first resetLockedAt runs at random within 60 s (main.js:253), its statement new activity: the
@@ -79,6 +79,6 @@ def test_an_overrun_runs_once(runner):
     """worker.js:196 awaits the task with no timeout, and no lock of a live worker's job is taken
     (resetLockedAt.js: 4 hours): a job working 1.5 leases runs once, to done -- no duplicate."""
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")])
-    assert [j["status"] for j in h.jobs] == ["done"]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
     assert len(h.executions()) == 1 and len(h.runs) == 1
     assert r["no-overlap"].status == "held" and r["single-commit"].status == "held"
