@@ -52,10 +52,11 @@ TIMING = timing.Intervals("graphile-worker", anchors={"lease": "lock timeout"}, 
     timing.Interval("min reset locked interval", 480.0, setting="run({minResetLockedInterval: 480000})"),
     timing.Interval("max reset locked interval", 600.0, setting="run({maxResetLockedInterval: 600000})"),
     # SQL, not a setting (failJobs.js): the wait before a retry is exp(least(attempts, 10)) s; the
-    # longest at the schedule's default max_attempts 3 is exp(2) s (before attempt 3). It stretches
-    # the run's stall limit so a retry is not cut off; reported, never raising the time scale.
-    timing.Interval("retry backoff", math.exp(2), grid=timing.FIXED, kind=timing.WAIT, recovery=True, bound=None,
-                    setting="failJobs: run_at + exp(least(attempts, 10)) s (fixed)"),
+    # longest at the schedule's default max_attempts 3 is exp(2) s (before attempt 3), and nothing
+    # wakes a worker at run_at: the next poll (2 s) finds it. It stretches the run's stall limit so
+    # a retry is not cut off at any time scale; reported, never raising the time scale.
+    timing.Interval("retry backoff", math.exp(2) + 2.0, grid=timing.FIXED, kind=timing.WAIT, recovery=True,
+                    bound=None, setting="failJobs: run_at + exp(least(attempts, 10)) s (fixed), then a poll"),
 ))
 
 
