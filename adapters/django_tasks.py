@@ -14,7 +14,7 @@ the installed ``django_tasks_db`` 0.13.0 and ``django_tasks`` 0.12.0):
   worker role gets DML on its table (``django_tasks_database_dbtaskresult``), no more.
 - enqueue: ``harness_job.enqueue(**args)`` (``django_tasks/base.py`` ``Task.enqueue`` ->
   ``backend.py:405``, ``DBTaskResult.objects.create``), all jobs in one ``transaction.atomic()``, in a
-  child interpreter as the owner. Hazard: Django's state (settings, its connections) must not exist
+  child interpreter as the owner, kept for the supervisor's life (:class:`Enqueuer`). Hazard: Django's state (settings, its connections) must not exist
   in the supervisor before it forks the workers -- a worker's Django is configured for its own DSN
   (a proxied one under network faults) and a configured process cannot be configured again.
 - worker: its documented ``db_worker`` command (``call_command``; ``management/commands/db_worker.py``)
@@ -47,15 +47,20 @@ what ``final_states`` reports. ``lease_expired`` is None: the library has no lea
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 
 import django_tasks  # noqa: F401 -- the library at import: --design without it is a usage error
 import django_tasks_db  # noqa: F401
 from psycopg import conninfo, sql
 
-from ..core import sqlfile
+from ..core import procs, sqlfile
 from ..workers import hosted
 from ..workers.timing import FIXED, Interval, Intervals
 
@@ -78,7 +83,7 @@ TIMING = Intervals("django-tasks-db", anchors={"poll": "interval"}, intervals=(
 
 # The child interpreter's script: Django is set up there, never in the supervisor (see the docstring).
 CHILD = ("import json, sys; sys.path[:0] = json.loads(sys.argv[1]); "
-         "from pg_job_chaos.adapters import django_tasks; django_tasks.child(sys.argv[2])")
+         "from pg_job_chaos.adapters import django_tasks; django_tasks.child(sys.argv[2], int(sys.argv[3]))")
 
 
 def settings_for(dsn: str, **options: str) -> dict:
@@ -127,28 +132,99 @@ def _bind_task():
     return harness_job
 
 
-def child(command: str) -> None:
-    """In a child interpreter: ``migrate`` (stdin: the owner's DSN) or ``enqueue`` (stdin: the DSN and
-    the jobs' arguments; the ids, one JSON line, on stdout)."""
-    request = json.load(sys.stdin)
+def child(command: str, parent: int) -> None:
+    """A child interpreter's life. ``migrate``: one request (the owner's DSN), then exit. ``serve``: the
+    enqueuer -- Django set up once for the DSN of its first request; then per line of stdin the jobs'
+    arguments, enqueued in one ``transaction.atomic()``, and one JSON line back (their ids, or the
+    error). Each request runs as Django runs a request: ``close_old_connections`` before and after
+    (``CONN_MAX_AGE`` 0: a connection of its own each time, so a server restart between runs breaks
+    nothing). It leaves at stdin's end, or with its parent (``PR_SET_PDEATHSIG``)."""
+    procs.die_with_parent(signal.SIGKILL, parent)
+    request = json.loads(sys.stdin.readline())
     setup(request["dsn"], application_name=f"pgjc-django-tasks-{command}")
     from django.core.management import call_command
-    from django.db import transaction
+    from django.db import close_old_connections, transaction
 
     if command == "migrate":
         call_command("migrate", verbosity=0, interactive=False)
         return
-    with transaction.atomic():
-        ids = [str(harness_job.enqueue(**args).id) for args in request["jobs"]]
-    print(json.dumps(ids))
+    while request is not None:
+        close_old_connections()
+        try:
+            with transaction.atomic():
+                answer = {"ids": [str(harness_job.enqueue(**args).id) for args in request["jobs"]]}
+        except Exception as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        close_old_connections()
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        request = json.loads(line) if line else None
 
 
-def _in_child(command: str, request: dict) -> str:
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sys.path), command], input=json.dumps(request),
-                       capture_output=True, text=True, timeout=120)
+def _start(command: str, stderr) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(sys.path), command, str(os.getpid())],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+class Enqueuer:
+    """The supervisor's side of ``child("serve")``: one child interpreter per DSN, started at the first
+    enqueue and kept for the process's life (Django's setup, about 0.6 s of CPU, paid once, not per run).
+    Hazard: the forked workers inherit its pipes; they only hold them (the child sees stdin's end once
+    the supervisor and its workers are gone, or dies with the supervisor)."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.dsn: str | None = None
+        self.stderr = None
+        self.lock = threading.Lock()
+        atexit.register(self.close)  # a forked worker leaves by os._exit: only the supervisor runs it
+
+    def enqueue(self, dsn: str, jobs: list[dict]) -> list[str]:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None or dsn != self.dsn:
+                self.close()
+                self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe nobody drains
+                self.proc, self.dsn = _start("serve", self.stderr), dsn
+            self.proc.stdin.write(json.dumps({"dsn": dsn, "jobs": jobs}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.close()
+                raise RuntimeError(f"django-tasks-db enqueuer ended: {err.strip()[-2000:]}")
+            answer = json.loads(line)
+            if "error" in answer:
+                raise RuntimeError(f"django-tasks-db enqueue failed: {answer['error']}")
+            return answer["ids"]
+
+    def close(self) -> str:
+        """End the child (its stdin's end); what it wrote to stderr."""
+        err = ""
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:  # a child already gone: its pipe is broken
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
+            self.proc = None
+        if self.stderr is not None:
+            self.stderr.seek(0)
+            err = self.stderr.read()
+            self.stderr.close()
+            self.stderr = None
+        return err
+
+
+def _migrate(dsn: str) -> None:
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sys.path), "migrate", str(os.getpid())],
+                       input=json.dumps({"dsn": dsn}) + "\n", capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
-        raise RuntimeError(f"django-tasks-db {command} failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
-    return r.stdout
+        raise RuntimeError(f"django-tasks-db migrate failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
 
 
 def _dsn(conn) -> str:
@@ -160,9 +236,13 @@ class DjangoTasks(hosted.HostedDesign):
     library = "django-tasks-db"
     TIMING = TIMING
 
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.enqueuer = Enqueuer()
+
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
-        _in_child("migrate", {"dsn": _dsn(conn)})
+        _migrate(_dsn(conn))
         role = sql.Identifier(worker_role)
         for (table,) in conn.execute(Q.grantable).fetchall():
             conn.execute(sql.SQL("grant select, insert, update, delete on {} to {}").format(
@@ -172,13 +252,12 @@ class DjangoTasks(hosted.HostedDesign):
         conn.execute(Q.reset)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        """Through the task's own ``enqueue`` in a child interpreter (committed there, before the
-        runner's transaction records the ids). *max_attempts* sets nothing: the library has no retry."""
+        """Through the task's own ``enqueue`` in the enqueuer's child interpreter (committed there,
+        before the runner's transaction records the ids). *max_attempts* sets nothing: no retry."""
         jobs = list(jobs)
         if not jobs:
             return
-        out = _in_child("enqueue", {"dsn": _dsn(conn), "jobs": [hosted.job_args(j) for j in jobs]})
-        ids = json.loads(out.strip().splitlines()[-1])
+        ids = self.enqueuer.enqueue(_dsn(conn), [hosted.job_args(j) for j in jobs])
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
 
     def pending(self, conn) -> int:
