@@ -62,7 +62,7 @@ from psycopg import conninfo, sql
 
 from ..core import procs, sqlfile
 from ..workers import hosted
-from ..workers.timing import FIXED, Interval, Intervals
+from ..workers.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states", "finishes")
 
@@ -73,11 +73,11 @@ TIMING = Intervals("django-tasks-db", anchors={"poll": "interval"}, intervals=(
     # db_worker.py:102-104: time.sleep(random.random()) once at start, whatever --interval is (not 0).
     # A restarted worker waits up to 1 s real before its first fetch: a delay, nothing it decides
     # (reported), but the run's stall limit must outlast it (recovery=True stretches it by 1 s).
-    Interval("startup delay", 1.0, anchor="poll", grid=FIXED, bound=None, recovery=True,
+    Interval("startup delay", 1.0, anchor="poll", grid=FIXED, kind=WAIT, bound=None, recovery=True,
              setting="db_worker startup delay: random.random() s, fixed"),
     # utils.py:158 retry(retries=3, backoff_delay=0.1): a finish's save that raised is tried again
     # 0.1 s later. Only under database faults; reported.
-    Interval("finish save retry", 0.1, anchor="poll", grid=FIXED, bound=None,
+    Interval("finish save retry", 0.1, anchor="poll", grid=FIXED, kind=WAIT, bound=None,
              setting="utils.retry(backoff_delay=0.1) on set_successful / set_failed"),
 ))
 

@@ -7,6 +7,9 @@ overrun, each asserting what the library's own code implies (the installed packa
   (models.py:256-263: RUNNING, one more entry in ``worker_ids``);
 - db_worker.py:190-191: a task that raises is ``set_failed`` (models.py:283-299): FAILED, no retry
   (neither the backend nor the Task API has a retry setting);
+- db_worker.py:116-123: the claim is one transaction of two statements, the SELECT ... FOR UPDATE SKIP
+  LOCKED (which takes an xid for the row lock) and the claim's UPDATE (models.py:256-263): a worker
+  that stalls between them holds the xmin horizon back for as long as it stalls;
 - nothing resets a RUNNING row: no heartbeat, no stale-task recovery anywhere in the package, so the
   row of a worker that died mid-task stays RUNNING for ever, and a live task is never taken back.
 """
@@ -17,7 +20,7 @@ import pytest
 
 pytest.importorskip("django_tasks_db", reason="django-tasks-db is not installed (pip install -e '.[libraries]')")
 
-from pg_job_chaos.core.schedule import JobSpec  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted, violated  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
@@ -86,4 +89,24 @@ def test_an_overrun_runs_once(runner):
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1), ("done", 1)]
     assert [e.job for e in h.executions()].count(1) == 1
     for name in ("single-commit", "no-overlap", "at-most-once-effects", *CORRECT):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+# The claim's UPDATE (models.py:256-263) as the statement points name it: the digest of Django 5.2.19's
+# text, UPDATE "django_tasks_database_dbtaskresult" SET "status" = %s, "started_at" = %s, "worker_ids" = %s
+# WHERE "django_tasks_database_dbtaskresult"."id" = %s (workers/statements.py name_of).
+CLAIM_UPDATE = "sql:6a5a3225"
+
+
+def test_a_pause_inside_the_claim_holds_the_horizon(runner):
+    """db_worker.py:116-123: the worker is stopped right before its claim's UPDATE, after its SELECT
+    ... FOR UPDATE SKIP LOCKED locked the row (an xid): its transaction stays open for the pause (two
+    leases). The job is claimed and done once when it resumes; the row was skipped, not taken, meanwhile."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.01)], workers=1,
+                events=(Event("pause", None, CLAIM_UPDATE),))
+    assert any(i.get("fault") == "pause" and i.get("point") == CLAIM_UPDATE for i in h.injected), h.injected
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+    assert r["horizon"].status == "violated", r["horizon"].evidence
+    assert "/queue held a transaction with an xid" in r["horizon"].evidence  # the library's session, not the body's
+    for name in ("single-commit", "no-overlap", *CORRECT):
         assert r[name].status == "held", (name, r[name].evidence)
