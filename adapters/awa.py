@@ -1,74 +1,80 @@
 """awa (hardbyte/awa, PyPI ``awa-pg`` 0.6.9: a Rust core through PyO3) hosted under protocol v2.
 
-What runs is awa's own code, configured as its README and ``docs/configuration.md`` do, never patched.
-Lines cited are of the v0.6.5 tag of hardbyte/awa, the newest release tag the stored snapshot has
-(0.6.9's Rust source is not in it; the installed 0.6.9's Python layer, ``awa/client.py``, matches).
+awa's own code, configured as its README, ``docs/getting-started-python.md`` and ``docs/configuration.md``
+do, never patched. Lines cited are of hardbyte/awa v0.6.5 (PyPI has no 0.6.9 sdist; the statements are
+unchanged on main at 0.7.0-alpha.1, and 0.6.9 behaves as they say, measured). awa's Tokio runtime, once
+started in a process, is dead in its forks, and the workers are forks of the runner: every awa call of
+the runner's side runs in a child interpreter (:func:`_child`). The documented sequence is kept:
 
-- schema: awa's own migrate (``awa.Client(url).migrate()``), run in a child interpreter: awa's
-  Tokio runtime, once started in a process, is dead in its forks (measured: a forked worker of a
-  runner that had called ``Client.insert`` never ran its job), and the workers are forks of the
-  runner. It leaves the canonical storage (``awa.storage_status()``: ``canonical``), ``awa.jobs``.
-- enqueue: the statement awa's insert sends, ``awa.insert_job_compat`` (``awa-model/src/insert.rs:11``),
-  on the runner's transaction (``adapters/awa.sql``, same reason), kind ``pgjc_job`` (``derive_kind``
-  of :class:`PgjcJob`), priority 2 and ``max_attempts`` the schedule's.
-- worker: ``AsyncClient(url)``, ``@client.task(PgjcJob, queue="pgjc")``, ``await client.start([...])``
-  with one queue at ``QueueConfig``'s default concurrency, ``max_workers`` 50
-  (``awa-worker/src/dispatcher.rs:153``); the task runs ``hosted.run_job`` through ``asyncio.to_thread``.
-- retries: awa's own. A raise is ``retryable`` at ``now() + awa.backoff_duration(attempt, ...)``
-  (``executor.rs:1237``), ``2^attempt`` s plus up to 25 % (``migrations/v007_backoff_interval_fix.sql``),
-  fixed in SQL; ``failed`` once ``attempt >= max_attempts``. The claim adds 1 to ``attempt`` and
-  ``run_lease`` (``awa-model/queries/claim.sql:31-32``, as the dispatcher's own claim does).
-- recovery: the maintenance leader's ``rescue_stale_heartbeats`` (``maintenance.rs:1250``: ``running``
-  with ``heartbeat_at`` older than ``heartbeat_staleness`` -> ``retryable``) and deadline rescue
-  (``maintenance.rs:1346``: past ``deadline_at``). Neither reads ``max_attempts``: a rescued job is
-  claimed again whatever its ``attempt`` (unlike the callback rescue, ``maintenance.rs:1440``).
+- schema: ``Client.migrate()``, then one ``AsyncClient.start()`` / ``shutdown()`` with nothing queued:
+  a fresh install's first runtime switches it to queue storage, awa 0.6's default (``client.rs:1334-1367``,
+  ``storage_auto_finalize_if_fresh``), as a quick start does (it starts its worker before its insert).
+- enqueue: awa's ``Client.insert(PgjcJob(...), kind=, queue=, max_attempts=)``, priority 2. Each run has
+  a queue of its own (``pgjc_<hex>``): nothing a previous run left is claimed, and awa's rings are not
+  emptied behind its back.
+- worker: ``AsyncClient``, ``@client.task``, ``start([...])`` with one queue at ``QueueConfig``'s default
+  ``max_workers`` 50 (``dispatcher.rs:153``); the task runs ``hosted.run_job`` in ``asyncio.to_thread``.
+- retries: awa's. A raise is ``retryable`` at ``now() + 2^attempt s`` (+ up to 25 %, SQL, not scaled),
+  ``failed`` once ``attempt >= max_attempts`` (``queue_storage.rs:12877``). The heartbeat and deadline
+  rescues (``queue_storage.rs:12922``, ``13072``) make a job ``retryable`` whatever its attempt, as
+  ADR-003 documents ("transitions them to retryable").
 
-Fencing: every claim draws a new ``run_lease`` (``claim.sql:32``); the completion matches it,
-``jobs.run_lease = completed.run_lease`` with ``state = 'running'`` (``awa-worker/src/completion.rs:73``),
-as do the failure/retry (``executor.rs:1243``, ``WHERE id = $1 AND state = 'running' AND run_lease = $5``)
-and the heartbeat (``heartbeat.rs:131``). A finish from a rescued run touches no row (ADR 013).
+Fencing: each claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
+``(job_id, run_lease)`` (architecture.md: "stale completions, retries ... lose after rescue").
+:meth:`Awa.accepted_finishes` reads what awa accepted: state, ``finalized_at``, ``errors``.
 
-Hazard, left as awa has it (measured on 0.6.9, owner role too, with the docs' 1 s / 4 s heartbeat):
-``awa.jobs.heartbeat_at`` is never refreshed. The runtime resolves its storage at start
-(``client.rs:1506``; canonical here: the jobs were queued before the first worker, so the fresh-install
-switch to queue storage, ``client.rs:1344``, does not happen) and hands it to dispatch and maintenance,
-but ``HeartbeatService::new`` gets the builder's own ``self.storage`` (``client.rs:1578-1580``), queue
-storage by default (``client.rs:172-181``): every live job past ``heartbeat_staleness`` is rescued as
-"heartbeat stale" and claimed again while it still runs. Its finish is then fenced off (above).
+``--design-option storage=canonical`` queues the jobs before any worker started, on a database set back
+to a fresh install's state by awa's own test helper (``awa/testing.py``, ``clean``): the runtime cannot
+auto-finalize and runs canonical storage, whose heartbeats go to the builder's queue storage
+(``client.rs:1578-1580``): docs/findings/libraries/awa-canonical-heartbeat.md.
 
-Timing (:data:`TIMING`): the schedule's lease is ``heartbeat_staleness`` (90 s), its poll awa's
-``poll_interval`` (200 ms); the rest keep their ratios (``client.rs:196``, ``maintenance.rs:598-607``,
-``dispatcher.rs:155``), sent as whole milliseconds (1 at least). The retry backoff is SQL's, not
-scaled: a run with retries waits 2-2.5 s, then 4-5 s, real, whatever the time scale (the run's notes).
+Timing (:data:`TIMING`): the lease is ``heartbeat_staleness`` (90 s), the poll ``poll_interval`` (200 ms);
+the rest keep their ratios, in whole milliseconds. Hazards, measured:
 
-Statuses (``awa.jobs.state``): available, scheduled, retryable -> queued; running, waiting_external ->
-running; completed -> done; failed, cancelled -> dead. ``attempts`` is awa's ``attempt`` (claims, a
-rescued run's included); the body is told ``job.attempt``. Grants: USAGE on schema ``awa``, DML on its
-tables, its sequences; never ownership, never BYPASSRLS.
+- queue storage keeps completed history only until queue-ring prune reclaims its segment (configuration.md,
+  "Retention and cleanup": "use the queue-ring sizing and rotation knobs ... to control how much remains
+  queryable"): at the default 1000 ms rotation a completed job left ``awa.jobs`` 2 s after it ran. The queue
+  ring rotates hourly here (``--design-option queue_rotate_ms=1000``: awa's); the claim ring keeps its
+  1000 ms, the lease ring its 250 ms. None decides when a job is rescued.
+- ``awa.jobs`` does not show a job running on a receipt claim (``lease_claims``, not yet materialized):
+  ``pending`` and ``final_states`` read those claims too (``awa.sql``).
+
+Statuses: available, scheduled, retryable -> queued; running, waiting_external -> running; completed ->
+done; failed, cancelled -> dead. ``attempts`` is awa's ``attempt`` (claims, rescued ones included).
+Grants: USAGE and CREATE on schema ``awa`` (a retry makes its lane's sequences), DML and TRUNCATE (prune)
+on its tables, sequences, functions, also those made later; never ownership, never BYPASSRLS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import json
+import secrets
 import subprocess
 import sys
 from urllib.parse import quote, urlencode
 
 import awa  # noqa: F401 -- the library at import: --design without it is a usage error
 from psycopg import conninfo, sql
-from psycopg.types.json import Jsonb
 
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
 from ..workers.timing import FIXED, WAIT, Interval, Intervals
 
-Q = sqlfile.load(__file__, "awa.sql", "insert_job", "reset", "pending", "final_states")
+Q = sqlfile.load(__file__, "awa.sql", "storage_state", "reset_canonical", "back_to_canonical", "pending",
+                 "final_states", "finishes")
 
-QUEUE = "pgjc"
 KIND = "pgjc_job"  # awa.derive_kind(PgjcJob): the class name in snake case
 MAX_WORKERS = 50  # QueueConfig::default().max_workers (dispatcher.rs:153)
+STORAGES = ("queue", "canonical")
+QUEUE_ROTATE_MS = 3_600_000  # an hour: no queue-ring prune inside a run (module docstring)
+CLAIM_ROTATE_MS = 1000  # configuration.md's default, which start() derives from the queue ring's
+_ROLES: dict[str, str] = {}  # database -> the worker role install() was given (reset() grants again)
+# The errors awa's rescues write (queue_storage.rs:12990-13150, maintenance.rs:1250-1360): a recovery.
+RESCUES = ("heartbeat stale", "receipt claim stale", "hard deadline exceeded", "rescued as duplicate")
 
 STATUS = {"available": "queued", "scheduled": "queued", "retryable": "queued", "running": "running",
           "waiting_external": "running", "completed": "done", "failed": "dead", "cancelled": "dead"}
@@ -97,16 +103,13 @@ TIMING = Intervals("awa", anchors={"lease": "heartbeat staleness", "poll": "poll
     Interval("poll interval", 0.2, anchor="poll", setting="start(poll_interval_ms=200)"),
     # Not a start() keyword: the leader re-checks its lock every 30 s (maintenance.rs:605). Reported.
     Interval("leader check interval", 30.0, grid=FIXED, bound=None, setting="leader_check_interval 30 s, fixed"),
-    # SQL, not a setting: the longest wait before the retry of a schedule at its default max_attempts 3
-    # (attempt 2: 4-5 s). It stretches the run's stall limit; reported, never raising the time scale.
-    Interval("retry backoff", 5.0, grid=FIXED, kind=WAIT, recovery=True, bound=None,
+    # SQL, not a setting: the wait before a schedule's last claim at its default max_attempts 3, a rescue's
+    # after attempt 3 included (8-10 s: rescues ignore max_attempts). Stretches the run's stall limit.
+    Interval("retry backoff", 10.0, grid=FIXED, kind=WAIT, recovery=True, bound=None,
              setting="awa.backoff_duration(attempt): 2^attempt s + up to 25 %"),
 ))
-MS = {"heartbeat staleness": "heartbeat_staleness_ms", "heartbeat interval": "heartbeat_interval_ms",
-      "heartbeat rescue interval": "heartbeat_rescue_interval_ms",
-      "deadline rescue interval": "deadline_rescue_interval_ms",
-      "leader election interval": "leader_election_interval_ms", "promote interval": "promote_interval_ms",
-      "poll interval": "poll_interval_ms"}
+# {interval: start() keyword}, from each interval's setting "start(keyword=default)"
+MS = {i.name: i.setting[6:].split("=")[0] for i in TIMING.intervals if i.setting.startswith("start(")}
 
 
 def _ms(seconds: float) -> int:
@@ -114,12 +117,52 @@ def _ms(seconds: float) -> int:
 
 
 def url(dsn: str, **extra: str) -> str:
-    """A libpq DSN as the URL awa's ``AsyncClient`` takes (sqlx reads no key=value string)."""
+    """A libpq DSN as the URL awa's clients take (sqlx reads no key=value string)."""
     p = {**conninfo.conninfo_to_dict(dsn), **extra}
     user, password = quote(p.pop("user", ""), safe=""), quote(p.pop("password", "") or "", safe="")
     host, port, db = p.pop("host", "localhost"), p.pop("port", "5432"), quote(p.pop("dbname", ""), safe="")
     query = {k: v for k, v in p.items() if k in ("application_name", "options", "sslmode")}
     return f"postgresql://{user}:{password}@{host}:{port}/{db}" + (f"?{urlencode(query)}" if query else "")
+
+
+def _admin_url(conn) -> str:
+    return url(conninfo.make_conninfo(conn.info.dsn, password=conn.info.password))
+
+
+def _in_child(request: dict) -> dict:
+    """Run *request* through awa in a child interpreter (:func:`_child`); its JSON answer."""
+    out = subprocess.run([sys.executable, "-c", "from pg_job_chaos.adapters import awa; awa._child()"],
+                         input=json.dumps(request), capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError(f"awa child ({request['do']}) exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _child() -> None:
+    """The child interpreter's side: one awa call, as its docs make it; the answer on stdout."""
+    req = json.loads(sys.stdin.read())
+    if req["do"] == "migrate":
+        awa.Client(req["url"]).migrate()
+        print(json.dumps({}))
+    elif req["do"] == "first-start":  # a worker's first start, nothing queued: awa's fresh-install switch
+        async def first_start():
+            client = awa.AsyncClient(req["url"])
+            client.task(PgjcJob, kind=KIND, queue="pgjc")(_noop)
+            await client.start([{"name": "pgjc", "max_workers": 1}])
+            await client.shutdown()
+            await client.close()
+        asyncio.run(first_start())
+        print(json.dumps({}))
+    elif req["do"] == "insert":
+        client = awa.Client(req["url"])
+        ids = [client.insert(PgjcJob(**args), kind=KIND, queue=req["queue"], max_attempts=req["max_attempts"]).id
+               for args in req["jobs"]]
+        client.close()
+        print(json.dumps({"ids": ids}))
+
+
+async def _noop(job) -> None:  # the first start's task: it never runs (nothing is queued)
+    return None
 
 
 class Awa(hosted.HostedDesign):
@@ -129,40 +172,68 @@ class Awa(hosted.HostedDesign):
     # The _ms keywords carry whole milliseconds: the promote interval (250 ms to the 90 s staleness,
     # 1 : 360) reaches 1 ms at a lease of 0.36 s; below it the ratio would break (lease 1 article s).
     min_time_scale = 0.36
-    OPTIONS = {"max_workers": f"the queue's max_workers (default {MAX_WORKERS}, QueueConfig's)"}
+    OPTIONS = {"max_workers": f"the queue's max_workers (default {MAX_WORKERS}, QueueConfig's)",
+               "queue_rotate_ms": f"start(queue_storage_queue_rotate_interval_ms=) (default {QUEUE_ROTATE_MS}: "
+                                  "terminal history readable for the run; awa's own 1000 prunes it within seconds)",
+               "storage": "queue (default: awa 0.6's, a worker started before the first insert) or canonical "
+                          "(the jobs queued before any worker started: awa stays in canonical storage)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        w = self.options.get("max_workers", str(MAX_WORKERS))
-        if not (w.isdigit() and int(w) >= 1):
-            raise UsageError(f"design awa: max_workers={w!r}; a whole number of at least 1")
-        self.max_workers = int(w)
+        for key, default in (("max_workers", MAX_WORKERS), ("queue_rotate_ms", QUEUE_ROTATE_MS)):
+            v = self.options.get(key, str(default))
+            if not (v.isdigit() and int(v) >= 1):
+                raise UsageError(f"design awa: {key}={v!r}; a whole number of at least 1")
+        self.max_workers = int(self.options.get("max_workers", MAX_WORKERS))
+        self.rotate_ms = int(self.options.get("queue_rotate_ms", QUEUE_ROTATE_MS))
+        self.storage = self.options.get("storage", "queue")
+        if self.storage not in STORAGES:
+            raise UsageError(f"design awa: storage={self.storage!r}; one of {', '.join(STORAGES)}")
+        self.queue = "pgjc"
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
-        dsn = conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)
-        subprocess.run([sys.executable, "-c", "import sys, awa; awa.Client(sys.argv[1]).migrate()", url(dsn)],
-                       check=True, stdin=subprocess.DEVNULL, timeout=120)
-        role = sql.Identifier(worker_role)
-        for statement in ("grant usage on schema awa to {}",
-                          "grant select, insert, update, delete on all tables in schema awa to {}",
-                          "grant usage, select, update on all sequences in schema awa to {}",
-                          "grant execute on all functions in schema awa to {}"):
-            conn.execute(sql.SQL(statement).format(role))
+        _ROLES[conn.info.dbname] = worker_role  # a design object of the other storage may reset here
+        _in_child({"do": "migrate", "url": _admin_url(conn)})
+        _in_child({"do": "first-start", "url": _admin_url(conn)})  # queue storage's tables, in both storages
+        self._grant(conn)
+
+    def _grant(self, conn) -> None:
+        role = sql.Identifier(_ROLES[conn.info.dbname])
+        # Hazards (awa fails them unseen): an insert makes its lane's sequences (queue_claim_seq_*), granted
+        # by default; a retry re-enqueues through ensure_lane (queue_storage.rs:3298), whose
+        # ensure_lane_sequences runs CREATE SEQUENCE IF NOT EXISTS: without CREATE no retry is promoted.
+        for what, objects in (("select, insert, update, delete, truncate", "tables"), ("execute", "functions"),
+                              ("usage, select, update", "sequences")):
+            conn.execute(sql.SQL(f"grant {what} on all {objects} in schema awa to {{}}").format(role))
+            conn.execute(sql.SQL(f"alter default privileges in schema awa grant {what} on {objects} to {{}}").format(role))
+        conn.execute(sql.SQL("grant usage, create on schema awa to {}").format(role))
+
+    def for_run(self, schedule) -> None:
+        super().for_run(schedule)
+        self.queue = f"pgjc_{secrets.token_hex(4)}"  # this run's own queue (module docstring)
 
     def reset(self, conn) -> None:
-        conn.execute(Q.reset)
+        state = tuple(conn.execute(Q.storage_state).fetchone())
+        if self.storage == "canonical":
+            conn.execute(Q.reset_canonical)
+            conn.execute(Q.back_to_canonical)
+        elif state != ("active", "queue_storage"):
+            # A fresh install, or a canonical run's database: its first worker's start switches it.
+            conn.execute(Q.reset_canonical)  # the admin connection is in autocommit: nothing held open
+            _in_child({"do": "first-start", "url": _admin_url(conn)})
+            if tuple(conn.execute(Q.storage_state).fetchone()) != ("active", "queue_storage"):
+                raise RuntimeError("awa's first start left the database out of queue storage")
+            self._grant(conn)  # the queue-storage tables its first start made
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        pairs = []
-        for j in jobs:
-            (lib,) = conn.execute(Q.insert_job, {"kind": KIND, "queue": QUEUE, "args": Jsonb(hosted.job_args(j)),
-                                                 "max_attempts": max_attempts}).fetchone()
-            pairs.append((j.id, lib))
-        hosted.record_ids(conn, pairs)
+        jobs = list(jobs)  # awa's own insert, one job at a time (docs' quick start), in a child interpreter
+        answer = _in_child({"do": "insert", "url": _admin_url(conn), "queue": self.queue,
+                            "max_attempts": max_attempts, "jobs": [hosted.job_args(j) for j in jobs]})
+        hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, answer["ids"], strict=True)])
 
     def pending(self, conn) -> int:
-        return conn.execute(Q.pending, {"queue": QUEUE}).fetchone()[0]
+        return conn.execute(Q.pending, {"queue": self.queue}).fetchone()[0]
 
     def final_states(self, conn) -> list[dict]:
         staleness = self.intervals(self.schedule)["heartbeat staleness"] if hasattr(self, "schedule") else None
@@ -172,13 +243,34 @@ class Awa(hosted.HostedDesign):
                         "attempts": attempt, "last_error": error, "lease_expired": expired})
         return out
 
+    def accepted_finishes(self, conn) -> dict[int, dict]:
+        """awa's record of each job (``awa.jobs``): one ``errors`` entry per failure it accepted
+        (``attempt``, ``at`` on the worker's clock, ``lifecycle_error`` / ``executor.rs``) -- a rescue's
+        entry is its recovery, ``requeued`` -- and, for ``completed``, the success at ``finalized_at``.
+        A finish from a replaced run_lease touches no row, so it leaves no entry (refused)."""
+        clock = "worker" if self.storage == "queue" else "database"  # finalized_at: Utc::now() / now()
+        out = {}
+        for job, state, attempt, lease, finalized, errors in conn.execute(Q.finishes):
+            finishes = []
+            for e in errors or []:
+                text = str(e.get("error", ""))
+                at = datetime.datetime.fromisoformat(e["at"]) if e.get("at") else None
+                rescue = text.startswith(RESCUES)
+                finishes.append({"outcome": "requeued" if rescue else "failure", "what": text[:60], "at": at,
+                                 "clock": "worker", "attempt": e.get("attempt")})
+            if state == "completed":
+                finishes.append({"outcome": "success", "what": "completed", "at": finalized, "clock": clock,
+                                 "attempt": attempt})
+            texts = "; ".join(f"{e.get('attempt')}: {str(e.get('error', ''))[:40]}" for e in errors or []) or "none"
+            out[job] = {"finishes": finishes, "recorded": f"awa.jobs state {state}, attempt {attempt}, "
+                                                          f"run_lease {lease}, errors [{texts}]"}
+        return out
+
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
-        if not ctx.may_dequeue():
-            return
-        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
-            ctx.open_pool()
-        asyncio.run(self._run(ctx))
+        if ctx.may_dequeue():
+            ctx.open_pool() if ctx.pool is None else None  # the supervisor opens it first; run.py bench does not
+            asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
         t = self.intervals(ctx.schedule)
@@ -186,7 +278,7 @@ class Awa(hosted.HostedDesign):
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
-        @client.task(PgjcJob, kind=KIND, queue=QUEUE)
+        @client.task(PgjcJob, kind=KIND, queue=self.queue)
         async def handle(job):
             try:
                 await asyncio.to_thread(hosted.run_job, ctx, dataclasses.asdict(job.args), attempt=job.attempt)
@@ -194,8 +286,12 @@ class Awa(hosted.HostedDesign):
                 if not ctx.may_dequeue():  # the budget is spent: awa's own graceful shutdown
                     loop.call_soon_threadsafe(stop.set)
 
-        queue = {"name": QUEUE, "max_workers": self.max_workers, "deadline_duration_ms": _ms(t["deadline"])}
-        await client.start([queue], **{kw: _ms(t[name]) for name, kw in MS.items()})
+        queue = {"name": self.queue, "max_workers": self.max_workers, "deadline_duration_ms": _ms(t["deadline"])}
+        # The queue ring's rotation decides how long terminal history stays readable (module docstring);
+        # the claim ring keeps its own documented 1000 ms (it follows the queue ring's unless set).
+        await client.start([queue], **{kw: _ms(t[name]) for name, kw in MS.items()},
+                           queue_storage_queue_rotate_interval_ms=self.rotate_ms,
+                           queue_storage_claim_rotate_interval_ms=CLAIM_ROTATE_MS)
         try:
             await stop.wait()
             await client.shutdown()
