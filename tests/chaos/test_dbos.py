@@ -7,7 +7,8 @@ installed 3.4.0):
 - _dbos.py:895-909 and _sys_db.py:5429: at launch an executor puts its own PENDING workflows back on their
   queue, and any executor claims them (_sys_db.py:4963); each claim adds 1 to ``recovery_attempts``
   (_sys_db.py:5201); past ``max_recovery_attempts + 1`` a claim dead-letters the workflow (_core.py:1317);
-- no heartbeat, no lease: nothing takes a workflow from a live (or stopped) executor.
+- no heartbeat, no lease: nothing takes a workflow from a live (or stopped) executor;
+- _workflow_commands.py:100-131: the background jobs thread keeps a transaction idle for its fixed 1 s.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def test_fault_free_every_job_done_once(runner):
     for name in (*CORRECT, "attempts-counted", "single-commit", "at-most-once-effects", "no-overlap",
                  "bounded-attempts", "progress", "terminal-states", "library-one-finish"):
         assert r[name].status == "held", (name, r[name].evidence)
+    # DBOS's background jobs thread holds its advisory-lock transaction idle, with a snapshot, for the
+    # rest of its fixed 1 s interval (_workflow_commands.py:100-131): longer than half a lease here.
+    assert r["horizon"].status == "violated", r["horizon"].evidence
+    assert "/dbos held a transaction with a snapshot" in r["horizon"].evidence
 
 
 def test_a_transient_raise_is_retried_by_the_step_and_not_counted(runner):
