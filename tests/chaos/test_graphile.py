@@ -6,8 +6,8 @@ own code implies (0.17.3, workers/clients/node/node_modules/graphile-worker/dist
   the body is told;
 - sql/completeJobs.js:39-40: a success deletes the row (its attempts read back from the adapter's
   shadow table, which a delete trigger fills with the row's own count);
-- sql/failJobs.js:117-125: a failure unlocks it, ``run_at`` pushed by ``exp(least(attempts, 10))`` s;
-- sql/resetLockedAt.js:8-12: only a job locked more than 4 hours is unlocked -- its one recovery;
+- sql/failJobs.js:49-57: a failure (fenced by ``locked_by``) unlocks it, ``run_at`` pushed by ``exp(least(attempts, 10))`` s;
+- sql/resetLockedAt.js:9-12: only a job locked more than 4 hours is unlocked -- its one recovery;
 - worker.js:196: the task is awaited with no timeout: nothing takes a job from a live worker.
 
 Budget: about 45 s on this machine (four runs at time scale 0.5, the search's default: graphile has
@@ -47,7 +47,7 @@ def test_fault_free_every_job_done_once(runner):
 
 
 def test_a_transient_raise_is_retried_to_done(runner):
-    """failJobs.js:120: the retry waits exp(1) s (fixed in SQL), then the fetch counts attempt 2."""
+    """failJobs.js:52: the retry waits exp(1) s (fixed in SQL), then the fetch counts attempt 2."""
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1)
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
     ex = h.executions()
@@ -57,7 +57,7 @@ def test_a_transient_raise_is_retried_to_done(runner):
 
 
 def test_a_crashing_job_stays_locked_for_the_run(runner):
-    """resetLockedAt.js:8-12: a dead worker's job is unlocked only after 4 hours, graphile's documented
+    """resetLockedAt.js:9-12: a dead worker's job is unlocked only after 4 hours, graphile's documented
     lock timeout. Within the run it stays locked (running, attempts 1) and no worker retries it, while
     a job without a fault is done; the run ends with the crashed one pending: terminal-states violated
     by that documented limitation (the run's notes say the 4 h lock breaks the lease's ratio), not a bug."""
