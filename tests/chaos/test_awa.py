@@ -1,15 +1,18 @@
-"""awa (the real library, adapters/awa.py, awa-pg 0.6.9) under the harness: fault-free, a transient
-raise, a crash loop and an overrun, each asserting what awa's own code implies (lines of hardbyte/awa
-v0.6.5, the newest tag stored; the installed 0.6.9 behaves as they say, measured):
+"""awa (the real library, adapters/awa.py, awa-pg 0.6.9) under the harness, in its default configuration
+(queue storage, awa's own insert): fault-free, a transient raise, a crash loop, an overrun and a pause,
+each asserting what awa's own code and docs imply (lines of hardbyte/awa v0.6.5; 0.6.9 behaves so,
+measured) -- and the canonical-storage finding, under ``storage=canonical``:
 
-- awa-model/queries/claim.sql:31-32: every claim adds 1 to ``attempt`` and to ``run_lease``;
-- awa-worker/src/executor.rs:1237: a raise is ``retryable`` at ``now() + awa.backoff_duration`` (2^attempt s);
-- awa-worker/src/maintenance.rs:1250: the heartbeat rescue makes a stale ``running`` job ``retryable``
-  and reads no ``max_attempts``: a job that kills its worker every time is claimed again and again;
-- awa-worker/src/client.rs:1578-1580: the heartbeat service gets the builder's storage (queue storage
-  by default, client.rs:172-181), not the storage the runtime resolved (client.rs:1506, canonical here:
-  the jobs were queued before the first worker started), so ``awa.jobs.heartbeat_at`` is never
-  refreshed and a live job running past ``heartbeat_staleness`` is rescued and run again.
+- every claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
+  ``(job_id, run_lease)`` (docs/architecture.md: stale completions "lose after rescue"): awa accepts at
+  most one success per job and none from a replaced run -- ``library-one-finish`` held under every fault;
+- a raise is ``retryable`` at ``now() + 2^attempt s`` (queue_storage.rs:12877, ``fail_retryable_in_tx``);
+- the heartbeat rescue makes a stale job ``retryable`` whatever its attempt (queue_storage.rs:12922;
+  ADR-003: "transitions them to retryable"): a job that kills its worker every time is claimed again
+  past ``max_attempts`` -- a documented limitation;
+- heartbeats land (``attempt_state``) in queue storage: a live overrun job keeps its claim; a paused
+  maintenance leader freezes every rescue (its advisory lock stays held);
+- in canonical storage they do not (client.rs:1578-1580): docs/findings/libraries/awa-canonical-heartbeat.md.
 """
 
 from __future__ import annotations
@@ -19,52 +22,60 @@ import pytest
 pytest.importorskip("awa", reason="awa-pg is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos.adapters.awa import Awa  # noqa: E402
-from pg_job_chaos.core.schedule import JobSpec  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
 
 DESIGN = "pg_job_chaos.adapters.awa:Awa"
 SCALE = Awa.min_time_scale  # 0.36: the 250 ms promote interval at 1 ms (adapters/awa.py)
-CORRECT = ("tenant-isolation", "done-means-committed", "attempts-counted", "pool-hygiene")
+CORRECT = ("tenant-isolation", "done-means-committed", "attempts-counted", "pool-hygiene", "library-one-finish")
 
 
 def _run(runner, jobs, **kw):
     return run_hosted(runner, DESIGN, SCALE, jobs, **kw)
 
 
-def _errors(runner, job: int) -> list[str]:
-    """awa's own record of the failures of a schedule job (awa.jobs.errors), read before the next reset."""
-    (errors,) = runner.admin.execute(
-        "select coalesce(array(select e ->> 'error' from unnest(j.errors) e), '{}') from awa.jobs j "
-        "join job_map m on m.library_id = j.id::text where m.job_id = %s", [job]).fetchone()
-    return list(errors)
+def _rescues(h, job: int) -> list[str]:
+    """awa's rescues of a schedule job, as its errors record them (the adapter's accepted_finishes: a job
+    running on a receipt claim is not in awa.jobs, its errors are on its newest ready row)."""
+    (entry,) = [e for e in h.finishes if e["job"] == job]
+    return [f["what"] for f in entry["finishes"] if f["outcome"] == "requeued"]
 
 
-def test_fault_free_every_job_done_once(runner):
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)])
-    assert h.ended_by == "quiescent"
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
-    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
-    for name in (*CORRECT, "single-commit", "at-most-once-effects", "no-overlap", "bounded-attempts",
-                 "progress", "terminal-states"):
+def _held(r, *names):
+    for name in names:
         assert r[name].status == "held", (name, r[name].evidence)
 
 
+def test_fault_free_every_job_done_once_in_queue_storage(runner):
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)])
+    assert h.ended_by == "quiescent"
+    assert runner.admin.execute("select state, current_engine from awa.storage_transition_state").fetchone() == (
+        "active", "queue_storage")  # the first runtime's fresh-install switch (client.rs:1334-1367)
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
+    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
+    assert [[f["outcome"] for f in e["finishes"]] for e in h.finishes] == [["success"]] * 6
+    _held(r, *CORRECT, "single-commit", "at-most-once-effects", "no-overlap", "bounded-attempts", "progress",
+          "terminal-states")
+
+
 def test_a_transient_raise_is_retried_after_awas_backoff(runner):
-    """executor.rs:1237: retryable at now() + backoff_duration(1) = 2-2.5 s, real at any time scale."""
+    """queue_storage.rs:12877: retryable at now() + backoff(1) = 2-2.5 s, real at any time scale; awa
+    records the failure (errors[0], attempt 1) and then one success."""
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1)
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
     first, second = h.executions()
     assert (first.attempt, second.attempt) == (1, 2)  # job.attempt, as the claim counts it
     assert second.start - first.end >= 1.9  # 2^1 s, less the clock's grain
-    assert r["transient-recovers"].status == "held" and r["done-means-committed"].status == "held"
+    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1), ("success", 2)]
+    _held(r, *CORRECT, "transient-recovers", "single-commit")
 
 
 def test_a_crash_loop_is_rescued_past_max_attempts(runner):
-    """Job 1 kills its worker on every execution. The heartbeat rescue (maintenance.rs:1250) makes it
-    retryable whatever its attempt, so it is claimed until the restart budget is spent: 2 workers +
-    1 restart = 3 executions of a job whose max_attempts is 2. awa counts each one (claim.sql:31)."""
+    """Job 1 kills its worker on every execution. The heartbeat rescue makes it retryable whatever its
+    attempt (ADR-003), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
+    executions of a job whose max_attempts is 2, each counted; awa accepted no finish for it."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work")],
                 max_attempts=2, restarts=1)
     assert h.ended_by == "workers-exhausted"
@@ -72,20 +83,43 @@ def test_a_crash_loop_is_rescued_past_max_attempts(runner):
     assert [e.attempt for e in ones] == [1, 2, 3] and len({e.worker for e in ones}) == 3
     (state,) = h.jobs
     assert state["attempts"] == 3 and state["status"] in ("running", "queued")
-    assert _errors(runner, 1)[:2] == ["heartbeat stale: worker presumed dead"] * 2
-    assert r["bounded-attempts"].status == "violated", r["bounded-attempts"].evidence
+    assert _rescues(h, 1)[:2] == ["receipt claim stale: worker presumed dead"] * 2
+    assert "success" not in {f["outcome"] for f in h.finishes[0]["finishes"]}
     assert "job 1 executed 3 times (max_attempts 2)" in r["bounded-attempts"].evidence
-    assert r["attempts-counted"].status == "held", r["attempts-counted"].evidence
+    _held(r, "attempts-counted", "library-one-finish", "tenant-isolation")
 
 
-def test_an_overrun_is_rescued_from_a_live_worker(runner):
-    """The body works 1.5 leases (heartbeat_staleness) on a live worker. Its heartbeat never reaches
-    awa.jobs (client.rs:1578-1580): the rescue takes the job as dead and the same worker claims it
-    again. A dequeue budget of 2 ends the run (awa would re-run it until the deadline)."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")], workers=1, dequeues=2, restarts=0)
+def test_an_overrun_keeps_its_claim(runner):
+    """The body works 1.5 leases (heartbeat_staleness) on a live worker: its heartbeats land in
+    attempt_state, the rescue leaves it alone, it runs once and awa takes its one success."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun"), JobSpec(2, tenant=2, duration=0.01)])
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1), ("done", 1)]
+    assert [e.attempt for e in h.executions() if e.job == 1] == [1]
+    _held(r, *CORRECT, "single-commit", "no-overlap", "no-stale-effect", "bounded-attempts")
+
+
+def test_a_pause_never_gets_two_finishes_accepted(runner):
+    """The job's worker is stopped for 3 leases mid-work. When it is awa's maintenance leader (its
+    advisory lock frozen with it) nothing is rescued and the job runs once; when it is not, the leader
+    rescues the job, the other worker runs it, and the woken worker's completion carries a replaced
+    run_lease. Either way awa accepts one success, never a stale one."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05)], events=(Event("pause", 1, "mid-work", duration=3.0),))
+    assert [i["fault"] for i in h.injected][:1] == ["pause"]
+    assert [j["status"] for j in h.jobs] == ["done"]
+    assert [f["outcome"] for f in h.finishes[0]["finishes"]].count("success") == 1
+    _held(r, "library-one-finish", "tenant-isolation", "attempts-counted", "done-means-committed")
+
+
+def test_canonical_storage_rescues_a_live_overrun(runner):
+    """storage=canonical: the jobs queued before any worker started. The heartbeat service writes to
+    the builder's queue storage (client.rs:1578-1580), never to awa.jobs: the rescue takes the live job
+    as dead and the same worker claims it again; the first run's finish is fenced off (run_lease). A
+    dequeue budget of 2 ends the run (awa would re-run it until the deadline)."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")], workers=1, dequeues=2, restarts=0,
+                design_options={"storage": "canonical"})
     ones = h.executions()
-    # two dequeues, and a rescue may hand it over once more before the budget is seen (a loaded machine)
     assert [e.attempt for e in ones][:2] == [1, 2] and {e.worker for e in ones} == {"w1.0"}
-    assert "heartbeat stale: worker presumed dead" in _errors(runner, 1)
-    assert r["single-commit"].status == "violated", r["single-commit"].evidence
-    assert r["tenant-isolation"].status == "held"
+    assert "heartbeat stale: worker presumed dead" in _rescues(h, 1)
+    # the re-run waits for the body's one pool connection (pool_size 1), so it commits after the first
+    assert r["single-commit"].status == "violated" and r["single-commit"].cause == "at-least-once"
+    _held(r, "tenant-isolation", "library-one-finish")
