@@ -14,9 +14,10 @@ the installed ``django_tasks_db`` 0.13.0 and ``django_tasks`` 0.12.0):
   worker role gets DML on its table (``django_tasks_database_dbtaskresult``), no more.
 - enqueue: ``harness_job.enqueue(**args)`` (``django_tasks/base.py`` ``Task.enqueue`` ->
   ``backend.py:405``, ``DBTaskResult.objects.create``), all jobs in one ``transaction.atomic()``, in a
-  child interpreter as the owner, kept for the supervisor's life (:class:`Enqueuer`). Hazard: Django's state (settings, its connections) must not exist
-  in the supervisor before it forks the workers -- a worker's Django is configured for its own DSN
-  (a proxied one under network faults) and a configured process cannot be configured again.
+  child interpreter as the owner, kept for the supervisor's life (:class:`Enqueuer`). Hazard: Django's
+  state (settings, its connections) must not exist in the supervisor before it forks the workers -- a
+  worker's Django is configured for its own DSN (a proxied one under network faults) and a configured
+  process cannot be configured again.
 - worker: its documented ``db_worker`` command (``call_command``; ``management/commands/db_worker.py``)
   at its defaults -- one task at a time per process, ``--interval`` 1 s scaled (:data:`TIMING`), its
   startup delay on -- with ``--worker-id`` the worker's identity (documented: unique in the pool) and
@@ -32,6 +33,11 @@ What it does under faults, from its source (no retry, no recovery, no fence):
 - a worker that dies mid-task: its row stays RUNNING for ever. The claim is ``status = RUNNING`` saved
   (``models.py:256-263``); the loop fetches only READY rows (``models.py:109-117``, ``db_worker.py:110``);
   nothing in the package resets a RUNNING row (no heartbeat, no stale-task sweep).
+- the claim is one transaction of two statements (``db_worker.py:116-123``): ``SELECT ... FOR UPDATE
+  SKIP LOCKED`` (``models.py:131-135``, an xid for the row lock), then the claim's UPDATE; a worker
+  stalled between them holds the xmin horizon back for as long as it stalls.
+- ``pending`` counts a RUNNING row while its claimer's connection (``application_name``
+  ``<identity>/queue``) is open: the only party that will ever finish it (``django_tasks.sql``).
 - the finish is ``save(update_fields=...)`` by primary key alone (``models.py:265-299``), not matched
   on status or worker: unfenced, though with one claim per row there is nothing to fence off.
 
