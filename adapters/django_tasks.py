@@ -5,8 +5,8 @@ On Python 3.11 Django 6 (``django.tasks``) is out: Django 5.2 with the framework
 What runs is the library's own code, configured as its README configures it, never patched (lines of
 the installed ``django_tasks_db`` 0.13.0 and ``django_tasks`` 0.12.0):
 
-- settings (:func:`settings_for`, ``settings.configure``): ``INSTALLED_APPS`` ``django_tasks`` (its
-  README) and ``django_tasks_db`` (its README), ``TASKS = {"default": {"BACKEND":
+- settings (:func:`settings_for`, ``settings.configure``): ``INSTALLED_APPS`` ``django_tasks`` and
+  ``django_tasks_db`` (their READMEs), ``TASKS = {"default": {"BACKEND":
   "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}`` as its README has it, one database
   (``django.db.backends.postgresql``, psycopg 3) and Django's defaults otherwise (``CONN_MAX_AGE`` 0,
   ``DEBUG`` off, so no autoreload). ``LOGGING_CONFIG`` None: the harness owns the process's logging.
@@ -41,9 +41,8 @@ What it does under faults, from its source (no retry, no recovery, no fence):
 - the finish is ``save(update_fields=...)`` by primary key alone (``models.py:265-299``), not matched
   on status or worker: unfenced, though with one claim per row there is nothing to fence off.
 
-Cost: with Django's default ``CONN_MAX_AGE`` 0, ``close_old_connections`` at each turn of the loop
-(``db_worker.py:108``, ``155``) closes the worker's connection: a new session per task and per idle
-poll (measured: 28 sessions for 20 fault-free jobs on 2 workers; ``lease-heartbeat`` 5). Left at the default.
+Cost: Django's default ``CONN_MAX_AGE`` 0 and ``close_old_connections`` at each turn of the loop
+(``db_worker.py:108``, ``155``): a new session per task and idle poll (measured: 28 for 20 jobs, 2 workers).
 
 Statuses (``TaskResultStatus``): READY -> queued, RUNNING -> running, SUCCESSFUL -> done, FAILED -> dead.
 Attempts: the library keeps no counter; ``worker_ids`` gets one entry per claim (``models.py:262``) and
