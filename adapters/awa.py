@@ -16,8 +16,8 @@ the runner's side runs in a child interpreter (:func:`_child`). The documented s
   ``max_workers`` 50 (``dispatcher.rs:153``); the task runs ``hosted.run_job`` in ``asyncio.to_thread``.
 - retries: awa's. A raise is ``retryable`` at ``now() + 2^attempt s`` (+ up to 25 %, SQL, not scaled),
   ``failed`` once ``attempt >= max_attempts`` (``queue_storage.rs:12877``). The heartbeat and deadline
-  rescues (``queue_storage.rs:12922``, ``13072``) make a job ``retryable`` whatever its attempt, as
-  ADR-003 documents ("transitions them to retryable").
+  rescues (``queue_storage.rs:12922``, ``13072``) make a job ``retryable`` whatever its attempt
+  (docs/findings/libraries/awa-rescue-max-attempts.md).
 
 Fencing: each claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
 ``(job_id, run_lease)`` (architecture.md: "stale completions, retries ... lose after rescue").

@@ -8,8 +8,8 @@ measured) -- and the canonical-storage finding, under ``storage=canonical``:
   most one success per job and none from a replaced run -- ``library-one-finish`` held under every fault;
 - a raise is ``retryable`` at ``now() + 2^attempt s`` (queue_storage.rs:12877, ``fail_retryable_in_tx``);
 - the heartbeat rescue makes a stale job ``retryable`` whatever its attempt (queue_storage.rs:12922;
-  ADR-003: "transitions them to retryable"): a job that kills its worker every time is claimed again
-  past ``max_attempts`` -- a documented limitation;
+  the handler path checks it at :12896): a job that kills its worker every time is claimed again past
+  ``max_attempts`` -- docs/findings/libraries/awa-rescue-max-attempts.md;
 - heartbeats land (``attempt_state``) in queue storage: a live overrun job keeps its claim; a paused
   maintenance leader freezes every rescue (its advisory lock stays held);
 - in canonical storage they do not (client.rs:1578-1580): docs/findings/libraries/awa-canonical-heartbeat.md.
@@ -74,7 +74,7 @@ def test_a_transient_raise_is_retried_after_awas_backoff(runner):
 
 def test_a_crash_loop_is_rescued_past_max_attempts(runner):
     """Job 1 kills its worker on every execution. The heartbeat rescue makes it retryable whatever its
-    attempt (ADR-003), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
+    attempt (queue_storage.rs:13046-13051), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
     executions of a job whose max_attempts is 2, each counted; awa accepted no finish for it."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work")],
                 max_attempts=2, restarts=1)
@@ -83,7 +83,8 @@ def test_a_crash_loop_is_rescued_past_max_attempts(runner):
     assert [e.attempt for e in ones] == [1, 2, 3] and len({e.worker for e in ones}) == 3
     (state,) = h.jobs
     assert state["attempts"] == 3 and state["status"] in ("running", "queued")
-    assert _rescues(h, 1)[:2] == ["receipt claim stale: worker presumed dead"] * 2
+    rescues = _rescues(h, 1)  # the stale-receipt rescue, or the deadline's when it comes first
+    assert len(rescues) >= 2 and all(w.startswith(("receipt claim stale", "hard deadline exceeded")) for w in rescues)
     assert "success" not in {f["outcome"] for f in h.finishes[0]["finishes"]}
     assert "job 1 executed 3 times (max_attempts 2)" in r["bounded-attempts"].evidence
     _held(r, "attempts-counted", "library-one-finish", "tenant-isolation")
