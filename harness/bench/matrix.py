@@ -41,9 +41,16 @@ def groups(designs) -> dict[float, list[str]]:
 
 def run_group(scale: float, names: list[str], out_dir: Path, *, examples: int, seed: int, budget: float,
               faults: str = FAULTS, log=sys.stderr) -> tuple[dict, float]:
-    """One ``compare`` of *names* beside the baselines at *scale*: its JSON and its seconds."""
+    """One ``compare`` of *names* beside the baselines at *scale*: its JSON and its seconds. A group
+    this directory already holds complete (``group.json`` names the same designs and faults) is read,
+    not run again: an interrupted matrix resumes where it stopped."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / "matrix.json"
+    target, done = out_dir / "matrix.json", out_dir / "group.json"
+    wanted = {"designs": [*BASELINES, *names], "faults": faults, "examples": examples, "seed": seed}
+    if done.exists() and target.exists():
+        saved = json.loads(done.read_text())
+        if {k: saved.get(k) for k in wanted} == wanted:
+            return json.loads(target.read_text()), float(saved["seconds"])
     cmd = [sys.executable, "-m", "pg_job_chaos", "compare", "--designs", ",".join([*BASELINES, *names]),
            "--faults", faults, "--examples", str(examples), "--seed", str(seed), "--time-scale", f"{scale:g}",
            "--budget", f"{budget:g}", "--out", str(out_dir), "--json", str(target), "--no-config", "-q"]
@@ -53,6 +60,7 @@ def run_group(scale: float, names: list[str], out_dir: Path, *, examples: int, s
     seconds = time.monotonic() - t0
     if code not in (0, 1) or not target.exists():  # 1: a property violated, which a matrix expects
         raise RuntimeError(f"compare at time scale {scale:g} exited {code}: {' '.join(cmd)}")
+    done.write_text(json.dumps({**wanted, "seconds": round(seconds, 1)}) + "\n")
     return json.loads(target.read_text()), seconds
 
 

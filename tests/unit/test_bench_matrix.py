@@ -3,7 +3,10 @@ merged table, on data shaped as ``run.py compare --json`` writes it (no database
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace as NS
+
+import pytest
 
 from pg_job_chaos.harness.bench import matrix
 from pg_job_chaos.properties import PROPERTIES
@@ -38,3 +41,21 @@ def test_the_merged_matrix_has_a_column_per_design_and_scale_and_names_each_cell
     # a violation no run classified is said to be unclassified, never left to look like a verdict
     assert "VIOLATED (1) [S2](scale-1/S2.json) unclassified" in row["no-overlap"]
     assert row["tenant-isolation"].count("held") == 4
+
+
+def test_a_group_saved_complete_is_read_not_run_again(tmp_path, monkeypatch):
+    out = tmp_path / "scale-1"
+    out.mkdir()
+    data = _group("pg-boss", {}, [])
+    (out / "matrix.json").write_text(json.dumps(data))
+    (out / "group.json").write_text(json.dumps(
+        {"designs": [*matrix.BASELINES, "pg-boss"], "faults": matrix.FAULTS, "examples": 2, "seed": 1, "seconds": 12.5}))
+
+    def refuse(*a, **k):
+        raise AssertionError("ran again")
+
+    monkeypatch.setattr(matrix.subprocess, "run", refuse)
+    assert matrix.run_group(1.0, ["pg-boss"], out, examples=2, seed=1, budget=10) == (data, 12.5)
+    # another set of designs is another group: run (here: refused)
+    with pytest.raises(AssertionError, match="ran again"):
+        matrix.run_group(1.0, ["oban"], out, examples=2, seed=1, budget=10)
