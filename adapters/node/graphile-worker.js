@@ -52,6 +52,25 @@ const FINAL_STATES = `
     left join ${SCHEMA}.jobs j on j.id::text = m.library_id
     left join ${DELETED} d on d.id::text = m.library_id`;
 
+// What graphile accepted (docs/reference/contract.md): a success is its delete (completeJobs), dated
+// by the shadow table; a job it gave up on keeps its row, attempts spent and unlocked, its last
+// failure undated (failJobs sets no time; its attempt is the row's attempts, as getJobs counted it).
+// The failures it retried leave only last_error: no row of their own.
+const ACCEPTED_FINISHES = `
+  select m.library_id,
+         case when d.id is not null then 'success'
+              when j.locked_at is null and j.attempts >= j.max_attempts then 'failure' end,
+         case when d.id is not null then 'deleted (completeJobs)' else 'attempts spent (failJobs)' end,
+         d.deleted_at, coalesce(d.attempts, j.attempts)::int,
+         case when d.id is not null then format('deleted on success at attempt %s', d.attempts)
+              when j.id is not null then format('jobs row, attempts %s of %s, %s, last_error %s', j.attempts,
+                                                j.max_attempts, case when j.locked_at is null then 'unlocked' else 'locked' end,
+                                                coalesce(left(j.last_error, 60), 'none'))
+              else 'no row' end
+    from job_map m
+    left join ${SCHEMA}.jobs j on j.id::text = m.library_id
+    left join ${DELETED} d on d.id::text = m.library_id`;
+
 const commands = {
   describe() {
     const version = require('graphile-worker/package.json').version;
@@ -62,6 +81,7 @@ const commands = {
         // A locked job counts: a live worker finishes it, or resetLockedAt frees a dead one's after 4 h.
         pending: `select count(*) from ${SCHEMA}.jobs where locked_at is not null or attempts < max_attempts`,
         final_states: FINAL_STATES,
+        accepted_finishes: ACCEPTED_FINISHES,
       },
       status: { waiting: 'queued', locked: 'running', completed: 'done', failed: 'dead' },
     });

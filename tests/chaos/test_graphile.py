@@ -44,6 +44,9 @@ def test_fault_free_every_job_done_once(runner):
     assert [e.attempt for e in h.executions()] == [1] * 8  # job.attempts after the fetch's + 1
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
     assert r["attempts-counted"].status == "held"
+    # graphile's own record: each job's delete on success (the shadow table dates it), one a job
+    assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
+    assert {len(e["finishes"]) for e in h.finishes} == {1}
 
 
 def test_a_transient_raise_is_retried_to_done(runner):
@@ -54,6 +57,9 @@ def test_a_transient_raise_is_retried_to_done(runner):
     assert [e.attempt for e in ex] == [1, 2]
     assert ex[1].start - ex[0].end >= 2.7  # exp(1) s: graphile's backoff, whatever the time scale
     assert r["transient-recovers"].status == "held" and r["done-means-committed"].status == "held"
+    # the retried failure leaves only last_error: graphile's record is the success, attempt 2's
+    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("success", 2)]
+    assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
 
 
 def test_a_crashing_job_stays_locked_for_the_run(runner):
