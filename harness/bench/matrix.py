@@ -64,6 +64,15 @@ def run_group(scale: float, names: list[str], out_dir: Path, *, examples: int, s
     return json.loads(target.read_text()), seconds
 
 
+def _relative(file: str, root: Path) -> str:
+    """*file* (as the compare wrote it: absolute, or relative to this process's directory) as a link
+    from ``root/matrix.md``."""
+    try:
+        return Path(file).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return Path(file).as_posix()
+
+
 def _cell(prop: dict, decided: int | None, files: list[str]) -> str:
     status = prop.get("status", "-")
     if status != "violated":
@@ -78,8 +87,7 @@ def merge(results: dict[float, dict], *, root: Path) -> str:
     """The merged matrix as Markdown: a column per design (baselines per scale); links relative to *root*."""
     columns = []  # (header, properties, decided_by, files)
     for scale, data in results.items():
-        files = [Path(f).resolve().relative_to(root.resolve()).as_posix() if Path(f).is_absolute()
-                 else Path(f).as_posix() for f in data.get("files", [])]
+        files = [_relative(f, root) for f in data.get("files", [])]
         for name, d in data["designs"].items():
             header = f"{name} @{scale:g}"
             columns.append((header, d["properties"], d.get("decided_by", {}), files))

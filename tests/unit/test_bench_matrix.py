@@ -29,9 +29,11 @@ def _group(design: str, violated: dict, files: list[str]) -> dict:
                         design: {"properties": props, "decided_by": decided}}, "files": files}
 
 
-def test_the_merged_matrix_has_a_column_per_design_and_scale_and_names_each_cell_s_schedule_and_class(tmp_path):
-    results = {0.5: _group("awa", {"single-commit": (1, "at-least-once")}, [str(tmp_path / "scale-0.5/S1.json")]),
-               1.0: _group("pg-boss", {"no-overlap": (2, None)}, ["scale-1/S1.json", "scale-1/S2.json"])}
+def test_the_merged_matrix_has_a_column_per_design_and_scale_and_names_each_cell_s_schedule_and_class(tmp_path,
+                                                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)  # a compare writes its files relative to where it ran, or absolute
+    results = {0.5: _group("awa", {"single-commit": (1, "at-least-once")}, [str(tmp_path / "scale-0.5/S1.json")]),  # absolute
+               1.0: _group("pg-boss", {"no-overlap": (2, None)}, [f"{tmp_path.name}/scale-1/S1.json", f"{tmp_path.name}/scale-1/S2.json"])}
     table = matrix.merge(results, root=tmp_path)
     lines = table.splitlines()
     assert lines[0] == "| property | lease-heartbeat @0.5 | awa @0.5 | lease-heartbeat @1 | pg-boss @1 |"
