@@ -23,6 +23,16 @@ TEST_SLOTS = 3
 _slots: list = []
 
 
+@pytest.fixture(autouse=True)
+def _pytester_runs_outside_xdist(request, monkeypatch):
+    """A user's project run by ``pytester`` is not one of this suite's xdist workers: without this it
+    inherits ``PYTEST_XDIST_WORKER``, and a plugin that refuses xdist (pytest-benchmark) warns, which
+    this suite's ``filterwarnings = error`` turns into an internal error of that run."""
+    if "pytester" in request.fixturenames:
+        for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def database():
     from pg_job_chaos.harness.postgres import provision

@@ -65,6 +65,7 @@ def test_fault_free_search_exits_0(tmp_path):
     assert "VIOLATED" not in r.stdout
 
 
+@pytest.mark.xdist_group("compare_cli")  # one compare for both (conftest.compare_cli)
 def test_compare_runs_the_same_schedules_on_every_design(compare_cli):
     r, d = compare_cli
     out = d / "c.json"

@@ -58,6 +58,7 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
 
 
+@pytest.mark.xdist_group("compare_cli")  # one compare for both (conftest.compare_cli)
 def test_compare_page_shows_the_matrix(compare_cli, tmp_path, no_browser):
     r, d = compare_cli  # the same compare test_cli.py reads as JSON
     page = d / "compare.html"

@@ -21,7 +21,9 @@ from pg_job_chaos.harness.postgres import dsn as dsn_backend
 from pg_job_chaos.harness.postgres import local, provision
 from tests.conftest import ROOT, run_cli
 
-pytestmark = pytest.mark.integration
+# One process at a time with test_docker.py: the kill tests count every "run.py --design lease --faults
+# overrun" process on the machine, and test_docker.py starts one.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("harness-processes")]
 
 
 def _real_uid(pid: int) -> int:
