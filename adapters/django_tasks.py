@@ -237,7 +237,7 @@ def _dsn(conn) -> str:
 
 
 class DjangoTasks(hosted.HostedDesign):
-    name = "django_tasks"
+    name = "django-tasks-db"
     library = "django-tasks-db"
     TIMING = TIMING
 

@@ -36,7 +36,7 @@ LIBRARIES = {
     "contract": "pg_job_chaos.workers.contract:ContractDesign",
     "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",
     "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract  # Node, through the contract (npm ci, workers/clients/node)
-    "django_tasks": "pg_job_chaos.adapters.django_tasks:DjangoTasks",  # django-tasks-db on Django 5.2 + the django-tasks backport
+    "django-tasks-db": "pg_job_chaos.adapters.django_tasks:DjangoTasks",  # django-tasks-db on Django 5.2 + the django-tasks backport
     "graphile-worker": "pg_job_chaos.adapters.graphile:GraphileWorker",  # Node, through the contract
 }
 # Hosted in another runtime through the worker contract (workers/contract.py): not the libraries extra's.

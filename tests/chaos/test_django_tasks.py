@@ -25,7 +25,7 @@ from tests.hosted_runs import run_hosted, violated  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
 
-DESIGN = "django_tasks"
+DESIGN = "django-tasks-db"
 SCALE = 0.5  # the poll (db_worker --interval, documented 1 s) at 50 ms; nothing in the library needs more
 
 CORRECT = ("tenant-isolation", "attempts-counted", "done-means-committed", "library-one-finish")

@@ -39,33 +39,44 @@ def provisioned(monkeypatch):
     return calls
 
 
-def without(monkeypatch, library: str) -> None:
-    """As if *library* were not installed: its import fails, and its adapter is imported anew."""
+def without(monkeypatch, library: str, adapter: str | None = None) -> None:
+    """As if *library* (a module) were not installed: its import fails, and its adapter (by default the
+    module of the same name) is imported anew."""
     monkeypatch.setitem(sys.modules, library, None)
-    monkeypatch.delitem(sys.modules, f"pg_job_chaos.adapters.{library}", raising=False)
+    monkeypatch.delitem(sys.modules, f"pg_job_chaos.adapters.{adapter or library}", raising=False)
+
+
+def adapter_of(design: str) -> str:
+    """The adapter module of a hosted library's design name (``django-tasks-db``: ``django_tasks``)."""
+    return LIBRARIES[design].partition(":")[0].rpartition(".")[2]
+
+
+# The module an adapter imports its library by, where it is not the adapter's own name.
+IMPORTED_AS = {"django-tasks-db": "django_tasks"}
 
 
 def test_the_extra_is_named_as_a_wheel_user_installs_it():
     assert LIBRARIES_EXTRA == EXTRA
 
 
-# The libraries hosted in this interpreter, whose adapter module bears the library's name (pg-boss and
-# oban run in another runtime through the worker contract: a missing runtime is its own usage error).
+# The libraries hosted in this interpreter (pg-boss, graphile-worker and oban run in another runtime
+# through the worker contract: a missing runtime is its own usage error).
 PYTHON_LIBRARIES = sorted(n for n in LIBRARIES if n not in OTHER_RUNTIMES)
 
 
 @pytest.mark.parametrize("library", PYTHON_LIBRARIES)
 @pytest.mark.parametrize("command", ["search", "replay", "compare"])
 def test_a_missing_library_fails_before_provisioning(monkeypatch, capsys, tmp_path, provisioned, library, command):
-    without(monkeypatch, library)
+    adapter, module = adapter_of(library), IMPORTED_AS.get(library, adapter_of(library))
+    without(monkeypatch, module, adapter)
     argv = {"search": ["search", "--design", library, "--examples", "1", "--time-scale", "1"],
             "compare": ["compare", "--designs", f"lease,{library}", "--time-scale", "1"],
             "replay": ["replay", str(tmp_path / "s.json")]}[command]
     (tmp_path / "s.json").write_text(Schedule(jobs=(JobSpec(1),), design=library, time_scale=1.0).to_json())
     assert cli.main([*argv, "--out", str(tmp_path)] if command != "replay" else argv) == 2
     err = capsys.readouterr().err
-    assert err == (f"pg-job-chaos: --design {library}: cannot import pg_job_chaos.adapters.{library}: "
-                   f"import of {library} halted; None in sys.modules (the hosted libraries install with "
+    assert err == (f"pg-job-chaos: --design {library}: cannot import pg_job_chaos.adapters.{adapter}: "
+                   f"import of {module} halted; None in sys.modules (the hosted libraries install with "
                    f"{EXTRA})\n"), err
     assert provisioned == []
 
