@@ -13,7 +13,7 @@ the runner's side runs in a child interpreter (:func:`_child`). The documented s
   a queue of its own (``pgjc_<hex>``): nothing a previous run left is claimed, and awa's rings are not
   emptied behind its back.
 - worker: ``AsyncClient``, ``@client.task``, ``start([...])`` with one queue at ``QueueConfig``'s default
-  ``max_workers`` 50 (``dispatcher.rs:153``); the task runs ``hosted.run_job`` in ``asyncio.to_thread``.
+  ``max_workers`` 50 (``dispatcher.rs:156``); the task runs ``hosted.run_job`` in ``asyncio.to_thread``.
 - retries: awa's. A raise is ``retryable`` at ``now() + 2^attempt s`` (+ up to 25 %, SQL, not scaled),
   ``failed`` once ``attempt >= max_attempts`` (``queue_storage.rs:12877``). The heartbeat and deadline
   rescues (``queue_storage.rs:12922``, ``13072``) make a job ``retryable`` whatever its attempt
@@ -21,7 +21,6 @@ the runner's side runs in a child interpreter (:func:`_child`). The documented s
 
 Fencing: each claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
 ``(job_id, run_lease)`` (architecture.md: "stale completions, retries ... lose after rescue").
-:meth:`Awa.accepted_finishes` reads what awa accepted: state, ``finalized_at``, ``errors``.
 
 ``--design-option storage=canonical`` queues the jobs before any worker started, on a database set back
 to a fresh install's state by awa's own test helper (``awa/testing.py``, ``clean``): the runtime cannot
@@ -35,12 +34,12 @@ the rest keep their ratios, in whole milliseconds. Hazards, measured:
   "Retention and cleanup": "use the queue-ring sizing and rotation knobs ... to control how much remains
   queryable"): at the default 1000 ms rotation a completed job left ``awa.jobs`` 2 s after it ran. The queue
   ring rotates hourly here (``--design-option queue_rotate_ms=1000``: awa's); the claim ring keeps its
-  1000 ms, the lease ring its 250 ms. None decides when a job is rescued.
-- ``awa.jobs`` does not show a job running on a receipt claim (``lease_claims``, not yet materialized):
-  ``pending`` and ``final_states`` read those claims too (``awa.sql``).
+  1000 ms, the lease ring its 250 ms. None decides when a job is rescued. A job no longer in awa's
+  tables is left out of :meth:`Awa.accepted_finishes` (``library-one-finish``: unknown, not held).
+- ``awa.jobs`` hides a job running on a receipt claim (``lease_claims``): ``pending``, ``final_states`` read those too.
 
 Statuses: available, scheduled, retryable -> queued; running, waiting_external -> running; completed ->
-done; failed, cancelled -> dead. ``attempts`` is awa's ``attempt`` (claims, rescued ones included).
+done; failed, cancelled -> dead. ``attempts``: awa's ``attempt`` (claims, rescued ones included).
 Grants: USAGE and CREATE on schema ``awa`` (a retry makes its lane's sequences), DML and TRUNCATE (prune)
 on its tables, sequences, functions, also those made later; never ownership, never BYPASSRLS.
 """
@@ -51,24 +50,25 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import secrets
+import signal
 import subprocess
 import sys
-from urllib.parse import quote, urlencode
 
 import awa  # noqa: F401 -- the library at import: --design without it is a usage error
 from psycopg import conninfo, sql
 
-from ..core import sqlfile
+from ..core import procs, sqlfile
 from ..core.errors import UsageError
-from ..workers import hosted
+from ..workers import contract, hosted
 from ..workers.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "awa.sql", "storage_state", "reset_canonical", "back_to_canonical", "pending",
                  "final_states", "finishes")
-
+URL_KEYS = ("user", "password", "host", "port", "dbname", "application_name", "options", "sslmode")
 KIND = "pgjc_job"  # awa.derive_kind(PgjcJob): the class name in snake case
-MAX_WORKERS = 50  # QueueConfig::default().max_workers (dispatcher.rs:153)
+MAX_WORKERS = 50  # QueueConfig::default().max_workers (dispatcher.rs:156)
 STORAGES = ("queue", "canonical")
 QUEUE_ROTATE_MS = 3_600_000  # an hour: no queue-ring prune inside a run (module docstring)
 CLAIM_ROTATE_MS = 1000  # configuration.md's default, which start() derives from the queue ring's
@@ -117,12 +117,9 @@ def _ms(seconds: float) -> int:
 
 
 def url(dsn: str, **extra: str) -> str:
-    """A libpq DSN as the URL awa's clients take (sqlx reads no key=value string)."""
-    p = {**conninfo.conninfo_to_dict(dsn), **extra}
-    user, password = quote(p.pop("user", ""), safe=""), quote(p.pop("password", "") or "", safe="")
-    host, port, db = p.pop("host", "localhost"), p.pop("port", "5432"), quote(p.pop("dbname", ""), safe="")
-    query = {k: v for k, v in p.items() if k in ("application_name", "options", "sslmode")}
-    return f"postgresql://{user}:{password}@{host}:{port}/{db}" + (f"?{urlencode(query)}" if query else "")
+    """A libpq DSN as the URL awa's clients take (sqlx reads no key=value string; the keys it knows)."""
+    p = {k: v for k, v in {**conninfo.conninfo_to_dict(dsn), **extra}.items() if k in URL_KEYS}
+    return contract.url(conninfo.make_conninfo(**p))
 
 
 def _admin_url(conn) -> str:
@@ -131,8 +128,10 @@ def _admin_url(conn) -> str:
 
 def _in_child(request: dict) -> dict:
     """Run *request* through awa in a child interpreter (:func:`_child`); its JSON answer."""
+    parent = os.getpid()  # the child dies with this process (a SIGKILLed supervisor leaves no awa child)
     out = subprocess.run([sys.executable, "-c", "from pg_job_chaos.adapters import awa; awa._child()"],
-                         input=json.dumps(request), capture_output=True, text=True, timeout=120)
+                         input=json.dumps(request), capture_output=True, text=True, timeout=120,
+                         preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent))
     if out.returncode != 0:
         raise RuntimeError(f"awa child ({request['do']}) exited {out.returncode}: {out.stderr.strip()[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -251,6 +250,8 @@ class Awa(hosted.HostedDesign):
         clock = "worker" if self.storage == "queue" else "database"  # finalized_at: Utc::now() / now()
         out = {}
         for job, state, attempt, lease, finalized, errors in conn.execute(Q.finishes):
+            if state is None:  # no row of it left (pruned by the queue ring): awa's record says nothing
+                continue
             finishes = []
             for e in errors or []:
                 text = str(e.get("error", ""))

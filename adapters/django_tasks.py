@@ -80,7 +80,7 @@ TIMING = Intervals("django-tasks-db", anchors={"poll": "interval"}, intervals=(
     # (reported), but the run's stall limit must outlast it (recovery=True stretches it by 1 s).
     Interval("startup delay", 1.0, anchor="poll", grid=FIXED, kind=WAIT, bound=None, recovery=True,
              setting="db_worker startup delay: random.random() s, fixed"),
-    # utils.py:158 retry(retries=3, backoff_delay=0.1): a finish's save that raised is tried again
+    # utils.py:53 retry(retries=3, backoff_delay=0.1): a finish's save that raised is tried again
     # 0.1 s later. Only under database faults; reported.
     Interval("finish save retry", 0.1, anchor="poll", grid=FIXED, kind=WAIT, bound=None,
              setting="utils.retry(backoff_delay=0.1) on set_successful / set_failed"),
@@ -280,7 +280,7 @@ class DjangoTasks(hosted.HostedDesign):
         for job, status, at, claims, workers, error in conn.execute(Q.finishes):
             outcome = {"SUCCESSFUL": "success", "FAILED": "failure"}.get(status)
             finishes = [{"outcome": outcome, "what": f"status {status}", "at": at, "clock": "worker",
-                         "attempt": claims}] if outcome and at is not None else []
+                         "attempt": claims}] if outcome else []  # undated (no finished_at): by its attempt
             out[job] = {"finishes": finishes, "recorded": f"dbtaskresult status {status}, worker_ids {workers}"
                                                           + (f", exception {error}" if error else "")}
         return out

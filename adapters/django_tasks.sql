@@ -27,7 +27,8 @@ select count(*)
  where t.status = 'READY'
     or (t.status = 'RUNNING'
         and exists (select 1 from pg_stat_activity a
-                     where a.application_name = (t.worker_ids ->> -1) || '/queue'));
+                     where a.datname = current_database()  -- another run's w1.0 elsewhere is not this one's
+                       and a.application_name = (t.worker_ids ->> -1) || '/queue'));
 
 -- name: final_states
 -- One row per schedule job: its status, the claims (worker_ids, one entry per claim: models.py:262),

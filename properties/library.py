@@ -12,7 +12,9 @@ The record is the library's own tables, read after the run (``History.finishes``
 of its job that returned to the library last before it with the matching end -- a success to one whose
 body finished (``ok``), a failure to one whose body raised (``fail``); a finish the library does not
 date, by the attempt it names. A ``requeued`` finish (procrastinate's ``deferred_for_retry``) that no
-failed execution explains was the library's recovery, not a finish. An execution is **stale** at its
+failed execution explains was the library's recovery, not a finish. A library that keeps only its
+last finish of a job (``complete`` False) cannot show that it refused a stale execution's finish:
+where one was stale, unknown. An execution is **stale** at its
 finish when another execution of the same job started after it and before that finish: the job had
 been recovered and re-handed.
 """
@@ -112,6 +114,10 @@ def library_one_finish(h: History) -> Result:
             undecided.append(f"{lib}'s accepted finishes say nothing of job {job}")
             continue
         found, why, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
+        if not_taken and not why and not entries[job].get("complete", True):
+            # a last-finish-only record: the stale execution's finish may have been taken and overwritten
+            why = (f"{not_taken[0]} was stale and {lib} keeps only its last finish of a job: whether it took "
+                   f"that finish and overwrote it cannot be told ({entries[job].get('recorded') or 'no record'})")
         undecided += [why] if why else []
         lines += found
         jobs += [job] * bool(found)

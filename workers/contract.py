@@ -162,16 +162,18 @@ class ContractDesign(hosted.HostedDesign):
         """What the queue accepted, by the descriptor's optional ``sql.accepted_finishes``: rows of
         ``(queue id as text, outcome, its name for it, at timestamptz or null, attempt or null, one
         line of what it recorded)``, a finish a row (a job with no finish: one row, outcome null).
-        None without that SQL: ``library-one-finish`` then says unknown."""
+        None without that SQL: ``library-one-finish`` then says unknown. The descriptor's
+        ``finish_history`` ``"last"`` says the queue keeps its last finish of a job only."""
         query = self.descriptor["sql"].get("accepted_finishes")
         if not query:
             return None
         ids, out = hosted.schedule_ids(conn), {}
+        complete = self.descriptor.get("finish_history", "all") != "last"
         for lib, outcome, what, at, attempt, recorded in conn.execute(query):
             job = ids.get(str(lib))
             if job is None:
                 continue
-            entry = out.setdefault(job, {"finishes": [], "recorded": recorded})
+            entry = out.setdefault(job, {"finishes": [], "recorded": recorded, "complete": complete})
             if outcome is not None:
                 entry["finishes"].append({"outcome": outcome, "what": what, "at": at, "attempt": attempt})
         return out

@@ -52,9 +52,12 @@ def _finish(f: dict, offsets: dict[str, float]) -> dict:
 
 def convert(data: dict, offsets: dict[str, float]) -> list[dict]:
     """A design's ``accepted_finishes`` answer as the history keeps it: ``[{"job", "recorded",
-    "finishes": [{"outcome", "what", "at" (ISO text or None), "t" (monotonic or None), "attempt"}]}]``
-    in job order. Raises :class:`ValueError` for an outcome or clock the protocol does not know."""
+    "complete", "finishes": [{"outcome", "what", "at" (ISO text or None), "t" (monotonic or None),
+    "attempt"}]}]`` in job order; ``complete`` False where the library keeps only its last finish of
+    a job (a finish it took and overwrote leaves no trace). Raises :class:`ValueError` for an outcome
+    or clock the protocol does not know."""
     return [{"job": int(job), "recorded": str(entry.get("recorded") or ""),
+             "complete": entry.get("complete", True) is not False,
              "finishes": [_finish(f, offsets) for f in entry.get("finishes") or ()]}
             for job, entry in sorted(data.items(), key=lambda kv: int(kv[0]))]
 

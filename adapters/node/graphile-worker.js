@@ -31,9 +31,9 @@ function options(extra = {}) {
 
 // Read through its jobs view, its public interface (docs: "Database schema"). graphile deletes a job
 // when it succeeds (dist/sql/completeJobs.js) and, here, at no other time (no jobKey, no admin
-// function called); its count goes with the row. So the install keeps a "shadow table" of deleted
-// jobs, as graphile's docs suggest for tracking completed ones: an AFTER DELETE trigger copies the
-// row's own attempts at its deletion (never the harness's count). A mapped job in neither table is
+// function called); its count goes with the row. So the install keeps a shadow table of deleted jobs,
+// the harness's own instrumentation (graphile keeps no record of a completed job): an AFTER DELETE
+// trigger copies the row's own attempts at its deletion (never the harness's count). A mapped job in neither table is
 // 'missing', a state the harness does not map: the properties that read it say unknown. A locked row
 // is running; an unlocked one with attempts >= max_attempts failed for good (is_available,
 // sql/000011.sql:67).
@@ -69,7 +69,8 @@ const ACCEPTED_FINISHES = `
               else 'no row' end
     from job_map m
     left join ${SCHEMA}.jobs j on j.id::text = m.library_id
-    left join ${DELETED} d on d.id::text = m.library_id`;
+    left join ${DELETED} d on d.id::text = m.library_id
+   where j.id is not null or d.id is not null`; // a job in neither table: nothing recorded, no row
 
 const commands = {
   describe() {
@@ -83,6 +84,7 @@ const commands = {
         final_states: FINAL_STATES,
         accepted_finishes: ACCEPTED_FINISHES,
       },
+      finish_history: 'last', // a retried failure leaves only last_error
       status: { waiting: 'queued', locked: 'running', completed: 'done', failed: 'dead' },
     });
   },

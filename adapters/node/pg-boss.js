@@ -50,6 +50,7 @@ const commands = {
             format('pgboss.${t} state %s, retry_count %s (pg-boss keeps its last finish only)', state, retry_count)
           from ${SCHEMA}.${t} where name = '${QUEUE}'`).join(' union all '),
       },
+      finish_history: 'last', // completeJobs / failJobs overwrite state, completed_on and output
       status: { created: 'queued', retry: 'queued', active: 'running', completed: 'done', failed: 'dead', cancelled: 'dead' },
     });
   },

@@ -73,8 +73,9 @@ def test_a_transient_raise_is_retried_after_awas_backoff(runner):
 
 
 def test_a_crash_loop_is_rescued_past_max_attempts(runner):
-    """Job 1 kills its worker on every execution. The heartbeat rescue makes it retryable whatever its
-    attempt (queue_storage.rs:13046-13051), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
+    """Job 1 kills its worker on every execution. The stale-receipt rescue (or the deadline's) makes it
+    retryable whatever its attempt (queue_storage.rs:13046-13051, 13140-13145; the heartbeat rescue,
+    :12922, is the same), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
     executions of a job whose max_attempts is 2, each counted; awa accepted no finish for it."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work")],
                 max_attempts=2, restarts=1)

@@ -56,6 +56,22 @@ def test_the_fresh_finish_accepted_and_the_stale_one_refused_holds():
                           "written")
 
 
+def test_a_last_finish_only_record_cannot_show_the_stale_finish_refused():
+    # pg-boss, graphile-worker: a later finish overwrites the row. The fresh success is all that is left;
+    # whether the stale execution's finish was taken first and overwritten cannot be told.
+    h = paused(fin("success", 3.503, "state completed"), design="pg-boss")
+    h.finishes[0]["complete"] = False
+    r = one(NAME, h)
+    assert r.status == UNKNOWN, r.evidence
+    assert r.evidence.startswith("job 1's w1.0 attempt 1 was stale and pg-boss keeps only its last finish of a job")
+    # with nothing stale, a last-finish record decides as a full one does
+    h = history(records=[*execution("w1.0", 1, 1, 1.0, 2.0)], jobs=[job(1)], runs=[run_row(1, 1)],
+                exits=[drained("w1.0", 3.0)])
+    h.design, h.hosted = "pg-boss", True
+    h.finishes = [{"job": 1, "recorded": "state completed", "complete": False, "finishes": [fin("success", 2.003)]}]
+    assert one(NAME, h).status == HELD
+
+
 def test_two_successes_for_one_job_are_violated():
     r = one(NAME, paused(fin("success", 3.503), fin("success", 6.002)))
     assert r.status == VIOLATED and "job 1: procrastinate accepted 2 successful finishes" in r.evidence
