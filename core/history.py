@@ -68,7 +68,7 @@ class Execution:
     faults: list[dict] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
     pid: int | None = None  # the process it ran in: the worker's, or a child its library spawned
-    process_ended: bool = False  # that child died under it (the library, alive, saw it fail)
+    process_ended: bool = False  # that child died under it and the library, alive, saw it fail
 
 
 @dataclass
@@ -136,7 +136,8 @@ class History:
                     if key[0] == w and ex.pid == r.get("exited") and ex.end is None:
                         ex.end = max(ex.start, r.get("since", r["t"]))  # died in (since, t]
                         ex.error = f"its process (pid {r.get('exited')}) ended"
-                        ex.process_ended = True
+                        # the library saw it fail only if it lived on (not when the process was the library)
+                        ex.process_ended = not r.get("library")
                 continue
             ex = current.get((w, r.get("job")))
             if ex is None:

@@ -193,7 +193,7 @@ class ContractDesign(hosted.HostedDesign):
         proc = subprocess.Popen([*self.command, "work"], env=env, stdin=subprocess.DEVNULL, preexec_fn=child)
         ctx.log.write("contract-client", client=proc.pid, command=shlex.join(self.command))
         stop = threading.Event()
-        spawned.watch(ctx, stop)  # a client that dies mid-job: process-exit ends its execution
+        spawned.watch(ctx, stop, library=proc.pid)  # a client that dies mid-job: process-exit ends its execution
         code = proc.wait()
         stop.set()
         if code != 0:

@@ -95,12 +95,14 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def watch(ctx: WorkerContext, stop: threading.Event) -> threading.Thread:
+def watch(ctx: WorkerContext, stop: threading.Event, *, library: int | None = None) -> threading.Thread:
     """A thread of the forked worker that logs ``process-exit`` (``exited``: the pid) once for each
     child that logged records and is gone: an execution in a child killed by ``os._exit`` or a
     signal writes no end of its own, and the history ends it at ``since``, the last poll that saw the
     child alive (polls every ``ctx.poll``): at most one poll early, never after the death -- which
-    the library notices before it can run the job again or record its failure."""
+    the library notices before it can run the job again or record its failure. *library*: the pid of
+    the process that is the library itself (a worker contract's client): its death is marked
+    ``library``, since no library lived on to see the execution fail."""
     me = os.getpid()
 
     def loop() -> None:
@@ -125,7 +127,7 @@ def watch(ctx: WorkerContext, stop: threading.Event) -> threading.Thread:
             for pid in sorted(p for p in alive if _gone(p)):
                 alive.discard(pid)
                 # since: the last poll that saw it alive -- it died in (since, now]
-                ctx.log.write("process-exit", exited=pid, since=seen_at)
+                ctx.log.write("process-exit", exited=pid, since=seen_at, **({"library": True} if pid == library else {}))
             seen_at = now
 
     t = threading.Thread(target=loop, name="pgjc-child-watch", daemon=True)

@@ -14,7 +14,7 @@ from pg_job_chaos.core.history import History
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
 from pg_job_chaos.workers import finishes
 from pg_job_chaos.workers.hosted import HostedDesign
-from tests.unit.test_properties import drained, execution, history, job, one, run_row, sane
+from tests.unit.test_properties import died, drained, execution, history, job, one, rec, run_row, sane
 
 NAME = "library-one-finish"
 RECORDED = "procrastinate_events deferred, started, deferred_for_retry, started, succeeded"
@@ -213,3 +213,25 @@ def test_what_each_library_recorded_becomes_finishes():
     assert [(f["outcome"], f["at"], f["what"]) for f in c[2]["finishes"]] == [("failure", t[4],
                                                                                "errors[0], state failed")]
     assert c[3]["finishes"] == [] and c[3]["recorded"] == "chancy_jobs state running, attempts 0, 0 errors, max_attempts 4"
+
+
+def test_a_death_of_the_library_itself_is_no_failure_it_received():
+    """A pool child that dies under a job (chancy's process executor) is a failure the library, alive,
+    saw; a worker contract's client that dies is the library: a failure recorded later (pg-boss's
+    expiration) is its recovery's, which no execution explains."""
+    def ran(library: bool) -> History:
+        start = {**rec(1.0, "w1.0", "started", 1, 1), "pid": 4242}
+        gone = {"t": 1.3, "worker": "w1.0", "event": "process-exit", "exited": 4242, "since": 1.2,
+                **({"library": True} if library else {})}
+        h = history(records=[start, gone], jobs=[job(1, "dead")], exits=[died("w1.0", 1, t=1.4)])
+        h.design, h.hosted = "pg-boss", True
+        h.finishes = [{"job": 1, "recorded": "state failed", "finishes": [fin("failure", 5.0, "state failed")]}]
+        return h
+
+    child = ran(library=False)
+    assert [(e.end, e.process_ended) for e in child.executions()] == [(1.2, True)]
+    assert one(NAME, child).status == HELD
+    itself = ran(library=True)
+    assert [(e.end, e.process_ended) for e in itself.executions()] == [(1.2, False)]
+    r = one(NAME, itself)
+    assert r.status == UNKNOWN and "no execution of the job explains" in r.evidence, r.evidence
