@@ -54,7 +54,7 @@ def figures(runner, out, *, examples: int, quick: bool) -> None:
     fault-free job beside ``lease-heartbeat`` at the same scale (alternating: this machine is noisy),
     then, unless *quick*, the time to its first counterexample under each fault class."""
     print("\nhosted libraries (bench --libraries):", file=out)
-    libs = installed(out)
+    libs = sorted(installed(out), key=lambda d: d.min_time_scale or 0.0)  # the quick ones first
     for d in libs:
         scale = max(scales.BENCH, d.min_time_scale or 0.0)
         costs: dict[str, list[float]] = {BASELINE: [], d.name: []}
