@@ -41,7 +41,9 @@ def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
     fits = [ex for ex in execs if (ex.outcome in ends or (ex.process_ended and "fail" in ends))
             and id(ex) not in taken]
     if f.get("t") is not None:
-        before = [ex for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK]
+        # An execution that started after the finish was recorded cannot have produced it: with retries
+        # a few ms apart (procrastinate's), the next one may end within SLACK of an earlier finish.
+        before = [ex for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK and ex.start < f["t"]]
         return [max(before, key=lambda ex: ex.end)] if before else []
     if f.get("attempt") is not None:
         return [ex for ex in fits if ex.attempt == f["attempt"]]

@@ -72,6 +72,22 @@ def test_a_last_finish_only_record_cannot_show_the_stale_finish_refused():
     assert one(NAME, h).status == HELD
 
 
+def test_retries_ms_apart_are_attributed_in_order_not_to_the_next_execution():
+    # procrastinate retries a raise at once: three executions ~6 ms apart, each failure recorded ~1 ms
+    # after its end -- the second retry's record within SLACK of the third execution's end. The third
+    # started after that record: it cannot be its source (measured: a false "stale finish" before).
+    def ex(a, start, end):
+        return execution("w1.0", 1, a, start, end, outcome="failed", effect=False)
+    h = history(records=[*ex(1, 1.000, 1.001), *ex(2, 1.006, 1.007), *ex(3, 1.0085, 1.0095)], jobs=[job(1, "dead", 3)],
+                exits=[drained("w1.0", 2.0)])
+    h.design, h.hosted = "procrastinate", True
+    h.finishes = [{"job": 1, "recorded": "deferred_for_retry x2, failed", "finishes": [
+        fin("requeued", 1.002, "deferred_for_retry"), fin("requeued", 1.008, "deferred_for_retry"),
+        fin("failure", 1.011, "failed")]}]
+    r = one(NAME, h)
+    assert r.status == HELD, r.evidence
+
+
 def test_two_successes_for_one_job_are_violated():
     r = one(NAME, paused(fin("success", 3.503), fin("success", 6.002)))
     assert r.status == VIOLATED and "job 1: procrastinate accepted 2 successful finishes" in r.evidence
