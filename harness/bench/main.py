@@ -121,7 +121,7 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--matrix-examples", type=int, default=3, metavar="N",
                    help="with --matrix: examples a design (default 3)")
     p.add_argument("--matrix-budget", type=float, default=600.0, metavar="SECONDS",
-                   help="with --matrix: seconds of new schedules a group searches at most (default 600)")
+                   help="with --matrix: seconds of new schedules each design's search starts at most (default 600)")
     p.set_defaults(command=command)
 
 

@@ -113,7 +113,7 @@ def figures(libs, out, *, root: Path, examples: int, seed: int = 1, budget: floa
     table = merge(results, root=root)
     total = sum(times.values())
     head = (f"One matrix, {len(libs)} hosted libraries beside {', '.join(BASELINES)}; faults {FAULTS}; "
-            f"{examples} examples a design, seed {seed}, at most {budget:g} s of new schedules a group; "
+            f"{examples} examples a design, seed {seed}, at most {budget:g} s of new schedules a design; "
             f"{total:.0f} s in all (" + ", ".join(f"scale {s:g}: {t:.0f} s" for s, t in times.items()) + ").\n\n")
     (root / "matrix.md").write_text(head + table)
     print(head + table, file=out)

@@ -64,6 +64,9 @@ def test_every_docs_page_is_in_the_nav_and_the_compare_files_stay():
     assert pages and all(f" {p}" in nav for p in pages), [p for p in pages if f" {p}" not in nav]
     for library in ("procrastinate", "chancy", "pgqueuer"):
         assert (ROOT / "docs" / "compare" / library / "compare.json").is_file(), library
+    # the one matrix of every hosted queue (run.py bench --libraries --matrix): each group's JSON stays
+    matrix = ROOT / "docs" / "compare" / "matrix"
+    assert (matrix / "matrix.md").is_file() and len(list(matrix.glob("scale-*/matrix.json"))) >= 4
     assert sorted((ROOT / "docs" / "findings" / "libraries" / "schedules").glob("*.json"))
 
 
