@@ -269,8 +269,7 @@ class Awa(hosted.HostedDesign):
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
-        if ctx.may_dequeue():
-            ctx.open_pool() if ctx.pool is None else None  # the supervisor opens it first; run.py bench does not
+        if self.ready(ctx):
             asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:

@@ -203,10 +203,8 @@ class Dbos(hosted.HostedDesign):
 
     # --- the worker's side (forked worker process) ------------------------------------------------
     def run_worker(self, ctx) -> None:
-        if not ctx.may_dequeue():
+        if not self.ready(ctx):
             return
-        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
-            ctx.open_pool()
         t = self.intervals(ctx.schedule)
         max_attempts = ctx.schedule.max_attempts
         stop = threading.Event()

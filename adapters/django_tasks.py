@@ -287,10 +287,8 @@ class DjangoTasks(hosted.HostedDesign):
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
-        if not ctx.may_dequeue():
+        if not self.ready(ctx):
             return
-        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
-            ctx.open_pool()
         setup(ctx.worker_dsn, application_name=f"{ctx.identity}/queue")
         _WORKER["ctx"] = ctx
         from django.core.management import call_command

@@ -246,10 +246,8 @@ class PgQueuer(hosted.HostedDesign):
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
-        if not ctx.may_dequeue():
+        if not self.ready(ctx):  # the pool opened once here rather than by two task threads at once
             return
-        if ctx.pool is None:  # the supervisor opens it first (pool_first); run.py bench does not
-            ctx.open_pool()  # once here rather than by two task threads at once
         asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:

@@ -229,6 +229,17 @@ class HostedDesign:
     def run_worker(self, ctx) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    def ready(ctx) -> bool:
+        """Where a ``run_worker`` begins: False when the worker may take no job at all; else True, with
+        the harness's pool for the body open (the supervisor opens it first, ``pool_first``;
+        ``run.py bench``'s cost figures call ``run_worker`` directly and do not)."""
+        if not ctx.may_dequeue():
+            return False
+        if ctx.pool is None:
+            ctx.open_pool()
+        return True
+
     def accepted_finishes(self, conn) -> dict[int, dict] | None:
         """What the library accepted for each job, from its own tables on the admin connection after
         the run (the module docstring gives the shape). The default, None: the library cannot tell."""
