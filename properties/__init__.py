@@ -16,38 +16,25 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, health, library, outcome, tenant
-from .core import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
+from . import checks, effects, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
+from .core import HELD, REGISTRY, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 from .explain import explain
 
 __all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
            "violated_names", "worst"]
 
-PROPERTIES: dict[str, Callable[[History], Result]] = {
-    "tenant-isolation": tenant.tenant_isolation,
-    "single-commit": checks.single_commit,
-    "no-overlap": checks.no_overlap,
-    "at-most-once-effects": effects.at_most_once_effects,
-    "attempts-counted": checks.attempts_counted,
-    "bounded-attempts": checks.bounded_attempts,
-    "progress": health.progress,
-    "terminal-states": health.terminal_states,
-    "bounded-blast-radius": health.bounded_blast_radius,
-    "horizon": health.horizon,
-    "pool-hygiene": health.pool_hygiene,
-    "no-stale-effect": effects.no_stale_effect,
-    "done-means-committed": outcome.done_means_committed,
-    "transient-recovers": outcome.transient_recovers,
-    "library-one-finish": library.library_one_finish,
-}
+# Every property module registers its properties (``@decides(name, group=..., position=...)``) as it
+# is imported: all of them are imported above, so the registry is complete here.
+_REGISTERED = sorted(REGISTRY.values(), key=lambda p: p.position)
 
+# Each name to its check, in the order of the design's table (``position``).
+PROPERTIES: dict[str, Callable[[History], Result]] = {p.name: p.check for p in _REGISTERED}
 
-# The groups --fail-on and --allow name (besides the properties themselves and "all").
+# The groups --fail-on and --allow name (besides the properties themselves and "all"): each group's
+# properties in PROPERTIES order, the groups in the order their first property comes.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
-               "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish"),
-    "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
-    "resources": ("horizon", "pool-hygiene"),
+    group: tuple(p.name for p in _REGISTERED if p.group == group)
+    for group in dict.fromkeys(p.group for p in _REGISTERED)
 }
 
 

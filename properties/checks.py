@@ -83,10 +83,9 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 # --- the properties ---------------------------------------------------------------------------------
 
-@decides("single-commit")
-def single_commit(h: History) -> Result:
+@decides("single-commit", group="safety", position=2)
+def single_commit(h: History, name: str) -> Result:
     """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""
-    name = "single-commit"
     if not h.jobs and not h.runs:
         return unknown(name, "the final jobs and job_runs tables were not read")
     attempts: dict[int, list] = defaultdict(list)
@@ -99,11 +98,10 @@ def single_commit(h: History) -> Result:
     return held(name, f"{plural(len(h.runs), 'job_runs row')}, at most one per job")
 
 
-@decides("no-overlap")
-def no_overlap(h: History) -> Result:
+@decides("no-overlap", group="safety", position=3)
+def no_overlap(h: History, name: str) -> Result:
     """Violated by every pair of executions of one job that were live at the same time (an
     execution with no end is live until the run ended). Count: overlapping pairs."""
-    name = "no-overlap"
     lines, jobs = [], []
     repeated = 0
     for job, execs in sorted(by_job(h.executions()).items()):
@@ -120,11 +118,10 @@ def no_overlap(h: History) -> Result:
     return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")
 
 
-@decides("attempts-counted")
-def attempts_counted(h: History) -> Result:
+@decides("attempts-counted", group="safety", position=5)
+def attempts_counted(h: History, name: str) -> Result:
     """Violated by every job that executed (per the execution log) more times than ``jobs.attempts``
     counts; unknown when the jobs table was not read or lacks an executed job. Count: jobs."""
-    name = "attempts-counted"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
@@ -143,12 +140,11 @@ def attempts_counted(h: History) -> Result:
     return held(name, f"every execution of {plural(len(groups), 'job')} was counted")
 
 
-@decides("bounded-attempts")
-def bounded_attempts(h: History) -> Result:
+@decides("bounded-attempts", group="safety", position=6)
+def bounded_attempts(h: History, name: str) -> Result:
     """Violated by every job that executed more times than the ``max_attempts`` it was enqueued
     with (the schedule's; a design that raises the column does not raise the limit, and the
     evidence says it did). Count: jobs."""
-    name = "bounded-attempts"
     groups = by_job(h.executions())
     lines, jobs, missing = over_limits(
         {job: len(execs) for job, execs in groups.items()}, lambda job: max_attempts_of(h, job),

@@ -140,16 +140,52 @@ def is_empty(history) -> bool:
     return not history.jobs and not history.executions()
 
 
-def decides(name: str) -> Callable:
-    """Mark a function as the property *name*: an empty history is unknown before it runs."""
+@dataclass(frozen=True)
+class Property:
+    """A registered property: its name, its group (``--fail-on``/``--allow`` name it), its position in
+    the design's table (:data:`properties.PROPERTIES` order) and its check, ``History -> Result``."""
+
+    name: str
+    group: str
+    position: int
+    check: Callable[..., Result]
+
+
+REGISTRY: dict[str, Property] = {}
+"""Every property, by name, as :func:`decides` registered it (in import order: ``properties/__init__``
+imports every property module and orders them by ``position``)."""
+
+
+def decides(name: str, *, group: str, position: int) -> Callable:
+    """Register the function as the property *name* of *group*, at *position* in the design's table.
+
+    The function is called as ``fn(history, name)``: the name it puts on its results is the one given
+    here. An empty history is unknown before it runs. A name or a position registered twice raises
+    :class:`ValueError` at registration.
+    """
 
     def wrap(fn: Callable) -> Callable:
+        where = f"{fn.__module__}.{fn.__qualname__}"
+        if not name or not group:
+            raise ValueError(f"{where}: a property needs a name and a group")
+        if name in REGISTRY:
+            raise ValueError(f"property {name!r} is registered twice: by {_where(REGISTRY[name])} and {where}")
+        same = [p for p in REGISTRY.values() if p.position == position]
+        if same:
+            raise ValueError(f"property {name!r} ({where}) takes position {position} of {same[0].name!r}")
+
         @functools.wraps(fn)
         def check(history) -> Result:
             if is_empty(history):
                 return unknown(name, "empty history: no jobs and no executions")
-            return fn(history)
+            return fn(history, name)
 
+        REGISTRY[name] = Property(name, group, position, check)
         return check
 
     return wrap
+
+
+def _where(p: Property) -> str:
+    fn = getattr(p.check, "__wrapped__", p.check)
+    return f"{fn.__module__}.{fn.__qualname__}"

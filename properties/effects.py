@@ -34,15 +34,14 @@ def accepted_for(sends: list[Effect]) -> int:
     return max(sum(e.answer == "accepted" for e in sends), 1 if sends else 0)
 
 
-@decides("at-most-once-effects")
-def at_most_once_effects(h: History) -> Result:
+@decides("at-most-once-effects", group="safety", position=4)
+def at_most_once_effects(h: History, name: str) -> Result:
     """Violated by every job whose effects the world *accepted* more than once: every send without
     a key, and per idempotency key the world's acceptances (:func:`accepted_for`). Classified as
     overlap (two effect-bearing executions live at once: fencing keeps late writes out of the
     database, not out of the world), retry after the effect (no retrying design avoids it without
     an idempotent effect; the evidence then says so), or several keys for one job's effect.
     Count: jobs."""
-    name = "at-most-once-effects"
     effects = h.effects()
     keyed = _keyed_by_job(effects)
     execs_by_job = by_job(h.executions())
@@ -80,14 +79,13 @@ def at_most_once_effects(h: History) -> Result:
     return held(name, f"{plural(total, 'effect')} accepted, at most one per job{again}")
 
 
-@decides("no-stale-effect")
-def no_stale_effect(h: History) -> Result:
+@decides("no-stale-effect", group="safety", position=12)
+def no_stale_effect(h: History, name: str) -> Result:
     """Violated by every execution that sent its external effect after another execution of the
     same job had started (a newer claim): a zombie's effect, which a lease check right before the
     effect prevents; and by every relay delivery of an attempt's effect after a newer attempt of
     the job had started. A retry after the effect is ``at-most-once-effects``' business. Count:
     offending executions and deliveries."""
-    name = "no-stale-effect"
     lines, jobs = [], []
     sent = 0
     groups = by_job(h.executions())

@@ -25,11 +25,10 @@ HORIZON_LEASE_FRACTION = 0.5
 RECONNECT_SLACK = 1
 
 
-@decides("progress")
-def progress(h: History) -> Result:
+@decides("progress", group="liveness", position=7)
+def progress(h: History, name: str) -> Result:
     """Violated by every job that carries no fault (``History.job_faults``) and did not end
     ``done``; held vacuously when every job carries one. Count: jobs."""
-    name = "progress"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
@@ -59,11 +58,10 @@ def progress(h: History) -> Result:
     return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
 
 
-@decides("terminal-states")
-def terminal_states(h: History) -> Result:
+@decides("terminal-states", group="liveness", position=8)
+def terminal_states(h: History, name: str) -> Result:
     """Violated by every job not ``done`` or ``dead`` at the end (worst: ``running`` with an expired
     lease, which nothing will pick up). Count: jobs."""
-    name = "terminal-states"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
@@ -87,13 +85,12 @@ def terminal_states(h: History) -> Result:
     return held(name, ", ".join(f"{counts[s]} {s}" for s in TERMINAL if counts[s]))
 
 
-@decides("bounded-blast-radius")
-def bounded_blast_radius(h: History) -> Result:
+@decides("bounded-blast-radius", group="liveness", position=9)
+def bounded_blast_radius(h: History, name: str) -> Result:
     """Violated by every job in flight when more than its configured ``max_attempts`` worker processes died
     (a transient fault's job: more than its ``strikes``)
     (exits not caused by the end of the run and not drained). Count: jobs. Unknown when no worker
     exit was recorded at all."""
-    name = "bounded-blast-radius"
     if not h.exits:
         return unknown(name, "no worker exit was recorded")
     deaths: Counter[int] = Counter(x.job for x in h.exits
@@ -120,12 +117,11 @@ def bounded_blast_radius(h: History) -> Result:
                       "none beyond max_attempts per job")
 
 
-@decides("horizon")
-def horizon(h: History) -> Result:
+@decides("horizon", group="resources", position=10)
+def horizon(h: History, name: str) -> Result:
     """Violated by every worker session (pid) sampled holding an xid or a snapshot for longer than
     :data:`HORIZON_LEASE_FRACTION` of a lease; unknown when no worker session was sampled.
     Count: sessions; jobs: those the session's worker was running when sampled."""
-    name = "horizon"
     samples = [s for s in h.samples if s.get("role") == "worker"]
     if not samples:
         return unknown(name, "no worker session was sampled in pg_stat_activity")
@@ -161,18 +157,17 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
     return None
 
 
-@decides("pool-hygiene")
-def pool_hygiene(h: History) -> Result:
+@decides("pool-hygiene", group="resources", position=11)
+def pool_hygiene(h: History, name: str) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
     (terminate and lost-commit-reply faults aimed at it) + (sessions the server cut, per its ``session-cut`` records) +
     (server restarts: each breaks every connection) connections, and by every record whose error mentions a
     prepared statement. Count: such workers plus such records. Unknown when no connection was
     recorded (and no prepared-statement error)."""
-    name = "pool-hygiene"
     # A connection of the worker's own (the heartbeat's, "purpose") has a budget of one per purpose,
     # like a pool of one: counted under "<worker>/<purpose>".
     # A child process the library spawned to run jobs in (chancy's process executor) has a pool of
-    # its own (workers/spawned.py): counted under "<worker>[pid N]".
+    # its own (workers/hosted/spawned.py): counted under "<worker>[pid N]".
     children = {r.get("pid") for r in h.records if r.get("event") == "spawned-child"}
     connects = Counter(r.get("worker") + (f"[pid {r['pid']}]" if r.get("pid") in children else "")
                        + (f"/{r['purpose']}" if r.get("purpose") else "")

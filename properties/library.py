@@ -1,6 +1,6 @@
 """``library-one-finish``: what a hosted queue library itself accepted for each job.
 
-Under the hosted protocol (``workers/hosted.py``) the harness's body commits its ``job_runs`` row and
+Under the hosted protocol (``workers/hosted/protocol.py``) the harness's body commits its ``job_runs`` row and
 sends its effect *before* the library's own finish runs: what ``single-commit``,
 ``at-most-once-effects`` and ``no-stale-effect`` find there is at-least-once by design, and no fence of
 the library's could have prevented it (``properties/explain.py`` says so on their evidence). What the
@@ -25,9 +25,8 @@ from ..core.history import Execution, History
 from .checks import by_job, plural, who
 from .core import Result, decides, held, unknown, violated
 
-NAME = "library-one-finish"
 # Seconds a finish may be dated before the end it follows: the server's clock is read once, half a
-# round trip either way (workers/finishes.py), and a timestamp is rounded to the microsecond.
+# round trip either way (workers/hosted/finishes.py), and a timestamp is rounded to the microsecond.
 SLACK = 0.005
 ENDS = {"success": ("ok",), "failure": ("fail",), "requeued": ("fail",)}
 
@@ -37,7 +36,7 @@ def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
     one told the attempt it names (undated). Executions already given a finish are not candidates."""
     ends = ENDS.get(f.get("outcome"), ())
     # A library's child that died under an execution (chancy's process executor) is a failure the
-    # library, still alive, received: the execution's log has no end of its own (workers/spawned.py).
+    # library, still alive, received: the execution's log has no end of its own (workers/hosted/spawned.py).
     fits = [ex for ex in execs if (ex.outcome in ends or (ex.process_ended and "fail" in ends))
             and id(ex) not in taken]
     if f.get("t") is not None:
@@ -91,19 +90,19 @@ def _judge(lib: str, job: int, entry: dict, execs: list[Execution]) -> tuple[lis
     return lines, None, refused, len(taken)
 
 
-@decides(NAME)
-def library_one_finish(h: History) -> Result:
+@decides("library-one-finish", group="safety", position=15)
+def library_one_finish(h: History, name: str) -> Result:
     """For a hosted design: violated by every job the library accepted more than one successful
     finish for, and by every finish it accepted from a stale execution (see the module docstring).
     Unknown when the design does not say what the library accepted, or a finish cannot be attributed.
     Held vacuously for a built-in design, whose finish is the transaction ``single-commit`` judges.
     Count: offences."""
     if not h.hosted:
-        return held(NAME, "vacuous: not a hosted queue (the design's finish commits with its job_runs row: "
+        return held(name, "vacuous: not a hosted queue (the design's finish commits with its job_runs row: "
                           "single-commit judges it)")
     lib = h.design  # a library's name or your own queue's: the evidence names it, never "the library"
     if h.finishes is None:
-        return unknown(NAME, f"{lib} does not say what it accepted (its design has no accepted_finishes): "
+        return unknown(name, f"{lib} does not say what it accepted (its design has no accepted_finishes): "
                              f"{lib}'s own record of its finishes was not read")
     entries = {e.get("job"): e for e in h.finishes}
     groups = by_job(h.executions())
@@ -126,12 +125,12 @@ def library_one_finish(h: History) -> Result:
         refused += not_taken
         total += taken
     if lines:  # a violation found is reported, whatever another job leaves undecided
-        return violated(NAME, lines, jobs)
+        return violated(name, lines, jobs)
     if undecided:
-        return unknown(NAME, undecided[0])
+        return unknown(name, undecided[0])
     note = ""
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         note = f"; it recorded no finish of the stale {refused[0]}{more}: refused, or never written"
-    return held(NAME, f"{lib} accepted {plural(total, 'finish', 'finishes')} for {plural(len(order), 'job')}, at most "
+    return held(name, f"{lib} accepted {plural(total, 'finish', 'finishes')} for {plural(len(order), 'job')}, at most "
                       f"one success each, none from a stale execution{note}")

@@ -25,14 +25,13 @@ def _ended(ex: Execution) -> str:
     return "did not end (its worker died or the run ended)"
 
 
-@decides("done-means-committed")
-def done_means_committed(h: History) -> Result:
+@decides("done-means-committed", group="safety", position=13)
+def done_means_committed(h: History, name: str) -> Result:
     """Violated by every job whose final status is ``done`` while no execution of it committed its
     work (no ``job_runs`` row with ``finished``), and by every ``done`` job whose newest execution (the
     highest attempt) failed before its work committed, after every execution that committed had ended
     (a failure acknowledged as done; a fenced execution rolled back and set nothing).
     Unknown when the final tables were not read. Count: jobs."""
-    name = "done-means-committed"
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     bad_rows = rows_undecidable(h, name)
@@ -70,14 +69,13 @@ def done_means_committed(h: History) -> Result:
     return held(name, f"{plural(len(done), 'done job')}: each done by an execution whose work committed")
 
 
-@decides("transient-recovers")
-def transient_recovers(h: History) -> Result:
+@decides("transient-recovers", group="liveness", position=14)
+def transient_recovers(h: History, name: str) -> Result:
     """Violated by every job whose fault was transient -- it struck only the job's first ``strikes``
     executions, fewer than the ``max_attempts`` it was enqueued with -- and that did not end ``done``:
     the design never retried it, or retried it into the wrong state. A job a supervisor fault also
     aims at is not judged; a run that ended before quiescence cannot decide for its jobs. Held
     vacuously when no job's fault is transient. Count: jobs."""
-    name = "transient-recovers"
     limit = h.schedule.get("max_attempts")
     # A job a supervisor fault aims at too is not judged (as progress leaves out a job with a fault).
     strikes = h.transient_strikes()

@@ -4,7 +4,7 @@ Two ways a job's tenant context can be recorded (``core/history.py``):
 
 * the harness's tenant modes (``workers/tenant.py``): the body reads the setting the connection
   *inherited* before it sets any -- it must be empty -- then sets the job's tenant and reads;
-* the worker's own tenant code (``workers/own_connection.py``): the body reads the setting as the
+* the worker's own tenant code (``workers/hosted/own_connection.py``): the body reads the setting as the
   job's code begins -- it must be exactly the job's tenant, empty for a system job -- and reads.
 
 Either way, the reads must see exactly the job's tenant's invoices: none of another tenant's, and
@@ -61,14 +61,13 @@ def _wrong(ex: Execution, executions: list[Execution], expected: dict) -> list[s
     return wrong
 
 
-@decides("tenant-isolation")
-def tenant_isolation(h: History) -> Result:
+@decides("tenant-isolation", group="safety", position=1)
+def tenant_isolation(h: History, name: str) -> Result:
     """Violated by every execution that began in another job's tenant context (an inherited
     ``app.tenant``; with the worker's own tenant code, a setting other than the job's tenant), saw
     another tenant's invoices (a job with no tenant must see none), or saw fewer of its own tenant's
     invoices than the data set holds; unknown when no execution recorded any of it. Count:
     offending executions."""
-    name = "tenant-isolation"
     executions = h.executions()
     informed = [ex for ex in executions
                 if ex.inherited_read or ex.seen_read or ex.visible is not None or ex.foreign is not None]
