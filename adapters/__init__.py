@@ -1,4 +1,4 @@
-"""Adapters: real queue libraries hosted under the harness (protocol v2, ``workers/hosted.py``).
+"""Adapters: real queue libraries hosted under the harness (protocol v2, ``workers/hosted/protocol.py``).
 
 One module per library, each needing its library (``pip install -e '.[libraries]'``): the library's
 own worker loop, claim SQL, retry policy, finish, heartbeats and the stalled-job recovery its

@@ -61,8 +61,9 @@ from psycopg import conninfo, sql
 
 from ..core import procs, sqlfile
 from ..core.errors import UsageError
-from ..workers import contract, hosted
-from ..workers.timing import FIXED, WAIT, Interval, Intervals
+from ..workers import hosted
+from ..workers.hosted import contract
+from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "awa.sql", "storage_state", "reset_canonical", "back_to_canonical", "pending",
                  "final_states", "finishes")
@@ -208,9 +209,10 @@ class Awa(hosted.HostedDesign):
             conn.execute(sql.SQL(f"alter default privileges in schema awa grant {what} on {objects} to {{}}").format(role))
         conn.execute(sql.SQL("grant usage, create on schema awa to {}").format(role))
 
-    def for_run(self, schedule) -> None:
-        super().for_run(schedule)
-        self.queue = f"pgjc_{secrets.token_hex(4)}"  # this run's own queue (module docstring)
+    def for_run(self, schedule):
+        run = super().for_run(schedule)
+        run.queue = f"pgjc_{secrets.token_hex(4)}"  # this run's own queue (module docstring)
+        return run
 
     def reset(self, conn) -> None:
         state = tuple(conn.execute(Q.storage_state).fetchone())
@@ -235,7 +237,7 @@ class Awa(hosted.HostedDesign):
         return conn.execute(Q.pending, {"queue": self.queue}).fetchone()[0]
 
     def final_states(self, conn) -> list[dict]:
-        staleness = self.intervals(self.schedule)["heartbeat staleness"] if hasattr(self, "schedule") else None
+        staleness = self.intervals(self.schedule)["heartbeat staleness"] if self.schedule is not None else None
         out = []
         for job, tenant, state, attempt, error, expired in conn.execute(Q.final_states, {"staleness": staleness}):
             out.append({"id": job, "tenant_id": tenant, "status": STATUS.get(state, state or "absent"),

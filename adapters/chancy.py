@@ -1,4 +1,4 @@
-"""chancy (TkTech/chancy, PyPI ``chancy``) hosted under protocol v2 (``workers/hosted.py``).
+"""chancy (TkTech/chancy, PyPI ``chancy``) hosted under protocol v2 (``workers/hosted/protocol.py``).
 
 What runs is chancy's own code: its migrations (``Chancy.migrate``), its push
 (``Chancy.sync_push_many_ex`` on the runner's transaction), its ``Worker`` (``fetch_jobs`` claims with
@@ -11,7 +11,7 @@ plugins (``Recovery.recover``: every ``running`` job whose ``taken_by`` worker w
 
 Configuration: chancy's defaults unless a ``--design-option`` says otherwise (the table:
 ``docs/reference/adapters.md``): one queue, ``default``, with chancy's default **process executor**
-(each job in a pool child it spawns, where :mod:`workers.spawned` rebuilds the body's context; the
+(each job in a pool child it spawns, where :mod:`workers.hosted.spawned` rebuilds the body's context; the
 strike signal, also chancy's cancel signal there, is blocked and taken only at a point) and default
 concurrency (the core count); ``executor=threaded``, ``concurrency=N``, ``eager_polling=true``.
 Intervals (:data:`TIMING`) keep the ratios of chancy's documented defaults, the lease as its 90 s
@@ -49,7 +49,8 @@ from psycopg import conninfo, sql
 from psycopg.rows import dict_row
 
 from ..core.errors import UsageError
-from ..workers import hosted, spawned, timing
+from ..workers import hosted
+from ..workers.hosted import spawned, timing
 
 QUEUE = "default"
 PREFIX = "chancy_"
@@ -66,7 +67,7 @@ _stop: "tuple[asyncio.AbstractEventLoop, asyncio.Event] | None" = None
 def hosted_job(args: dict, *, context: QueuedJob) -> None:
     """The chancy task: runs the harness's body where chancy's executor runs it -- a pool child it
     spawned (its default ``ProcessExecutor``: the worker context is rebuilt there,
-    :mod:`workers.spawned`) or an executor thread (``executor=threaded``). ``context`` is injected
+    :mod:`workers.hosted.spawned`) or an executor thread (``executor=threaded``). ``context`` is injected
     by chancy (a keyword-only parameter annotated QueuedJob, ``Executor.get_function_and_kwargs``)."""
     ctx = _ctx if _ctx is not None else spawned.context()
     try:
@@ -246,7 +247,7 @@ class Chancy(hosted.HostedDesign):
         if self.executor == "threaded":  # the body runs in this process, on the harness's pool
             if ctx.pool is None:  # the supervisor opens it first (pool_first); harness/bench/cost.py does not
                 ctx.open_pool()
-        else:  # in chancy's spawned pool children, which rebuild the context (workers/spawned.py)
+        else:  # in chancy's spawned pool children, which rebuild the context (workers/hosted/spawned.py)
             exported = spawned.export(ctx)
             spawned.watch(ctx, watching)
         try:
@@ -278,11 +279,8 @@ class Chancy(hosted.HostedDesign):
             await worker.stop()
 
     async def _until_stop(self, ctx, event: asyncio.Event) -> None:
-        requested = getattr(self, "stop_requested", None)
         budget = ctx.schedule.dequeues
         while not event.is_set():
-            if requested is not None and requested(ctx):
-                return
             # Jobs run in chancy's children: the budget is counted from the log all processes share.
             if budget is not None and self.executor != "threaded" and spawned.started_here(ctx) >= budget:
                 return

@@ -67,7 +67,7 @@ from psycopg import conninfo
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
-from ..workers.timing import FIXED, Interval, Intervals
+from ..workers.hosted.timing import FIXED, Interval, Intervals
 
 Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "finishes")
 
@@ -181,7 +181,7 @@ class Dbos(hosted.HostedDesign):
         return conn.execute(Q.pending).fetchone()[0]
 
     def final_states(self, conn) -> list[dict]:
-        tenants = {j.id: j.tenant for j in self.schedule.jobs} if hasattr(self, "schedule") else {}
+        tenants = {j.id: j.tenant for j in self.schedule.jobs} if self.schedule is not None else {}
         out = []
         for job, status, attempts, error, _executor in conn.execute(Q.final_states):
             out.append({"id": job, "tenant_id": tenants.get(job), "status": STATUS.get(status, status or "absent"),

@@ -67,7 +67,7 @@ from psycopg import conninfo, sql
 
 from ..core import procs, sqlfile
 from ..workers import hosted
-from ..workers.timing import FIXED, WAIT, Interval, Intervals
+from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states", "finishes")
 

@@ -1,7 +1,7 @@
 """What each hosted library itself accepted, from its own tables: the adapters' ``accepted_finishes``.
 
 Each function reads one library's tables on the admin connection after a run and answers in the shape
-``workers/hosted.py`` documents -- per schedule job, every finish the library recorded (outcome, its
+``workers/hosted/protocol.py`` documents -- per schedule job, every finish the library recorded (outcome, its
 own name for it, when) and one line of what it recorded -- for ``library-one-finish``. What each
 library keeps (the installed packages, read; lines of the pinned versions):
 

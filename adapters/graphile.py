@@ -1,7 +1,7 @@
 """graphile-worker (graphile/worker, npm ``graphile-worker`` 0.17.3) hosted through the worker contract in Node.
 
 The queue's code is graphile-worker's own, run by ``adapters/node/graphile-worker.js`` as its README
-configures it (``docs/reference/contract.md`` for the contract; :mod:`workers.contract` for the
+configures it (``docs/reference/contract.md`` for the contract; :mod:`workers.hosted.contract` for the
 harness's side). What it does, read from its source (``dist/``, 0.17.3):
 
 - ``sql/getJobs.js``: the fetch claims with ``FOR UPDATE SKIP LOCKED`` where ``is_available`` (``locked_at
@@ -34,8 +34,8 @@ import math
 import shutil
 from pathlib import Path
 
-from ..workers import timing
-from ..workers.contract import ContractDesign
+from ..workers.hosted import timing
+from ..workers.hosted.contract import ContractDesign
 
 SCRIPT = Path(__file__).parent / "node" / "graphile-worker.js"
 

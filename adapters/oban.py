@@ -26,8 +26,8 @@ import os
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..workers import timing
-from ..workers.contract import ContractDesign
+from ..workers.hosted import timing
+from ..workers.hosted.contract import ContractDesign
 
 SCRIPT = Path(__file__).parent / "python" / "oban-worker.py"
 REQUIREMENTS = Path(__file__).parent / "python" / "oban-requirements.txt"

@@ -1,7 +1,7 @@
 """pg-boss (timgit/pg-boss, npm ``pg-boss`` 10.4.2) hosted through the worker contract in Node.
 
 The queue's code is pg-boss's own, run by ``adapters/node/pg-boss.js`` as its README configures it
-(``docs/contract.md`` for the contract; :mod:`workers.contract` for the harness's side). What pg-boss
+(``docs/contract.md`` for the contract; :mod:`workers.hosted.contract` for the harness's side). What pg-boss
 does, read from its source (``src/``, 10.4.2):
 
 - ``fetchNextJob`` (``plans.js``) claims with ``FOR UPDATE SKIP LOCKED``, sets ``state = 'active'`` and
@@ -24,8 +24,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..workers import timing
-from ..workers.contract import ContractDesign
+from ..workers.hosted import timing
+from ..workers.hosted.contract import ContractDesign
 
 SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"
 

@@ -29,7 +29,7 @@ What runs is pgqueuer's own code, configured as its documentation says (``docs/g
   schedule's own ``heartbeat`` knob has no counterpart in pgqueuer and is not used. (pgqueuer 1.6.0 has
   no ``retry_timer``: ``heartbeat_timeout`` is its only re-pick threshold.)
 
-Timing (``workers/timing.py``, :data:`TIMING`): each interval keeps the ratio of its default to the
+Timing (``workers/hosted/timing.py``, :data:`TIMING`): each interval keeps the ratio of its default to the
 30 s ``heartbeat_timeout``, the schedule's lease L:
 
 =========================  ================  ==============  ==============  ===========================
@@ -104,7 +104,7 @@ from psycopg import conninfo, sql
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
-from ..workers.timing import FIXED, WAIT, Interval, Intervals
+from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 
 Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
                  "final_states")
@@ -237,7 +237,7 @@ class PgQueuer(hosted.HostedDesign):
 
     def _timeout(self) -> float | None:
         """The heartbeat_timeout the workers run with, real seconds (the lease, from ``for_run``)."""
-        return self.heartbeat_timeout or getattr(self, "lease", None)
+        return self.heartbeat_timeout or self.lease
 
     def timing_notes(self, schedule) -> list[str]:
         lease, given = schedule.seconds(schedule.timing.lease), self.heartbeat_timeout

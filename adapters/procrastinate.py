@@ -12,7 +12,7 @@ workers at worker start, and the stalled-job recovery its documentation recommen
 that calls ``job_manager.get_stalled_jobs()`` and ``job_manager.retry_job(job)`` for each) -- copied
 as documented. procrastinate's defaults stay (concurrency 1, ``listen_notify``, the sync task in a
 thread); its intervals are derived from the schedule in the ratios of its documented defaults
-(``workers/timing.py``, :data:`TIMING`): the schedule's lease is the 30 s stalled threshold, so the
+(``workers/hosted/timing.py``, :data:`TIMING`): the schedule's lease is the 30 s stalled threshold, so the
 recovery runs every 20 leases, as the documented cron runs every 10 minutes (20 x 30 s):
 
 ========================  ===============  ===================  ================  =========================
@@ -87,7 +87,8 @@ from psycopg import sql
 
 from ..core import sqlfile
 from ..core.errors import UsageError
-from ..workers import hosted, timing
+from ..workers import hosted
+from ..workers.hosted import timing
 
 Q = sqlfile.load(__file__, "procrastinate.sql", "installed", "grantable", "reset", "pending", "final_states")
 
@@ -179,8 +180,7 @@ class Procrastinate(hosted.HostedDesign):
     def stale_after(self) -> float | None:
         """The staleness threshold the workers use (get_stalled_jobs' seconds_since_heartbeat): the
         lease in real seconds, known here once :meth:`for_run` ran."""
-        schedule = getattr(self, "schedule", None)
-        return self.intervals(schedule)["stalled threshold"] if schedule is not None else None
+        return self.intervals(self.schedule)["stalled threshold"] if self.schedule is not None else None
 
     def pending(self, conn) -> int:
         return conn.execute(Q.pending, {"recovery": self.recovery, "stale": self.stale_after()}).fetchone()[0]

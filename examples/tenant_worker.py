@@ -3,7 +3,7 @@
 The first half is the worker as a backend engineer writes it: a psycopg_pool pool, a tenant
 decorator that sets ``app.current_tenant`` for the job's reads (row-level security filters on
 it), its own ``FOR UPDATE SKIP LOCKED`` claim that takes back a job whose worker died. The second
-half hosts it (protocol v2, ``workers/hosted.py``): the job body runs on the connection the
+half hosts it (protocol v2, ``workers/hosted/protocol.py``): the job body runs on the connection the
 decorator prepared (``run_job(..., conn=conn)``), so the harness judges this code's tenant
 handling, not its own.
 

@@ -31,9 +31,10 @@ def server_settings(args, fault_names) -> dict[str, str] | None:
 
 
 @contextlib.contextmanager
-def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator[Runner]:
+def runner_for(args, progress, fault_names=(), *, parallel: int = 1, designs=()) -> Iterator[Runner]:
     """A provisioned database and its runner; with *parallel* > 1 also that many slots (cloned
-    first: a template database must have no session open), as ``runner.slots``."""
+    first: a template database must have no session open), as ``runner.slots``. *designs*: the
+    handles the command built, which the runner and every slot use (the slots inherit them by fork)."""
     with contextlib.ExitStack() as stack:
         database = stack.enter_context(provision_for(args, settings=server_settings(args, fault_names),
                                                      progress=progress))
@@ -44,9 +45,9 @@ def runner_for(args, progress, fault_names=(), *, parallel: int = 1) -> Iterator
         if parallel > 1:
             from .slots import Slots
 
-            slots = stack.enter_context(Slots(database, parallel))
+            slots = stack.enter_context(Slots(database, parallel, designs))
             progress(f"{parallel} slots: databases cloned, one process each")
-        runner = stack.enter_context(Runner(database))
+        runner = stack.enter_context(Runner(database, designs))
         runner.slots = slots
         yield runner
 

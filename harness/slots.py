@@ -5,7 +5,8 @@ polls), so even a 2-core machine runs several at a time.
 Each slot's database is cloned once from the provisioned one (``CREATE DATABASE ... TEMPLATE``:
 the 103,707 invoices are copied, not rebuilt), registered with the janitor, and dropped at the
 end. Each slot process is forked before any thread exists, dies with us (``PR_SET_PDEATHSIG``),
-keeps one :class:`~harness.runner.Runner`, and answers schedules with histories over a pipe.
+keeps one :class:`~harness.runner.Runner` with the command's design handles (inherited by the fork:
+a slot builds no design it was given), and answers schedules with histories over a pipe.
 
 Where it applies: a batch of schedules known in advance -- the small-scope pass, the examples
 after the first failure, compare's cross-replays. Hypothesis generates and shrinks one example at
@@ -31,6 +32,7 @@ from ..core.cleanup import Cleanup
 from ..core.errors import HarnessError
 from ..core.history import History
 from ..core.schedule import Schedule
+from ..workers.design import DesignHandle
 from .postgres import Database
 from .postgres import dsn as dsn_backend
 
@@ -43,7 +45,7 @@ def default_slots() -> int:
     return max(1, min(MAX_SLOTS, 2 * (os.cpu_count() or 1)))
 
 
-def _serve(conn: Connection, database: Database, parent: int) -> None:
+def _serve(conn: Connection, database: Database, parent: int, designs: Sequence[DesignHandle]) -> None:
     """A slot process: run each schedule it is sent, answer with the history (or the error)."""
     code = 0
     try:
@@ -53,7 +55,7 @@ def _serve(conn: Connection, database: Database, parent: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from .runner import Runner
 
-        with Runner(database) as runner:
+        with Runner(database, designs) as runner:
             while True:
                 msg = conn.recv()
                 if msg is None:
@@ -74,8 +76,8 @@ class Slots:
     """``with Slots(database, n) as slots: slots.run_many(schedules)``. Create it before any other
     connection to *database* is open: a template database must have no sessions while it is copied."""
 
-    def __init__(self, database: Database, n: int):
-        self.database, self.n = database, n
+    def __init__(self, database: Database, n: int, designs: Sequence[DesignHandle] = ()):
+        self.database, self.n, self.designs = database, n, tuple(designs)
         self._cleanup = Cleanup()
         self._conns: list[Connection] = []
         self._procs: list[multiprocessing.process.BaseProcess] = []
@@ -112,7 +114,7 @@ class Slots:
 
     def _start(self, k: int, database: Database) -> None:
         ours, theirs = _FORK.Pipe()
-        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid()), name=f"slot-{k}", daemon=False)
+        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid(), self.designs), name=f"slot-{k}", daemon=False)
         p.start()
         theirs.close()
         self._conns.append(ours)

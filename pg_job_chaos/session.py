@@ -19,7 +19,7 @@ from .harness.engine import schedules as schedule_files
 from .harness.report.result import replay_command
 from .properties import check
 from .results import ChaosResult
-from .workers import load_design
+from .workers.design import DesignHandle
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,15 @@ class ChaosSession:
             return given
         return self.settings.defaults.get(name, fallback)
 
-    def _design(self, spec: str, options: dict | None = None) -> str:
-        """A relative ``path/file.py:attr`` is taken from the project's root directory."""
+    def _design(self, spec: str, options: dict | None = None) -> DesignHandle:
+        """The design's handle, built once for this session (its runner keeps it); a usage error now,
+        before anything runs. A relative ``path/file.py:attr`` is taken from the project's root."""
         module, sep, attr = spec.rpartition(":")
         if sep and module.endswith(".py") and not Path(module).is_absolute():
             candidate = self.settings.root / module
             if candidate.is_file():
                 spec = f"{candidate}:{attr}"
-        load_design(spec, options)  # a usage error now, before anything runs
-        return spec
+        return self.runner.handle(spec, options)
 
     def search(self, *, design: str | None = None, faults: str | None = None, tenant_mode: str | None = None,
                examples: int | None = None, time_scale: float | None = None, seed: int | None = None,
@@ -81,17 +81,17 @@ class ChaosSession:
         from .harness.report import build
 
         options = dict(self._opt(design_options, "design_options", {}) or {})
-        design = self._design(self._opt(design, "design", "lease"), options)
+        handle = self._design(self._opt(design, "design", "lease"), options)
         fault_names = self._opt(faults, "faults", "")
         fault_list = parse_faults(fault_names if isinstance(fault_names, str) else ",".join(fault_names))
         mode = self._opt(tenant_mode, "tenant_mode", "local")
         n = self._opt(examples, "examples", self.settings.examples)
         seed = self._opt(seed, "seed", self.settings.seed)
-        out = search(self.runner.run, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
+        out = search(self.runner.run, faults=fault_list, design=handle, tenant_mode=mode, examples=n, seed=seed,
                      time_scale=self._opt(time_scale, "time_scale", self.settings.time_scale),
-                     workers=self._opt(workers, "workers", None), design_options=options,
+                     workers=self._opt(workers, "workers", None),
                      budget=self._opt(budget, "budget", self.settings.budget), gate=self.settings.gate)
-        report = build.search_report(out, faults=fault_list, design=design, tenant_mode=mode, examples=n, seed=seed,
+        report = build.search_report(out, faults=fault_list, design=handle.spec, tenant_mode=mode, examples=n, seed=seed,
                                      server=self.runner.database.environment(), stamp=self.runner.stamp,
                                      out_dir=self.settings.out, strict=self.settings.strict,
                                      gate=self.settings.gate)
@@ -109,7 +109,7 @@ class ChaosSession:
         """Run one schedule and check every property; a violating schedule is saved (with *save*)."""
         from .harness.report import build
 
-        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options))
+        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         results = check(history)
         title = f"{schedule.design} ({schedule.tenant_mode}), one schedule"
@@ -127,7 +127,7 @@ class ChaosSession:
         from .harness.report import build
 
         schedule = schedule_files.load(file)
-        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options))
+        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict,
                                      gate=self.settings.gate)

@@ -1,32 +1,5 @@
-"""The design protocol, and the base class the built-in designs share.
-
-A design is how a job is claimed, worked, finished and failed. To plug one in
-(``--design package.module:attr``), provide an object with:
-
-``name`` (str)
-    shown in reports.
-``default_restart_delay`` (float, article seconds)
-    how long the supervisor waits before replacing a dead worker.
-``install(conn)``
-    extra schema on the admin connection, after the article's tables exist (may do nothing).
-``enqueue(conn, jobs, *, max_attempts)``
-    queue :class:`~core.schedule.JobSpec` s in order.
-``run_worker(ctx)``
-    the worker loop, in the forked worker; call the body's steps through
-    ``ctx.execution(conn, claimed)``; return when ``ctx.may_dequeue()`` is false.
-``pending(conn) -> int``
-    how many jobs this design's workers may still act on (the supervisor's quiescence test).
-``final_states(conn) -> list[dict]``
-    every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
-``points`` (optional, default :data:`core.schedule.JOB_POINTS`)
-    the strike points its workers reach; the search draws fault points only from these.
-``exit_outcomes`` (optional, ``{exit code: outcome}``)
-    exit codes the design's worker uses on purpose, named for the history (the heartbeat's
-    ``{75: "abandoned after max runtime"}``); the supervisor knows only its own.
-
-Anything else it needs (tables, queue library) is its own business; hosting an existing queue
-library (procrastinate, pgqueuer) means wrapping its worker loop so that each job runs the body.
-"""
+"""The base class the built-in designs share: the harness's own ``jobs`` table, one pool borrow per
+dequeue. The protocol every design implements is ``workers/design.py``."""
 
 from __future__ import annotations
 
@@ -38,8 +11,6 @@ from .body import describe
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
 
-PROTOCOL = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
-
 
 class QueueDesign:
     """Base of the built-in designs: the shared ``jobs`` table, one pool borrow per dequeue."""
@@ -48,6 +19,10 @@ class QueueDesign:
     default_restart_delay = 0.0
     points: tuple[str, ...] = JOB_POINTS  # where faults can strike in this design's workers
     exit_outcomes: dict[int, str] = {}  # the design's own exit codes, named (see the heartbeat)
+    tenant_setting = "app.tenant"  # the harness's tenant modes set it
+    pool_first = False
+    min_time_scale: float | None = None
+    hosted = False
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 
     def install(self, conn, *, worker_role: str) -> None:

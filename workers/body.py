@@ -1,4 +1,4 @@
-"""The job body every design runs, and the worker context it runs in.
+"""The job body every design runs (the worker context it runs in is ``workers/context.py``).
 
 One execution of one job, in order (designs choose where their transactions begin and end):
 
@@ -18,21 +18,21 @@ and the supervisor may be waiting to strike from outside.
 from __future__ import annotations
 
 import signal
-import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import psycopg
 from psycopg import sql
 
 from ..core import sqlfile
-from ..core.execlog import ExecLog, path_for, started_count
+from ..core.execlog import ExecLog, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
-from . import statements
-from .tenant import MODES
+from .tenant import TenantMode
 
 Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
@@ -78,89 +78,25 @@ class WorkerSpec:
     watch: frozenset[tuple[int, str]] = frozenset()  # (job, point) pairs the supervisor strikes at
     tenant_setting: str = "app.tenant"  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
+class BodyContext(Protocol):
+    """What the body needs of the worker it runs in (:class:`workers.context.WorkerContext` is one)."""
 
-class WorkerContext:
-    """What a design's worker loop gets: timing in real seconds, the pool, the log, the body."""
+    identity: str
+    spec: WorkerSpec
+    schedule: Schedule
+    mode: TenantMode
+    log: ExecLog
+    lease: float
 
-    def __init__(self, spec: WorkerSpec):
-        self.spec = spec
-        self.identity = spec.identity
-        self.schedule = s = spec.schedule
-        self.mode = MODES[s.tenant_mode]
-        self.log = ExecLog(path_for(spec.run_dir, spec.identity), spec.identity)
-        self.lease = s.seconds(s.timing.lease)
-        self.poll = s.seconds(s.timing.poll)
-        self.heartbeat = s.seconds(s.heartbeat)
-        self.max_runtime = s.seconds(s.timing.max_runtime)
-        self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
-        self.dequeues = 0
-        self.pool = None
-        self._own: dict[str, psycopg.Connection] = {}
-        self._strike_lock = threading.Lock()
-        self.statements_seen: set[tuple[str, bool]] = set()  # (point, job-bound) logged once (statements.py)
+    def sleep(self, seconds: float) -> None: ...
 
-    # --- connections ---------------------------------------------------------------------------
-    @property
-    def worker_dsn(self) -> str:
-        """The ordinary worker role's DSN (with the harness's client timeouts): what a hosted library's
-        own connections use."""
-        return self.spec.worker_dsn
-
-    def open_pool(self):
-        self.pool = self.mode.pool(self.spec.worker_dsn, size=self.schedule.pool_size,
-                                   configure=self._on_connect, application_name=self.identity,
-                                   name=f"{self.identity}-jobs")
-        return self.pool
-
-    def _on_connect(self, conn: psycopg.Connection) -> None:
-        self.log.write("connect", backend=conn.info.backend_pid)
-
-    def own_connection(self, purpose: str) -> psycopg.Connection:
-        """A connection of the worker's own, outside the pool (the heartbeat's), opened once and kept
-        for the worker's life; a broken one is replaced on the next call."""
-        conn = self._own.get(purpose)
-        if conn is None or conn.closed or conn.broken:
-            conn = self._own[purpose] = psycopg.connect(
-                self.spec.worker_dsn, autocommit=True, application_name=f"{self.identity}/{purpose}")
-            self.log.write("connect", backend=conn.info.backend_pid, purpose=purpose)
-        return conn
-
-    def close(self) -> None:
-        """Close the pool and the worker's own connections (a forked worker need not: it ``os._exit`` s;
-        an in-process loop, as ``run.py bench`` runs one, must)."""
-        if self.pool is not None:
-            self.pool.close()
-        for conn in self._own.values():
-            conn.close()
-        self._own.clear()
-
-    # --- the loop ---------------------------------------------------------------------------------
-    def may_dequeue(self) -> bool:
-        return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
-
-    def execution(self, conn: psycopg.Connection, job: Claimed) -> Execution:
-        self.dequeues += 1
-        statements.set_current(job)  # the job this thread's statements belong to from now on
-        return Execution(self, conn, job)
-
-    def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
-        """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
-        signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
-        or another thread's wait could take this one's go."""
-        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)  # None: a statement of no job
-        with self._strike_lock:
-            self.log.write("point", job=job_id, attempt=attempt, point=point, backend=backend)
-            if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
-                self.log.write("point-timeout", job=job_id, attempt=attempt, point=point)
+    def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None: ...
 
 
 class Execution:
     """One execution of one job by this worker: the body's steps, each logged."""
 
-    def __init__(self, ctx: WorkerContext, conn: psycopg.Connection, job: Claimed):
+    def __init__(self, ctx: BodyContext, conn: psycopg.Connection, job: Claimed):
         self.ctx, self.conn, self.job = ctx, conn, job
         self.point_name: str | None = None
         self.reached: list[str] = []  # the points this execution passed, logged with its outcome
@@ -246,6 +182,29 @@ class Execution:
     def read_invoices(self) -> None:
         visible, foreign = self.conn.execute(Q.read_invoices, {"tenant": self.job.tenant}).fetchone()
         self._log("rows-visible", tenant=self.job.tenant, visible=visible, foreign=foreign)
+
+    def read_briefly(self):
+        """Step 1 of a body that works outside any transaction: a short reading transaction, the tenant
+        set locally in it. Returns the start time the finishing transaction records in ``job_runs``."""
+        self.read_inherited()
+        self.point("before-tenant")
+        self.set_tenant()
+        self.read_invoices()
+        started = self.conn.execute("select clock_timestamp()").fetchone()[0]
+        self.conn.commit()
+        return started
+
+    @contextmanager
+    def finishing(self, started):
+        """The article's short finishing transaction: the tenant set, the ``job_runs`` row inserted,
+        then what the caller does inside (a design's fenced finish, an outbox row), committed together
+        on leaving. An exception inside leaves it uncommitted (the pool or the caller rolls it back)."""
+        if self.ctx.mode.autocommit:
+            self.conn.execute("begin")
+        self.set_tenant()
+        self.insert_finished_run(started)
+        yield
+        self.conn.commit()
 
     def work_seconds(self) -> float:
         fault = self.job_fault()

@@ -101,36 +101,24 @@ class LeaseHeartbeat(LeaseFenced):
     PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"  # the sweep acts on the rest
 
     def work(self, ctx, ex) -> None:
-        conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
         with self.heartbeat(ctx, ex) as hb:
-            started = self.read_briefly(ex)
+            started = self.read(ex)
             # 2. the long part, outside any transaction
             ex.work()
             self.confirm_lease(hb, ex)
             ex.effect()
             ex.point("before-finish")
             # 3. one short transaction: the job_runs row and the fenced finish together
-            if ctx.mode.autocommit:
-                conn.execute("begin")
-            ex.set_tenant()
-            ex.insert_finished_run(started)
-            ex.point("after-insert")
-            self.finish(ex)
-            conn.commit()
+            with ex.finishing(started):
+                ex.point("after-insert")
+                self.finish(ex)
         ex.finished()
 
-    @staticmethod
-    def read_briefly(ex):
-        """Step 1: a short reading transaction, the tenant set locally in it. Returns the start time
-        the finishing transaction records in ``job_runs``."""
-        ex.read_inherited()
-        ex.point("before-tenant")
-        ex.set_tenant()
-        ex.read_invoices()
-        started = ex.conn.execute("select clock_timestamp()").fetchone()[0]
-        ex.conn.commit()
-        return started
+    def read(self, ex):
+        """Step 1: the body's short reading transaction (:meth:`Execution.read_briefly`); returns the
+        start time the finishing transaction records. A subclass may read otherwise."""
+        return ex.read_briefly()
 
     def confirm_lease(self, hb: Heartbeat, ex) -> None:
         """Right before the side effect: beat once more, synchronously. A worker that lost its lease

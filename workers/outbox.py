@@ -128,24 +128,20 @@ class LeaseOutbox(LeaseHeartbeat):
         conn = ex.conn
         ex.started(lease_until=ex.t_started + ctx.lease)
         with self.heartbeat(ctx, ex) as hb:
-            started = self.read_briefly(ex)
+            started = self.read(ex)
             # 2. the long part, outside any transaction; no effect is sent from here
             ex.work()
             if not hb.beat():
                 raise LeaseLost(f"job {ex.job.id} attempt {ex.job.attempt}: lease lost before the finish")
             ex.point("before-finish")
             # 3. one short transaction: job_runs row, fenced finish, the effect owed (outbox row)
-            if ctx.mode.autocommit:
-                conn.execute("begin")
-            ex.set_tenant()
-            ex.insert_finished_run(started)
-            ex.point("after-insert")
-            self.finish(ex)  # raises FencedOut: then no outbox row is written
-            key = effect_key(ex.job.id)
-            row = conn.execute(Q.insert_outbox, {"job": ex.job.id, "attempt": ex.job.attempt, "key": key,
-                                                 "lease": ctx.lease}).fetchone()[0]
-            ex.point("after-effect")
-            conn.commit()
+            with ex.finishing(started):
+                ex.point("after-insert")
+                self.finish(ex)  # raises FencedOut: then no outbox row is written
+                key = effect_key(ex.job.id)
+                row = conn.execute(Q.insert_outbox, {"job": ex.job.id, "attempt": ex.job.attempt, "key": key,
+                                                     "lease": ctx.lease}).fetchone()[0]
+                ex.point("after-effect")
         self.relay(ctx, ex, row, key)
         ex.finished()
 

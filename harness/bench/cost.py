@@ -28,7 +28,8 @@ from ...core import sqlfile
 from ...core.execlog import path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
-from ...workers.body import WorkerContext, WorkerSpec
+from ...workers.body import WorkerSpec
+from ...workers.context import WorkerContext
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
 SETTLE_PAUSE = 0.6  # seconds: PostgreSQL flushes a backend's statistics at most once a second
@@ -58,14 +59,14 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
     design = load_design(design_name)
     sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
                      workers=1, design=design_name, time_scale=time_scale, dequeues=jobs)
-    runner.prepare(sched, design)
+    run = runner.prepare(sched, design)
     with tempfile.TemporaryDirectory(prefix="pgjc-cost-") as run_dir:
         ctx = WorkerContext(WorkerSpec("bench", sched, worker_dsn, Path(run_dir)))
         db = conninfo_to_dict(admin_dsn).get("dbname")
         with psycopg.connect(make_conninfo(admin_dsn, dbname="postgres"), autocommit=True) as counter:
             before = _settled(counter, db)
             try:
-                design.run_worker(ctx)
+                run.run_worker(ctx)
             finally:
                 ctx.close()
             after = _settled(counter, db)

@@ -68,7 +68,7 @@ def figures(runner, out, *, examples: int, quick: bool) -> None:
         if quick:
             continue
         for fault in FAULT_CLASSES:
-            res = search(runner.run, faults=parse_faults(fault), design=d.name, tenant_mode="local",
+            res = search(runner.run, faults=parse_faults(fault), design=d, tenant_mode="local",
                          examples=examples, seed=1, time_scale=scale)
             ce = res.counterexample
             first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"

@@ -21,7 +21,7 @@ import psycopg
 
 from ...core.schedule import JobSpec, Schedule
 from ...faults import parse_faults
-from ...workers import planted
+from ...workers import load_design
 from ...workers.body import Q as BODY
 from ...workers.body import inherited_tenant
 from ...workers.lease import Q as LEASE
@@ -32,6 +32,7 @@ from ..postgres import provision_for
 from ..runner import Runner
 from . import libraries as bench_libraries
 from . import matrix as bench_matrix
+from . import planted
 from .cost import design_cost
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
@@ -190,7 +191,7 @@ def command(args, progress) -> int:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
             for design, faults, mode in CASES:
                 _search_case(runner, out, design, faults, mode, None, args.examples, scale)
-            print(f"\nplanted bugs (workers/planted.py; time scale {scale:g}, seed 1):", file=out)
+            print(f"\nplanted bugs (harness/bench/planted.py; time scale {scale:g}, seed 1):", file=out)
             for bug, faults, prop in planted.CASES:
                 _search_case(runner, out, planted.spec(bug), faults, "local", prop, args.examples, scale)
     return 0
@@ -205,13 +206,14 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
     from ..slots import Slots
 
     design, faults = PARALLEL_CASE
+    handle = load_design(design)  # built once; each slot inherits it
     print(f"\nparallel examples: the small-scope pass of {design} under {faults} (time scale {scale:g})",
           file=out)
     baseline, base_rate = None, None
     for n in (1, 2) if quick else (1, 2, 4, 8):
-        with Slots(database, n) as slots, Runner(database) as runner:
+        with Slots(database, n, [handle]) as slots, Runner(database, [handle]) as runner:
             t0 = time.perf_counter()
-            res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode="local", examples=1,
+            res = search(runner.run, faults=parse_faults(faults), design=handle, tenant_mode="local", examples=1,
                          seed=1, time_scale=scale, run_many=slots.run_many, parallel=n)
             seconds = time.perf_counter() - t0
         verdicts = {r.label: sorted(r.violated) for r in res.runs if r.label}
@@ -225,8 +227,8 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
 
 def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | None, examples: int,
                  scale: float) -> None:
-    res = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode, examples=examples,
-                 seed=1, time_scale=scale)
+    res = search(runner.run, faults=parse_faults(faults), design=runner.handle(design), tenant_mode=mode,
+                 examples=examples, seed=1, time_scale=scale)
     if prop is not None:
         hit = next((r for r in res.runs if prop in r.violated), None)
         first = f"{sum(r.seconds for r in res.runs[:res.runs.index(hit) + 1]):.1f} s" if hit else "NOT FOUND"

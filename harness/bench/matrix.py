@@ -34,7 +34,7 @@ def groups(designs) -> dict[float, list[str]]:
     """``{time scale: [design names]}`` for the hosted *designs* (objects), ascending."""
     out: dict[float, list[str]] = {}
     for d in designs:
-        scale = max(FLOOR, getattr(d, "min_time_scale", None) or 0.0)
+        scale = max(FLOOR, d.min_time_scale or 0.0)
         out.setdefault(scale, []).append(d.name)
     return dict(sorted(out.items()))
 

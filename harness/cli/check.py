@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ...core.coverage import fault_fates
 from ...core.errors import EXIT_HELD, EXIT_VIOLATED, ChaosError, UsageError
-from ...core.schedule import JOB_POINTS, Event, JobSpec, Schedule
+from ...core.schedule import Event, JobSpec, Schedule
 from ...faults.catalogue import CATALOGUE
 from ...properties.strategies import dequeue_budget
 from ...workers import load_design, parse_options
@@ -65,7 +65,7 @@ def add_parser(sub, parents) -> argparse.ArgumentParser:
 
 def plan(spec: str, design, options: dict[str, str], scale: float) -> list[tuple[str, Schedule]]:
     """The labelled schedules of a check (see the module docstring)."""
-    points = tuple(getattr(design, "points", None) or JOB_POINTS)
+    points = design.points
     base = {"design": spec, "design_options": options, "time_scale": scale, "max_attempts": MAX_ATTEMPTS}
     out = []
     for w in FAULT_FREE_WORKERS:
@@ -180,7 +180,7 @@ def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
 def _design_raised(exc: BaseException, design) -> bool:
     """Whether the design's own code (any class of its MRO) is in *exc*'s traceback."""
     files = set()
-    for cls in type(design).__mro__[:-1]:
+    for cls in type(design.design).__mro__[:-1]:
         try:
             files.add(Path(inspect.getsourcefile(cls)).resolve())
         except (TypeError, OSError):
@@ -197,7 +197,7 @@ def run(args, progress) -> int:
     schedules = plan(args.design, design, options, scale)
     names = sorted({n for _, s in schedules for n in s.faults()})
     lines = []
-    with runner_for(args, progress, names) as runner:
+    with runner_for(args, progress, names, designs=[design]) as runner:
         lines.append(f"{COMMAND} {args.design} ({design.name}): {len(schedules)} runs, time scale {scale:g}, "
                      f"{runner.database.server}")
         for n, (label, schedule) in enumerate(schedules, 1):
@@ -220,7 +220,7 @@ def run(args, progress) -> int:
     print("\n".join(lines))
     if failed:
         print(f"{failed} of {total} checks FAILED: the harness cannot observe {design.name} as it must; "
-              "fix the adapter (workers/hosted.py states the protocol) before searching it")
+              "fix the adapter (workers/hosted/protocol.py states the protocol) before searching it")
         return EXIT_VIOLATED
     print(f"all {total} checks held: the harness observes {design.name} (its guarantees are search's to judge)")
     return EXIT_HELD

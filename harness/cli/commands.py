@@ -93,7 +93,7 @@ def replay(args, progress) -> int:
     if args.time_scale or scale != schedule.time_scale:
         changes["time_scale"] = scale
     schedule = schedule.replace(**changes)
-    with runner_for(argparse.Namespace(**server), progress, schedule.faults()) as runner:
+    with runner_for(argparse.Namespace(**server), progress, schedule.faults(), designs=[design]) as runner:
         history = runner.run(schedule)
     report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes,
                                  gate=chosen)
@@ -104,25 +104,24 @@ def search(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
-    design_options = parse_options(args.design_option)
     design = args.design or "lease"
-    loaded = [load_design(design, design_options)]
-    scale = _time_scale(args, loaded)
+    handle = load_design(design, parse_options(args.design_option))  # built once: runner, slots, search
+    scale = _time_scale(args, [handle])
     options = search_options(args)  # an unreachable example database fails before anything starts
-    with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
+    with runner_for(args, progress, names, parallel=slot_count(args, names), designs=[handle]) as runner:
         from ..engine.search import search
 
         mode = args.tenant_mode or "local"
         progress(f"searching: design {design}, tenant mode {mode}, faults {','.join(names) or 'none'}, "
                  f"{args.examples} examples, time scale {scale}")
-        out = search(runner.run, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
+        out = search(runner.run, faults=faults, design=handle, tenant_mode=mode, examples=args.examples,
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                     design_options=design_options, gate=chosen, **{**options, **search_options(args, runner)})
+                     gate=chosen, **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
                                      seed=args.seed, server=runner.database.environment(), stamp=runner.stamp,
                                      out_dir=args.out, strict=args.strict, gate=chosen)
-    return _finish(args, _with_timing(report, loaded, Schedule(jobs=(JobSpec(1),), time_scale=scale)))
+    return _finish(args, _with_timing(report, [handle], Schedule(jobs=(JobSpec(1),), time_scale=scale)))
 
 
 def compare(args, progress) -> int:
@@ -133,11 +132,11 @@ def compare(args, progress) -> int:
     loaded = [load_design(d) for d in designs]
     scale = _time_scale(args, loaded)
     options = search_options(args)
-    with runner_for(args, progress, names, parallel=slot_count(args, names)) as runner:
+    with runner_for(args, progress, names, parallel=slot_count(args, names), designs=loaded) as runner:
         from ..engine.compare import compare
 
         mode = args.tenant_mode or "local"
-        c = compare(runner.run, designs=designs, faults=faults, tenant_mode=mode, examples=args.examples,
+        c = compare(runner.run, designs=loaded, faults=faults, tenant_mode=mode, examples=args.examples,
                     seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, gate=chosen,
                     **{**options, **search_options(args, runner)})
         finish(progress)
@@ -148,11 +147,11 @@ def compare(args, progress) -> int:
 
 def _with_timing(report: Report, designs, schedule) -> Report:
     """*report* with the documented ratios of each hosted library that *schedule*'s timing cannot keep
-    (``workers/timing.py``): its notes (the human report) and ``timing`` in its JSON, by design. Each
+    (``workers/hosted/timing.py``): its notes (the human report) and ``timing`` in its JSON, by design. Each
     run's history has them among its notes too (the supervisor's first)."""
     timing = {}
     for d in designs:
-        notes = d.timing_notes(schedule) if callable(getattr(d, "timing_notes", None)) else []
+        notes = d.timing_notes(schedule)
         if notes:
             timing[d.name] = notes
     report.notes = [*report.notes, *(n for notes in timing.values() for n in notes if n not in report.notes)]
@@ -163,11 +162,11 @@ def _with_timing(report: Report, designs, schedule) -> Report:
 def _time_scale(args, designs, default: float = scales.SEARCH) -> float:
     """The run's time scale: ``--time-scale``, else *default* -- raised (and said) to the floor of a
     hosted library whose intervals cannot keep their documented ratios below it (``min_time_scale``,
-    workers/timing.py); a smaller one given is a usage error."""
-    floor = max((getattr(d, "min_time_scale", None) or 0.0 for d in designs), default=0.0)
+    workers/hosted/timing.py); a smaller one given is a usage error."""
+    floor = max((d.min_time_scale or 0.0 for d in designs), default=0.0)
     if not floor:
         return args.time_scale or default
-    names = ", ".join(d.name for d in designs if (getattr(d, "min_time_scale", None) or 0.0) == floor)
+    names = ", ".join(d.name for d in designs if (d.min_time_scale or 0.0) == floor)
     if args.time_scale is None:
         if default < floor:
             print(f"time scale {floor:g}: {names} cannot honour its own intervals at a smaller one",
@@ -183,7 +182,6 @@ def _time_scale(args, designs, default: float = scales.SEARCH) -> float:
 
 def _version_notes(schedule, design) -> list[str]:
     """A note when the library a replay runs is not the version the schedule was saved with."""
-    versions = getattr(design, "versions", None)
-    now = dict(versions()) if callable(versions) else {}
+    now = design.versions()
     return [f"note: the schedule was saved with {lib} {then}; this replay runs {lib} {now[lib]}"
             for lib, then in (schedule.libraries or {}).items() if lib in now and now[lib] != then]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ...core.schedule import Schedule
 from ...properties import PROPERTIES, VIOLATED, aggregate, check, violated_names
+from ...workers.design import DesignHandle
 from .outcome import Run, SearchOutcome
 from .search import search
 
@@ -35,19 +36,21 @@ class Comparison:
     schedules: list[Deciding] = field(default_factory=list)
 
 
-def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, tenant_mode: str, examples: int,
+def compare(run: Callable[[Schedule], object], *, designs: list[DesignHandle], faults, tenant_mode: str, examples: int,
             seed: int | None, time_scale: float, workers: int | None = None, budget: float | None = None,
             progress: Callable[[str], None] = lambda s: None, **search_options) -> Comparison:
-    """Search every design, then cross-replay the counterexamples (see the module's docstring)."""
-    c = Comparison(designs)
-    for d in designs:
+    """Search every design (its handle, built once by the caller), then cross-replay the
+    counterexamples (see the module's docstring)."""
+    handles = {d.spec: d for d in designs}
+    c = Comparison(list(handles))
+    for d, handle in handles.items():
         progress(f"compare: searching {d}")
-        c.outcomes[d] = search(run, faults=faults, design=d, tenant_mode=tenant_mode, examples=examples,
+        c.outcomes[d] = search(run, faults=faults, design=handle, tenant_mode=tenant_mode, examples=examples,
                                seed=seed, time_scale=time_scale, workers=workers, budget=budget,
                                progress=progress, **search_options)
     # Every design's smallest schedule per violated property, once each.
     seen: dict[str, int] = {}
-    for d in designs:
+    for d in handles:
         out = c.outcomes[d]
         for name in PROPERTIES:
             smallest = out.smallest_for(name)
@@ -58,9 +61,10 @@ def compare(run: Callable[[Schedule], object], *, designs: list[str], faults, te
                 seen[key] = len(c.schedules)
                 c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule, smallest))
     run_many = search_options.get("run_many")
-    for d in designs:
+    for d, handle in handles.items():
         runs = [(r, None) for r in c.outcomes[d].runs]
-        todo = [(i, x.schedule.replace(design=d)) for i, x in enumerate(c.schedules) if x.schedule.design != d]
+        todo = [(i, x.schedule.replace(design=d, design_options=dict(handle.options)))
+                for i, x in enumerate(c.schedules) if x.schedule.design != d]
         progress(f"compare: {len(todo)} counterexamples of other designs on {d}")
         histories = run_many([s for _, s in todo]) if run_many and todo else [run(s) for _, s in todo]
         for (i, _), history in zip(todo, histories, strict=True):

@@ -28,10 +28,10 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
 from ...core.history import History
-from ...core.schedule import JOB_POINTS, POINTS, Schedule
+from ...core.schedule import POINTS, Schedule
 from ...properties import PROPERTIES, check
 from ...properties.strategies import schedules
-from ...workers import load_design
+from ...workers.design import DesignHandle
 from ..progress import step
 from . import smallscope
 from .outcome import ExitReason, Phase, Run, SearchOutcome
@@ -52,24 +52,26 @@ def database_dir(key: str) -> Path:
 
 class Search:
     """One search of one design (see :func:`search` for the arguments). :meth:`run` goes through the
-    phases once and returns the :class:`SearchOutcome`; the design is loaded once, here."""
+    phases once and returns the :class:`SearchOutcome`. *design* is the handle the caller built
+    (:func:`workers.load_design`): its spec and options go into every schedule, its points are where
+    faults may strike."""
 
-    def __init__(self, run: Callable[[Schedule], History], *, faults, design: str, tenant_mode: str,
+    def __init__(self, run: Callable[[Schedule], History], *, faults, design: DesignHandle, tenant_mode: str,
                  examples: int, seed: int | None, time_scale: float, workers: int | None = None,
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
-                 design_options: dict[str, str] | None = None, gate: tuple[str, ...] | None = None):
+                 gate: tuple[str, ...] | None = None):
         self._run, self._run_many, self.progress = run, run_many, progress
         # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
         self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
-        self.faults, self.design, self.tenant_mode = faults, design, tenant_mode
+        self.faults, self.design, self.tenant_mode = faults, design.spec, tenant_mode
         self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
         self.small_scope, self.budget, self.database = small_scope, budget, database
         self.index, self.shards = shard or (0, 1)
         self.width = parallel if run_many is not None and parallel > 1 else 1
-        self.design_options = dict(design_options or {})
-        self.points = points_of([design], self.design_options)
+        self.design_options = dict(design.options)
+        self.points = tuple(p for p in POINTS if p in design.points)
         self.statements: list[tuple[str, bool]] = []  # statement points the small-scope runs showed
         self.share = -(-examples // self.shards)  # this shard's part of the example budget
         self.out = SearchOutcome(gate=self.gate)
@@ -251,7 +253,8 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts.
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
-    *design_options* (``--design-option``) go into every schedule, so that a saved one replays with them.
+    *design* is the design's handle: its options (``--design-option``) go into every schedule, so that
+    a saved one replays with them.
     *gate* (:func:`properties.gate`, default every property) are the properties whose violation is a
     failure: only such a run is shrunk, kept in the example database and made the counterexample.
     Keyword arguments are :class:`Search`'s.
@@ -259,23 +262,15 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     return Search(run, **kwargs).run()
 
 
-def points_of(designs, options: dict[str, str] | None = None) -> tuple[str, ...]:
-    """The strike points any of *designs* reaches (by name or plug-in spec), in ``POINTS`` order."""
-    reached = {p for d in designs for p in getattr(load_design(d, options), "points", JOB_POINTS)}
-    return tuple(p for p in POINTS if p in reached)
-
-
 def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed: int | None,
-                     time_scale: float, workers: int | None = None, designs=None,
-                     points: tuple[str, ...] | None = None) -> list[Schedule]:
-    """*count* schedules drawn from the strategy without running anything (for ``--compare``:
-    *designs*, whose strike points they may use; default *design* alone; *points* when known)."""
+                     time_scale: float, points: tuple[str, ...], workers: int | None = None) -> list[Schedule]:
+    """*count* schedules drawn from the strategy without running anything, their faults at *points*."""
     drawn: list[Schedule] = []
 
     @settings(max_examples=count, deadline=None, database=None, phases=[HypothesisPhase.generate],
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
     @given(schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                     workers=workers, points=points if points is not None else points_of(designs or [design])))
+                     workers=workers, points=points))
     def draw(schedule):
         drawn.append(schedule)
 

@@ -22,6 +22,7 @@ from ...core.history import WorkerExit
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
 from ...workers.body import WorkerSpec
+from ...workers.design import DesignRun
 from ..net.network import Network
 from ..postgres import pgbouncer
 from . import process
@@ -70,7 +71,7 @@ class SupervisorResult:
 
 
 class Supervisor:
-    def __init__(self, schedule: Schedule, design, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
+    def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
                  janitor=None, server=None):
         self.s, self.design = schedule, design
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
@@ -78,7 +79,7 @@ class Supervisor:
         self.janitor, self.server = janitor, server
         self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
-        self.declared = dict(getattr(design, "exit_outcomes", {}) or {})
+        self.declared = dict(design.handle.exit_outcomes)
         self.workers: dict[str, process.WorkerProcess] = {}
         self.records: list[dict] = []
         self.samples: list[dict] = []
@@ -88,19 +89,17 @@ class Supervisor:
         self._janitor_keys: dict[str, str] = {}
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
-        self.restart_delay = schedule.seconds(design.default_restart_delay if delay is None else delay)
+        self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
         self.poll = schedule.seconds(schedule.timing.poll)
         self.recovery = POOL_RECOVERY + (pgbouncer.SERVER_LOGIN_RETRY if schedule.pooler else 0.0)
         # The horizon property flags a transaction older than half a lease; sampling four times a
         # lease sees any that lasts three quarters of one, and costs the workers little CPU.
         self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
-        # A hosted library's recovery may act only every so often (workers/timing.py): the stall and the
+        # A hosted library's recovery may act only every so often (workers/hosted/timing.py): the stall and the
         # deadline stretch by its longest period (article seconds; 0 for the built-in designs), and the
         # ratios of its documented defaults this schedule cannot keep are the run's first notes.
-        stall_extra = getattr(design, "stall_extra", None)
-        self.extra = stall_extra(schedule) if callable(stall_extra) else 0.0
-        timing_notes = getattr(design, "timing_notes", None)
-        self.notes += timing_notes(schedule) if callable(timing_notes) else []
+        self.extra = design.stall_extra()
+        self.notes += design.timing_notes()
 
     def run(self) -> SupervisorResult:
         """Run the schedule to its end; always kills what it forked. A cleanup step that fails after
@@ -163,14 +162,14 @@ class Supervisor:
             time.sleep(TICK)
 
     def _stretched(self) -> str:
-        return f" ({self.extra:g} of them for {self.design.name}'s recovery period)" if self.extra else ""
+        return f" ({self.extra:g} of them for {self.design.handle.name}'s recovery period)" if self.extra else ""
 
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:
         identity = f"w{slot}.{generation}"
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
-                          tenant_setting=getattr(self.design, "tenant_setting", "app.tenant"))
+                          tenant_setting=self.design.handle.tenant_setting)
         close = (self.janitor.fd,) if self.janitor is not None else ()
         if self.net is not None:
             close += self.net.fds
@@ -233,7 +232,7 @@ class Supervisor:
             w.job_pids[r["job"]] = r.get("pid")
         elif ev in ("finished", "failed", "fenced"):
             w.current.pop(r.get("job"), None)
-        elif ev == "process-exit":  # the library's child a job ran in is gone (workers/spawned.py)
+        elif ev == "process-exit":  # the library's child a job ran in is gone (workers/hosted/spawned.py)
             for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:
                 w.current.pop(job, None)
                 w.job_pids.pop(job, None)

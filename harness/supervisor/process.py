@@ -21,7 +21,9 @@ from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
 from ...workers import statements
-from ...workers.body import STRIKE_SIGNAL, WorkerContext, WorkerSpec, worker_error
+from ...workers.body import STRIKE_SIGNAL, WorkerSpec, worker_error
+from ...workers.context import WorkerContext
+from ...workers.design import DesignRun
 
 EXIT_DRAINED = 0
 EXIT_WORKER_ERROR = 70
@@ -96,7 +98,7 @@ class WorkerProcess:
                 pass
 
 
-def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) -> None:
+def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], parent: int) -> None:
     """The child's whole life. It never returns: every path ends in ``os._exit``."""
     code = EXIT_WORKER_ERROR
     ctx = None
@@ -120,7 +122,7 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         ctx = WorkerContext(spec)
         statements.install(ctx)  # every statement the design sends is a strike point (workers/statements.py)
         ctx.log.write("worker-start")
-        if getattr(design, "pool_first", False):  # a hosted design: its library's task borrows from it
+        if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()
         design.run_worker(ctx)
         ctx.log.write("worker-exit", reason="drained")
@@ -135,7 +137,7 @@ def _entry(spec: WorkerSpec, design, close_fds: tuple[int, ...], parent: int) ->
         os._exit(code)
 
 
-def spawn(spec: WorkerSpec, design, *, slot: int, generation: int, close_fds: tuple[int, ...]) -> WorkerProcess:
+def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int, close_fds: tuple[int, ...]) -> WorkerProcess:
     """Fork one worker running *design* per *spec*; it is in its own process group when this returns."""
     proc = _FORK.Process(target=_entry, args=(spec, design, close_fds, os.getpid()), name=spec.identity,
                          daemon=False)

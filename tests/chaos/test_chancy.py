@@ -73,13 +73,13 @@ def test_a_crash_in_a_job_fails_it_by_the_retry_policy_and_may_fail_its_neighbou
     # The neighbour in the other pool child: concurrent/futures/process.py terminate_broken (Python
     # 3.11) fails every future of a broken pool and terminates its processes -- when the executor's
     # manager thread notices the death before job 2 returns. Measured both ways on this machine: job 2
-    # finishes once, or its execution is cut too (workers/spawned.py logs its child gone) and chancy
+    # finishes once, or its execution is cut too (workers/hosted/spawned.py logs its child gone) and chancy
     # counts the BrokenProcessPool as job 2's failure. Either way chancy counted every execution.
     twos = [e for e in h.executions() if e.job == 2]
     assert all(e.outcome == "ok" or e.process_ended for e in twos), [(e.outcome, e.error) for e in twos]
     assert rows[2]["attempts"] == len(twos), (rows[2], len(twos))
     assert props["library-one-finish"] == "held", ev["library-one-finish"]
-    # workers/spawned.py logged each dead child gone: the history ends those executions there.
+    # workers/hosted/spawned.py logged each dead child gone: the history ends those executions there.
     assert all(e.process_ended for e in h.executions() if e.job == 1)
 
 

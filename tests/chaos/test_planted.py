@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.faults import parse_faults
+from pg_job_chaos.harness.bench import planted
 from pg_job_chaos.harness.engine.search import search
-from pg_job_chaos.workers import planted
 from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]

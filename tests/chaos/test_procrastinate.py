@@ -57,7 +57,7 @@ def test_fault_free_every_job_done_exactly_once(runner, database):
     assert all(e.outcome == "ok" and e.attempt == 1 for e in execs)
     assert {e.worker for e in execs} <= {"w1.0", "w2.0"}
     # procrastinate's task threads (asgiref) inherit the worker's blocked strike signal: run_job never
-    # had to block it again (workers/hosted.py logs "strike-signal-unblocked" when it does).
+    # had to block it again (workers/hosted/protocol.py logs "strike-signal-unblocked" when it does).
     assert not [r for r in h.records if r["event"] == "strike-signal-unblocked"]
     # Every property holds. pool-hygiene judges the body's pool (ctx.pool, the connections the execution
     # log records); procrastinate's own pool (min 1, max 2) and LISTEN connection are named

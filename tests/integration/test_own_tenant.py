@@ -1,4 +1,4 @@
-"""The user's own tenant code under test (examples/tenant_worker.py, workers/own_connection.py): the
+"""The user's own tenant code under test (examples/tenant_worker.py, workers/hosted/own_connection.py): the
 body runs on the connection the worker's decorator prepared, observes it and changes nothing."""
 
 from __future__ import annotations

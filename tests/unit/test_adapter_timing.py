@@ -1,4 +1,4 @@
-"""A hosted library's intervals derived in the ratios of its documented defaults (workers/timing.py):
+"""A hosted library's intervals derived in the ratios of its documented defaults (workers/hosted/timing.py):
 ratios kept, a fixed or whole-second interval reported broken by its factor, the minimum time scale
 that follows, and the recovery period the run's stall and deadline limits stretch by."""
 
@@ -11,7 +11,18 @@ import pytest
 from pg_job_chaos.core.schedule import JobSpec, Schedule, Timing
 from pg_job_chaos.harness.supervisor.loop import Supervisor
 from pg_job_chaos.workers import hosted, load_design
-from pg_job_chaos.workers.timing import CRON, FIXED, WAIT, WHOLE, Broken, Interval, Intervals, cron, on_grid
+from pg_job_chaos.workers.design import DesignHandle
+from pg_job_chaos.workers.hosted.timing import (
+    CRON,
+    FIXED,
+    WAIT,
+    WHOLE,
+    Broken,
+    Interval,
+    Intervals,
+    cron,
+    on_grid,
+)
 
 # procrastinate's shape: the lease is a 30 s threshold; a heartbeat, a cron recovery, a fixed margin.
 LIB = Intervals("lib", anchors={"lease": "threshold"}, intervals=(
@@ -131,10 +142,10 @@ class _Hosted(hosted.HostedDesign):
 
 def test_the_supervisor_stretches_its_limits_and_notes_the_broken_ratios(tmp_path):
     s = _at(1.0)
-    sup = Supervisor(s, _Hosted(), admin_dsn="", worker_dsn="", run_dir=tmp_path)
+    sup = Supervisor(s, DesignHandle.of(_Hosted()).for_run(s), admin_dsn="", worker_dsn="", run_dir=tmp_path)
     assert sup.extra == pytest.approx(20)
     assert sup.notes == ["lib: margin / threshold is 0.5, documented 0.0167 (30× too long; fixed in the library)"]
-    built_in = Supervisor(s, load_design("lease-heartbeat"), admin_dsn="", worker_dsn="", run_dir=tmp_path)
+    built_in = Supervisor(s, load_design("lease-heartbeat").for_run(s), admin_dsn="", worker_dsn="", run_dir=tmp_path)
     assert built_in.extra == 0.0 and built_in.notes == []  # a built-in design: nothing stretched, nothing noted
     assert hosted.HostedDesign().stall_extra(s) == 0.0 and hosted.HostedDesign().intervals(s) == {}
 

@@ -22,7 +22,7 @@ LAYERS = {
     "core": 0,  # base: errors, SQL files, schedule, history, execution log, process helpers
     "faults": 1,  # the catalogue every component names
     "workers": 2, "properties": 2,  # the systems under test; the invariants
-    # real queue libraries hosted through workers/hosted.py; named by string in workers.LIBRARIES, imported
+    # real queue libraries hosted through workers/hosted/protocol.py; named by string in workers.LIBRARIES, imported
     # by no harness module (each needs its library, an optional extra)
     "adapters": 3,
     "harness": 3,  # orchestration: provisioning, supervisor, runner, search, report, CLI, experiments
@@ -44,6 +44,17 @@ HARNESS = {
     "cli": 7,  # the command line
 }
 GROUP = {"janitor": "postgres"}  # one concept, two places
+# workers' own parts, lowest first (same rule). The job body and what it stands on; the built-in designs
+# and the hosting of code the harness did not write, beside each other (neither imports the other: both
+# build on the body); the design boundary that loads either (``workers/design.py``) on top.
+WORKERS = {
+    "statements": 0, "tenant": 0,  # the statement wrapper; tenant modes
+    "body": 1,  # one execution's steps
+    "context": 2,  # the worker context a design's loop gets
+    "builtin": 3, "hosted": 3,  # the article's designs; hosting a library, a user's worker, the contract
+    "design": 4,  # the boundary: the protocol and the handle load_design returns
+}
+BUILTIN = ("base", "lease", "one_transaction", "heartbeat", "outbox")  # the built-in designs, one concept
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -160,6 +171,9 @@ def violations(root: Path = ROOT) -> list[str]:
             if other == top == "harness":
                 out += _within_harness(m, t)
                 continue
+            if other == top == "workers":
+                out += _within_workers(m, t)
+                continue
             if other == top or other not in LAYERS:
                 continue
             if LAYERS[other] >= LAYERS[top]:
@@ -179,6 +193,24 @@ def _within_harness(m: str, t: str) -> list[str]:
     if HARNESS[b] >= HARNESS[a]:
         how = "sideways" if HARNESS[a] == HARNESS[b] else "up"
         return [f"{m} imports {t}: {how} inside harness, from {a} ({HARNESS[a]}) to {b} ({HARNESS[b]})"]
+    return []
+
+
+def _within_workers(m: str, t: str) -> list[str]:
+    if m == "workers":  # the package's __init__: the public names of its parts
+        return []
+    if t == "workers":
+        return [f"{m} imports the workers package itself: import the part it needs"]
+    a, b = (x.split(".")[1] for x in (m, t))
+    a, b = ("builtin" if x in BUILTIN else x for x in (a, b))
+    if a == b:
+        return []
+    for part in (a, b):
+        if part not in WORKERS:
+            return [f"{m}: workers part {part!r} has no layer; add it to WORKERS in tests/unit/test_layers.py"]
+    if WORKERS[b] >= WORKERS[a]:
+        how = "sideways" if WORKERS[a] == WORKERS[b] else "up"
+        return [f"{m} imports {t}: {how} inside workers, from {a} ({WORKERS[a]}) to {b} ({WORKERS[b]})"]
     return []
 
 

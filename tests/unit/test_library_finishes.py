@@ -11,9 +11,10 @@ import pytest
 
 from pg_job_chaos.adapters import finishes as readers
 from pg_job_chaos.core.history import History
+from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
-from pg_job_chaos.workers import finishes
-from pg_job_chaos.workers.hosted import HostedDesign
+from pg_job_chaos.workers.design import DesignHandle, load_design
+from pg_job_chaos.workers.hosted import HostedDesign, finishes
 from tests.unit.test_properties import died, drained, execution, history, job, one, rec, run_row, sane
 
 NAME = "library-one-finish"
@@ -190,10 +191,14 @@ def test_reading_a_design_that_cannot_tell_or_fails():
         def accepted_finishes(self, conn):
             raise RuntimeError("no\ntable")
 
-    assert finishes.read(Quiet(), None) == (None, None)
-    assert finishes.read(object(), None) == (None, None)
-    assert finishes.read(Broken(), None) == (None, "broken's accepted_finishes raised RuntimeError: no table")
-    assert finishes.is_hosted(Quiet()) and not finishes.is_hosted(object())
+    def run_of(handle):
+        return handle.for_run(Schedule(jobs=(JobSpec(1),)))
+
+    assert finishes.read(run_of(DesignHandle.of(Quiet())), None) == (None, None)
+    assert finishes.read(run_of(load_design("lease")), None) == (None, None)  # a built-in has no hook
+    assert finishes.read(run_of(DesignHandle.of(Broken())), None) == (
+        None, "broken's accepted_finishes raised RuntimeError: no table")
+    assert DesignHandle.of(Quiet()).hosted and not load_design("lease").hosted
 
 
 class Rows:

@@ -1,4 +1,4 @@
-"""tenant-isolation on the worker's own tenant code (workers/own_connection.py) and on complete
+"""tenant-isolation on the worker's own tenant code (workers/hosted/own_connection.py) and on complete
 reads: a job must begin with exactly its tenant and see all of its tenant's rows (no database)."""
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/
     queue every :class:`~core.schedule.JobSpec` through the library, with :func:`job_args` as the
     task's arguments, configured to run at most *max_attempts* times in all; record the library's
     ids with :func:`record_ids`.
-``for_run(schedule)`` (optional; :class:`HostedDesign` keeps ``schedule`` and ``lease``, real seconds)
-    called before each run's enqueue, in the supervisor's process (so also before the fork).
+``for_run(schedule)`` (optional; :class:`HostedDesign` returns a copy carrying ``schedule`` and ``lease``)
+    the design's view of one run, called before its enqueue; the run's queries go to that view.
 ``pending(conn) -> int``
     jobs the library's workers or its recovery may still act on -- including a job a worker has
     claimed whose body has not logged ``started`` yet (a running job with a live heartbeat, or one
@@ -34,7 +34,7 @@ A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/
     executor; its task calls :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``).
     Timing derives from the schedule (``ctx.lease``, ``ctx.poll``, ``ctx.heartbeat``, real seconds);
     logic stays as documented.
-``TIMING`` (optional, a :class:`~workers.timing.Intervals`)
+``TIMING`` (optional, a :class:`~workers.hosted.timing.Intervals`)
     the library's intervals as data: :meth:`HostedDesign.intervals` gives their real seconds for a
     schedule, in the ratios of the library's documented defaults; :meth:`HostedDesign.timing_notes`
     the ratios it cannot keep (the run's notes); :meth:`HostedDesign.stall_extra` the article seconds
@@ -47,7 +47,7 @@ A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/
     worker host's clock), optionally ``attempt`` (the 1-based attempt the body was told) -- and
     ``recorded``, one line of what its tables say of the job. None: the library cannot tell, and
     ``library-one-finish`` says unknown. The body commits and sends before the library's finish runs;
-    this is how the finish itself is judged (:mod:`workers.finishes` puts it in the history).
+    this is how the finish itself is judged (:mod:`workers.hosted.finishes` puts it in the history).
 
 Constructor keyword arguments are the ``--design-option key=value`` strings; a saved schedule keeps
 them and the library's version (:meth:`HostedDesign.versions`), and a replay uses them.
@@ -55,21 +55,23 @@ them and the library's version (:meth:`HostedDesign.versions`), and a replay use
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import signal
 import threading
 from collections.abc import Iterable
+from typing import Self
 
 from psycopg.types.json import Jsonb
 
-from ..core import sqlfile
-from ..core.errors import UsageError
-from ..core.history import JOB_STATES
+from ...core import sqlfile
+from ...core.errors import UsageError
+from ...core.history import JOB_STATES
+from ...core.schedule import Schedule
+from ..body import STRIKE_SIGNAL, Claimed
 from . import own_connection, timing
-from .body import STRIKE_SIGNAL, Claimed
-from .heartbeat import LeaseHeartbeat
 
-Q = sqlfile.load(__file__, "hosted.sql", "record_id", "schedule_ids")
+Q = sqlfile.load(__file__, "protocol.sql", "record_id", "schedule_ids")
 
 __all__ = ["HOSTED_POINTS", "STATES", "HostedDesign", "Jsonb", "claimed", "job_args", "record_ids", "run_job",
            "schedule_ids"]
@@ -109,7 +111,7 @@ def claimed(args: dict, attempt: int) -> Claimed:
 def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
     """The harness's job body, as a library's task runs it. With *conn* (the connection the worker
     gives the job, its tenant already set by the worker's own code): on that connection, observed
-    and not changed (:mod:`workers.own_connection`). Without: on a connection of the harness's pool
+    and not changed (:mod:`workers.hosted.own_connection`). Without: on a connection of the harness's pool
     (its tenant mode), with short transactions of its own -- read (tenant set, invoices read), work
     and side effect outside any transaction, then the ``job_runs`` row committed. Every fault strikes
     inside at :data:`HOSTED_POINTS`, none inside a transaction (a pause there would hold the horizon
@@ -142,15 +144,12 @@ def _run_on_pool(ctx, conn, job: Claimed) -> None:
     ex = ctx.execution(conn, job)
     try:
         ex.started()
-        started = LeaseHeartbeat.read_briefly(ex)
+        started = ex.read_briefly()
         ex.work()
         ex.effect()
         ex.point("before-finish")
-        if ctx.mode.autocommit:
-            conn.execute("begin")
-        ex.set_tenant()
-        ex.insert_finished_run(started)
-        conn.commit()
+        with ex.finishing(started):
+            pass  # the job_runs row alone: the library writes its own finish
         # After the job's work committed, before the library hears of it: a crash here is the
         # classic "done twice" (the library re-runs a job whose work is already in the database).
         ex.point("after-insert")
@@ -174,7 +173,10 @@ class HostedDesign:
     # policy reads it in this design's runs. The harness's tenant modes set app.tenant.
     tenant_setting = own_connection.DEFAULT_SETTING
     OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
-    TIMING: timing.Intervals | None = None  # the library's intervals, as data (workers/timing.py)
+    TIMING: timing.Intervals | None = None  # the library's intervals, as data (workers/hosted/timing.py)
+    hosted = True
+    schedule: Schedule | None = None  # the run's, on the view for_run returns; None on the design itself
+    lease: float | None = None  # the run's lease in real seconds, likewise
 
     def __init__(self, **options: str):
         unknown = [k for k in options if k not in self.OPTIONS]
@@ -192,11 +194,15 @@ class HostedDesign:
         except importlib.metadata.PackageNotFoundError:
             return {self.library: "not installed"}
 
-    def for_run(self, schedule) -> None:
-        """Before each run: the schedule, and its lease in real seconds (``pending`` runs in the
-        supervisor's process, where there is no worker context)."""
-        self.schedule = schedule
-        self.lease = schedule.seconds(schedule.timing.lease)
+    def for_run(self, schedule: Schedule) -> Self:
+        """The design's view of one run, before its enqueue (in the supervisor's process, so also before
+        the fork): a shallow copy carrying *schedule* and its lease in real seconds (``pending`` runs in
+        the supervisor's process, where there is no worker context). The design itself keeps no run's
+        state. An override calls this and returns what it returns, with its own per-run state set."""
+        run = copy.copy(self)
+        run.schedule = schedule
+        run.lease = schedule.seconds(schedule.timing.lease)
+        return run
 
     def intervals(self, schedule) -> dict[str, float]:
         """``{interval: real seconds}`` of the library for *schedule* (:attr:`TIMING`; empty without)."""

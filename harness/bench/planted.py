@@ -2,16 +2,16 @@
 built-in design, each one the search must find with its default budget (tests/chaos/test_planted.py
 asserts it, ``run.py bench`` times it). They are fixtures for the search, not designs offered to users:
 :data:`CASES` names each with the faults that expose it and the property that must find it; a design
-spec is :func:`spec` (``pg_job_chaos.workers.planted:NAME``)."""
+spec is :func:`spec` (``pg_job_chaos.harness.bench.planted:NAME``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from ..core import sqlfile
-from .body import Claimed
-from .heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
-from .lease import FencedOut, LeaseFenced
+from ...core import sqlfile
+from ...workers.body import Claimed
+from ...workers.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
+from ...workers.lease import FencedOut, LeaseFenced
 
 CASES = [  # (bug, faults, the property that must find it)
     ("CountAtFinish", "crash", "attempts-counted"),
@@ -182,8 +182,7 @@ class ReadsAfterTenantEnded(LeaseHeartbeat):
 
     name = "planted-reads-after-tenant-ended"
 
-    @staticmethod
-    def read_briefly(ex):
+    def read(self, ex):
         ex.read_inherited()
         ex.point("before-tenant")
         ex.set_tenant()

@@ -1,6 +1,6 @@
 """A worker in any runtime, through a subprocess that speaks the worker contract (``docs/contract.md``).
 
-:class:`ContractDesign` is a hosted design (``workers/hosted.py``) whose library lives in another
+:class:`ContractDesign` is a hosted design (``workers/hosted/protocol.py``) whose library lives in another
 process: a command (``--design-option command="node worker.js"``; a subclass fixes :attr:`COMMAND`)
 with the subcommands ``describe``, ``install``, ``enqueue`` and ``work``. The harness keeps what it
 judges on its own side: the queue's state is read by the SQL the descriptor gives (``reset``,
@@ -31,18 +31,18 @@ from urllib.parse import quote
 
 from psycopg import conninfo
 
-from ..core import procs, sqlfile
-from ..core.errors import UsageError
-from ..faults.catalogue import CATALOGUE
-from . import hosted, spawned
-from .body import STRIKE_SIGNAL
+from ...core import procs
+from ...core.errors import UsageError
+from ...faults.catalogue import CATALOGUE
+from ..body import STRIKE_SIGNAL
+from ..body import Q as BODY
+from . import protocol as hosted
+from . import spawned
 
 CONTRACT = 1
 ENV = "PGJC_CONTRACT"
-CLIENTS = Path(__file__).parent / "clients"  # python/pgjc_contract.py, node/pgjc-contract.js
+CLIENTS = Path(__file__).parent.parent / "clients"  # python/pgjc_contract.py, node/pgjc-contract.js
 SUBCOMMAND_TIMEOUT = 120.0  # seconds for describe, install or enqueue (an npm package's first import is slow)
-BODY = sqlfile.load(__file__, "body.sql", "inherited_tenant", "set_tenant",
-                    "insert_finished_run", "read_invoices")
 MODES = ("local", "session", "session-autocommit", "reset")  # what a client's own connections can do
 
 
@@ -120,13 +120,14 @@ class ContractDesign(hosted.HostedDesign):
         return {d["system"]: str(d.get("version", "unknown"))}
 
     # --- protocol v2 ---------------------------------------------------------------------------------
-    def for_run(self, schedule) -> None:
-        super().for_run(schedule)
+    def for_run(self, schedule):
+        run = super().for_run(schedule)
         if schedule.tenant_mode not in MODES:
             raise UsageError(f"design {self.name}: tenant mode {schedule.tenant_mode!r} is not one a contract client "
                              f"keeps; modes: {', '.join(MODES)}")
         if schedule.pooler is not None:
             raise UsageError(f"design {self.name}: behind a pooler the client cannot report server sessions (not yet)")
+        return run
 
     def install(self, conn, *, worker_role: str) -> None:
         self.call("install", dsn=_dsn_of(conn), env={"PGJC_WORKER_ROLE": worker_role})

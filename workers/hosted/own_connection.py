@@ -29,8 +29,8 @@ import re
 import psycopg
 from psycopg import sql
 
-from ..core import sqlfile
-from ..core.errors import UsageError
+from ...core import sqlfile
+from ...core.errors import UsageError
 
 Q = sqlfile.load(__file__, "own_connection.sql", "observe", "insert_finished_run")
 

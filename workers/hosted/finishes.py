@@ -3,7 +3,7 @@
 Under protocol v2 (:mod:`workers.hosted`) the harness's body commits its ``job_runs`` row and sends
 its effect before the library's own finish runs. What the library then *accepted* -- how many
 finishes it took for a job, and whose -- is read once after the run from the library's own tables by
-the design's optional ``accepted_finishes(conn)``; :func:`read` dates each finish on the execution
+the design's optional ``accepted_finishes(conn)`` (through its run, :class:`~workers.design.DesignRun`); :func:`read` dates each finish on the execution
 log's clock so that ``library-one-finish`` (``properties/library.py``) can tell which execution it
 came from. The runner calls it right after ``final_states``.
 """
@@ -13,18 +13,11 @@ from __future__ import annotations
 import logging
 import time
 
-from ..core.history import FINISH_OUTCOMES
-from .hosted import HostedDesign
+from ...core.history import FINISH_OUTCOMES
 
 log = logging.getLogger("pgjc.finishes")
 
 CLOCKS = ("database", "worker")
-
-
-def is_hosted(design) -> bool:
-    """Whether *design* hosts a queue library (protocol v2): a :class:`~workers.hosted.HostedDesign`,
-    or a plug-in with the v2 ``reset`` the runner calls (a built-in design has none)."""
-    return isinstance(design, HostedDesign) or callable(getattr(design, "reset", None))
 
 
 def clock_offsets(conn) -> dict[str, float]:
@@ -62,17 +55,15 @@ def convert(data: dict, offsets: dict[str, float]) -> list[dict]:
             for job, entry in sorted(data.items(), key=lambda kv: int(kv[0]))]
 
 
-def read(design, conn) -> tuple[list[dict] | None, str | None]:
-    """What *design*'s library accepted (:func:`convert`), and a note for the run when it could not be
-    read (the run stands; ``library-one-finish`` then says unknown). (None, None) when the design
-    cannot tell: no ``accepted_finishes``, or one that returns None."""
-    hook = getattr(design, "accepted_finishes", None)
-    if not callable(hook):
-        return None, None
-    name = getattr(design, "name", "the design")
+def read(run, conn) -> tuple[list[dict] | None, str | None]:
+    """What the library of *run* (a :class:`~workers.design.DesignRun`) accepted (:func:`convert`), and a
+    note for the run when it could not be read (the run stands; ``library-one-finish`` then says
+    unknown). (None, None) when the design cannot tell: no ``accepted_finishes``, or one that returns
+    None."""
     try:
-        data = hook(conn)
+        data = run.accepted_finishes(conn)
         return (None, None) if data is None else (convert(data, clock_offsets(conn)), None)
     except Exception as exc:
+        name = run.handle.name
         log.warning("%s: accepted_finishes failed: %s", name, exc)
         return None, f"{name}'s accepted_finishes raised {type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from ..core.schedule import JobSpec, Schedule, Timing
+from ...core.schedule import JobSpec, Schedule, Timing
 
 FLOAT, WHOLE, CRON, FIXED = "float", "whole", "cron", "fixed"
 GRIDS = (FLOAT, WHOLE, CRON, FIXED)

@@ -29,9 +29,10 @@ import threading
 import time
 from pathlib import Path
 
-from ..core import procs
-from . import statements
-from .body import STRIKE_SIGNAL, WorkerContext, WorkerSpec
+from ...core import procs
+from .. import statements
+from ..body import STRIKE_SIGNAL, WorkerSpec
+from ..context import WorkerContext
 
 ENV = "PGJC_SPAWNED_SPEC"
 SUFFIX = ".spawned-spec.pickle"
@@ -61,7 +62,7 @@ def context() -> WorkerContext:
     path = os.environ.get(ENV)
     if not path:
         raise RuntimeError(f"a hosted job ran in a process with no worker context ({ENV} is not set): "
-                           "the worker must call workers.spawned.export(ctx) before the library spawns")
+                           "the worker must call workers.hosted.spawned.export(ctx) before the library spawns")
     spec: WorkerSpec = pickle.loads(Path(path).read_bytes())
     procs.die_with_parent(signal.SIGKILL, os.getppid())
     # The go at a strike point is this process's STRIKE_SIGNAL, taken by sigtimedwait: blocked here,

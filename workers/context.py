@@ -1,0 +1,93 @@
+"""The worker context a design's loop gets in the forked worker: timing in real seconds, the pool,
+the worker's own connections, the execution log, the dequeue budget, and the body's executions."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import psycopg
+
+from ..core.execlog import ExecLog, path_for
+from . import statements
+from .body import STRIKE_SIGNAL, Claimed, Execution, WorkerSpec
+from .tenant import MODES
+
+
+class WorkerContext:
+    """What a design's worker loop gets: timing in real seconds, the pool, the log, the body."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.identity = spec.identity
+        self.schedule = s = spec.schedule
+        self.mode = MODES[s.tenant_mode]
+        self.log = ExecLog(path_for(spec.run_dir, spec.identity), spec.identity)
+        self.lease = s.seconds(s.timing.lease)
+        self.poll = s.seconds(s.timing.poll)
+        self.heartbeat = s.seconds(s.heartbeat)
+        self.max_runtime = s.seconds(s.timing.max_runtime)
+        self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
+        self.dequeues = 0
+        self.pool = None
+        self._own: dict[str, psycopg.Connection] = {}
+        self._strike_lock = threading.Lock()
+        self.statements_seen: set[tuple[str, bool]] = set()  # (point, job-bound) logged once (statements.py)
+
+    # --- connections ---------------------------------------------------------------------------
+    @property
+    def worker_dsn(self) -> str:
+        """The ordinary worker role's DSN (with the harness's client timeouts): what a hosted library's
+        own connections use."""
+        return self.spec.worker_dsn
+
+    def open_pool(self):
+        self.pool = self.mode.pool(self.spec.worker_dsn, size=self.schedule.pool_size,
+                                   configure=self._on_connect, application_name=self.identity,
+                                   name=f"{self.identity}-jobs")
+        return self.pool
+
+    def _on_connect(self, conn: psycopg.Connection) -> None:
+        self.log.write("connect", backend=conn.info.backend_pid)
+
+    def own_connection(self, purpose: str) -> psycopg.Connection:
+        """A connection of the worker's own, outside the pool (the heartbeat's), opened once and kept
+        for the worker's life; a broken one is replaced on the next call."""
+        conn = self._own.get(purpose)
+        if conn is None or conn.closed or conn.broken:
+            conn = self._own[purpose] = psycopg.connect(
+                self.spec.worker_dsn, autocommit=True, application_name=f"{self.identity}/{purpose}")
+            self.log.write("connect", backend=conn.info.backend_pid, purpose=purpose)
+        return conn
+
+    def close(self) -> None:
+        """Close the pool and the worker's own connections (a forked worker need not: it ``os._exit`` s;
+        an in-process loop, as ``run.py bench`` runs one, must)."""
+        if self.pool is not None:
+            self.pool.close()
+        for conn in self._own.values():
+            conn.close()
+        self._own.clear()
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def may_dequeue(self) -> bool:
+        return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    def execution(self, conn: psycopg.Connection, job: Claimed) -> Execution:
+        self.dequeues += 1
+        statements.set_current(job)  # the job this thread's statements belong to from now on
+        return Execution(self, conn, job)
+
+    def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
+        """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
+        signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
+        or another thread's wait could take this one's go."""
+        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)  # None: a statement of no job
+        with self._strike_lock:
+            self.log.write("point", job=job_id, attempt=attempt, point=point, backend=backend)
+            if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
+                self.log.write("point-timeout", job=job_id, attempt=attempt, point=point)

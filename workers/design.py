@@ -1,0 +1,349 @@
+"""The design boundary: what the harness asks of a design, and the one handle it asks through.
+
+A **design** is any object with the members of :class:`Design` (a built-in design, a hosted library's
+adapter, a worker-contract client, a user's own worker). :func:`load_design` builds it once from its
+spec and options and returns a :class:`DesignHandle`: every optional member resolved to its value or
+its default, so that the rest of the harness reads attributes and never probes the object. Each
+run goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
+
+Required (:class:`Design`):
+
+``name`` (str)
+    shown in reports.
+``default_restart_delay`` (float, article seconds)
+    how long the supervisor waits before replacing a dead worker.
+``install(conn, *, worker_role)``
+    extra schema on the admin connection (the owner), after the article's tables exist, and the
+    grants the ordinary ``worker_role`` needs (never BYPASSRLS). May do nothing.
+``enqueue(conn, jobs, *, max_attempts)``
+    queue every :class:`~core.schedule.JobSpec` in order.
+``run_worker(ctx)``
+    the worker loop, in the forked worker (``ctx`` is a :class:`~workers.context.WorkerContext`);
+    return when ``ctx.may_dequeue()`` is false.
+``pending(conn) -> int``
+    how many jobs the design's workers or its recovery may still act on (the quiescence test).
+``final_states(conn) -> list[dict]``
+    every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
+
+Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
+:class:`~workers.base.QueueDesign` declare every one):
+
+``points`` (:data:`~core.schedule.JOB_POINTS`)
+    the strike points its workers reach; the search draws fault points only from these.
+``exit_outcomes`` (``{}``)
+    exit codes its worker uses on purpose, named for the history (``{75: "abandoned ..."}``).
+``tenant_setting`` (``"app.tenant"``)
+    the setting its own tenant code sets; the invoices' policy reads it in its runs.
+``pool_first`` (False)
+    the worker opens the harness's pool before ``run_worker`` (a hosted library's tasks borrow from it).
+``min_time_scale`` (None)
+    below this time scale the design cannot keep its own intervals' ratios.
+``hosted`` (False; True for a :class:`~workers.hosted.HostedDesign` or a design with ``reset``)
+    it hosts a queue library: its finish is the library's, judged by ``library-one-finish``.
+``for_run(schedule)`` (the design itself)
+    the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
+    ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
+``reset(conn)`` (nothing)
+    empty the library's own tables between runs (the harness empties ``jobs``, ``job_runs``, ``job_map``).
+``versions()`` (``{}``)
+    ``{distribution: version}`` of what it hosts, saved with a schedule.
+``timing_notes(schedule)`` (``[]``) and ``stall_extra(schedule)`` (0.0)
+    the documented ratios a schedule cannot keep; the article seconds a run's stall limit stretches by.
+``accepted_finishes(conn)`` (None: cannot tell)
+    what the library accepted per job, from its own tables (``workers/hosted/protocol.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, cast, runtime_checkable
+
+import psycopg
+
+from ..core.errors import UsageError
+from ..core.schedule import JOB_POINTS, JobSpec, Schedule
+from .base import QueueDesign
+from .context import WorkerContext
+from .heartbeat import LeaseHeartbeat
+from .hosted import HostedDesign
+from .lease import Lease, LeaseFenced
+from .one_transaction import OneTransaction, OneTransactionHandler
+from .outbox import LeaseOutbox
+
+REQUIRED = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
+
+BUILTIN: dict[str, type[QueueDesign]] = {
+    d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat, LeaseOutbox)}
+
+# Real queue libraries, hosted by the adapters (``adapters/``), and the worker contract: by ``module:attr``,
+# as plug-ins are named. Importing one needs its library (the ``libraries`` extra) or its runtime.
+LIBRARIES = {
+    "procrastinate": "pg_job_chaos.adapters.procrastinate:Procrastinate",
+    "pgqueuer": "pg_job_chaos.adapters.pgqueuer:PgQueuer",
+    "chancy": "pg_job_chaos.adapters.chancy:Chancy",
+    "awa": "pg_job_chaos.adapters.awa:Awa",
+    "dbos": "pg_job_chaos.adapters.dbos:Dbos",
+    "django-tasks-db": "pg_job_chaos.adapters.django_tasks:DjangoTasks",
+    "contract": "pg_job_chaos.workers.hosted.contract:ContractDesign",  # any runtime: command="..."
+    "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",  # Node, through the contract
+    "graphile-worker": "pg_job_chaos.adapters.graphile:GraphileWorker",  # Node, through the contract
+    "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract
+}
+# Hosted in another runtime through the worker contract: not the libraries extra's.
+OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker")
+LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
+
+Finishes = dict[int, dict]
+
+
+@runtime_checkable
+class Design(Protocol):
+    """The members every design has (the module docstring says what each does)."""
+
+    name: str
+    default_restart_delay: float
+
+    def install(self, conn: psycopg.Connection, *, worker_role: str) -> None: ...
+
+    def enqueue(self, conn: psycopg.Connection, jobs: Iterable[JobSpec], *, max_attempts: int) -> None: ...
+
+    def run_worker(self, ctx: WorkerContext) -> None: ...
+
+    def pending(self, conn: psycopg.Connection) -> int: ...
+
+    def final_states(self, conn: psycopg.Connection) -> list[dict]: ...
+
+
+@dataclass(frozen=True)
+class DesignRun:
+    """A design bound to one run's schedule: what the runner and the supervisor call for that run."""
+
+    handle: DesignHandle
+    design: Design  # the run's view (a HostedDesign's copy carrying the schedule), or the design itself
+    schedule: Schedule
+
+    def enqueue(self, conn: psycopg.Connection) -> None:
+        self.design.enqueue(conn, self.schedule.jobs, max_attempts=self.schedule.max_attempts)
+
+    def run_worker(self, ctx: WorkerContext) -> None:
+        self.design.run_worker(ctx)
+
+    def pending(self, conn: psycopg.Connection) -> int:
+        return self.design.pending(conn)
+
+    def final_states(self, conn: psycopg.Connection) -> list[dict]:
+        return self.design.final_states(conn)
+
+    def accepted_finishes(self, conn: psycopg.Connection) -> Finishes | None:
+        """What the library accepted per job (None: the design cannot tell)."""
+        hook = self.handle.member(self.design, "accepted_finishes")
+        return cast("Finishes | None", hook(conn)) if hook is not None else None
+
+    def timing_notes(self) -> list[str]:
+        return self.handle.timing_notes(self.schedule)
+
+    def stall_extra(self) -> float:
+        return self.handle.stall_extra(self.schedule)
+
+
+@dataclass(frozen=True)
+class DesignHandle:
+    """One design, built once per process, with every optional member resolved (the module docstring
+    lists them and their defaults). Construct it with :func:`load_design` or :meth:`of`."""
+
+    design: Design
+    spec: str  # what was asked for: a built-in's or a library's name, or module:attr / file.py:attr
+    options: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""
+    default_restart_delay: float = 0.0
+    points: tuple[str, ...] = JOB_POINTS
+    exit_outcomes: Mapping[int, str] = field(default_factory=dict)
+    tenant_setting: str = "app.tenant"
+    pool_first: bool = False
+    min_time_scale: float | None = None
+    hosted: bool = False
+
+    @classmethod
+    def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None) -> DesignHandle:
+        """The handle of an already built *design*; :class:`UsageError` naming what is missing when it
+        does not fit :class:`Design`, or when its ``install`` takes no ``worker_role``."""
+        label = spec or type(design).__name__
+        missing = [m for m in REQUIRED if not hasattr(design, m)]
+        if missing:
+            raise UsageError(f"--design {label} does not fit the design protocol: missing {', '.join(missing)} "
+                             "(see workers/design.py)")
+        not_callable = [m for m in REQUIRED[2:] if not callable(getattr(design, m))]
+        if not_callable:
+            raise UsageError(f"--design {label}: {', '.join(not_callable)} must be callable")
+        _check_install(design, label)
+        d = cast(Design, design)
+
+        def opt(member: str, default: object) -> object:
+            value = getattr(design, member, None)
+            return default if value is None else value
+
+        return cls(
+            design=d, spec=spec or d.name, options=dict(options or {}), name=str(d.name),
+            default_restart_delay=float(d.default_restart_delay),
+            points=tuple(cast("Iterable[str]", opt("points", JOB_POINTS))) or JOB_POINTS,
+            exit_outcomes=dict(cast("Mapping[int, str]", opt("exit_outcomes", {}))),
+            tenant_setting=str(opt("tenant_setting", "app.tenant")),
+            pool_first=bool(opt("pool_first", False)),
+            min_time_scale=cast("float | None", getattr(design, "min_time_scale", None)) or None,
+            hosted=isinstance(design, HostedDesign) or callable(getattr(design, "reset", None)),
+        )
+
+    @staticmethod
+    def member(design: object, name: str) -> Callable | None:
+        """*design*'s optional method *name*, or None: the one place an optional method is looked up."""
+        value = getattr(design, name, None)
+        return value if callable(value) else None
+
+    @property
+    def key(self) -> str:
+        """What a schedule names this design by: its spec and options (the runner's cache key)."""
+        return key_of(self.spec, self.options)
+
+    def for_run(self, schedule: Schedule) -> DesignRun:
+        """The design bound to *schedule*, before the run's enqueue and fork (in the supervisor's process)."""
+        hook = self.member(self.design, "for_run")
+        view = hook(schedule) if hook is not None else None
+        return DesignRun(self, cast(Design, view) if view is not None else self.design, schedule)
+
+    def install(self, conn: psycopg.Connection, *, worker_role: str) -> None:
+        self.design.install(conn, worker_role=worker_role)
+
+    def reset(self, run: DesignRun, conn: psycopg.Connection) -> None:
+        """Empty the library's own tables before *run* (nothing for a design without ``reset``)."""
+        hook = self.member(run.design, "reset")
+        if hook is not None:
+            hook(conn)
+
+    def versions(self) -> dict[str, str]:
+        hook = self.member(self.design, "versions")
+        return dict(hook()) if hook is not None else {}
+
+    def timing_notes(self, schedule: Schedule) -> list[str]:
+        hook = self.member(self.design, "timing_notes")
+        return list(hook(schedule)) if hook is not None else []
+
+    def stall_extra(self, schedule: Schedule) -> float:
+        hook = self.member(self.design, "stall_extra")
+        return float(hook(schedule)) if hook is not None else 0.0
+
+
+def key_of(spec: str, options: Mapping[str, str] | None) -> str:
+    return f"{spec}|{sorted((options or {}).items())!r}"
+
+
+def _check_install(design: object, label: str) -> None:
+    """A design's ``install`` must take ``worker_role`` (its grants are the design's job)."""
+    try:
+        inspect.signature(cast(Design, design).install).bind(None, worker_role="pgjc_worker")
+    except TypeError:
+        raise UsageError(f"--design {label}: install must take (conn, *, worker_role): the ordinary role the "
+                         "workers log in as, to grant what they need") from None
+    except ValueError:  # a builtin without a signature: trust it
+        pass
+
+
+def parse_options(pairs: Iterable[str] | None) -> dict[str, str]:
+    """``--design-option key=value`` strings as a dict; :class:`UsageError` for one without ``=``."""
+    out = {}
+    for pair in pairs or ():
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--design-option {pair!r}: expected key=value")
+        out[key.strip()] = value
+    return out
+
+
+def load_design(spec: str, options: Mapping[str, str] | None = None) -> DesignHandle:
+    """A built-in design by name, a hosted library by name (:data:`LIBRARIES`), ``package.module:attr``
+    or ``path/to/file.py:attr``, built once: a class or a factory function is called with *options*
+    (the ``--design-option`` strings) as keyword arguments; an object given as it is takes none.
+
+    Raises :class:`UsageError` naming the module and what went wrong when it cannot be imported
+    (its own code raised, too), when the options do not fit, or what is missing when the object does
+    not fit :class:`Design`.
+    """
+    options = dict(options or {})
+    if spec in BUILTIN:
+        return DesignHandle.of(_configured(BUILTIN[spec], spec, options), spec, options)
+    target = LIBRARIES.get(spec, spec)
+    if ":" not in target:
+        raise UsageError(f"unknown design {spec!r}; built-in designs: {', '.join(BUILTIN)}; libraries: "
+                         f"{', '.join(LIBRARIES)}; or give package.module:attr or path/to/file.py:attr")
+    module_name, _, attr = target.rpartition(":")
+    try:
+        module = _import(module_name)
+    except ImportError as exc:
+        # The hint only when the library is what is missing, not the adapter module or its package.
+        parts = module_name.split(".")
+        own = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if spec in LIBRARIES and exc.name not in own \
+            else ""
+        raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
+    except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
+        raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"--design {target}: module {module_name} has no attribute {attr!r}") from None
+    return DesignHandle.of(_configured(obj, target, options), spec, options)
+
+
+def _import(module_name: str):
+    """``package.module`` (from the current directory too, as ``python -m`` would) or a file path
+    ``path/to/file.py`` (its directory goes on ``sys.path`` so it can import its neighbours, and the
+    current directory after it, so it can import packages from the project's root as well)."""
+    if module_name.endswith(".py") or os.sep in module_name:
+        path = Path(module_name).expanduser().resolve()
+        if not path.is_file():
+            raise ImportError(f"no file {path}")
+        name = f"pgjc_design_{path.stem}_{abs(hash(str(path))):x}"
+        if name in sys.modules:
+            return sys.modules[name]
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        if os.getcwd() not in sys.path:  # after the file's directory: its neighbours come first
+            sys.path.insert(sys.path.index(str(path.parent)) + 1, os.getcwd())
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    return importlib.import_module(module_name)
+
+
+def _configured(obj: object, spec: str, options: dict[str, str]) -> object:
+    """*obj* built with *options*: a class or a factory is called; an instance must get none."""
+    is_factory = callable(obj) and not hasattr(obj, "run_worker")
+    if not isinstance(obj, type) and not is_factory:
+        if options:
+            raise UsageError(f"--design {spec} is an object, not a class or factory: it takes no --design-option")
+        return obj
+    try:
+        return cast("Callable[..., object]", obj)(**options)
+    except UsageError:
+        raise
+    except TypeError as exc:
+        given = ", ".join(options) or "none"
+        raise UsageError(f"--design {spec}: cannot be built with the options given ({given}): {exc}") from None
+    except Exception as exc:
+        raise UsageError(f"--design {spec}: building it raised {type(exc).__name__}: {exc}") from None
