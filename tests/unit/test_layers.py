@@ -183,17 +183,24 @@ def violations(root: Path = ROOT) -> list[str]:
     return out
 
 
-def _within_harness(m: str, t: str) -> list[str]:
-    a, b = (GROUP.get(x.split(".")[1], x.split(".")[1]) for x in (m, t))
+def _ordered(package: str, order: dict[str, int], group, m: str, t: str) -> list[str]:
+    """Within *package*: *m*'s part may import a part of a lower place in *order* (*group* names the
+    part a module belongs to), never one of its own place or above."""
+    a, b = (group(x.split(".")[1]) for x in (m, t))
     if a == b:
         return []
+    table = "HARNESS" if package == "harness" else "WORKERS"
     for part in (a, b):
-        if part not in HARNESS:
-            return [f"{m}: harness part {part!r} has no layer; add it to HARNESS in tests/unit/test_layers.py"]
-    if HARNESS[b] >= HARNESS[a]:
-        how = "sideways" if HARNESS[a] == HARNESS[b] else "up"
-        return [f"{m} imports {t}: {how} inside harness, from {a} ({HARNESS[a]}) to {b} ({HARNESS[b]})"]
+        if part not in order:
+            return [f"{m}: {package} part {part!r} has no layer; add it to {table} in tests/unit/test_layers.py"]
+    if order[b] >= order[a]:
+        how = "sideways" if order[a] == order[b] else "up"
+        return [f"{m} imports {t}: {how} inside {package}, from {a} ({order[a]}) to {b} ({order[b]})"]
     return []
+
+
+def _within_harness(m: str, t: str) -> list[str]:
+    return _ordered("harness", HARNESS, lambda part: GROUP.get(part, part), m, t)
 
 
 def _within_workers(m: str, t: str) -> list[str]:
@@ -201,17 +208,7 @@ def _within_workers(m: str, t: str) -> list[str]:
         return []
     if t == "workers":
         return [f"{m} imports the workers package itself: import the part it needs"]
-    a, b = (x.split(".")[1] for x in (m, t))
-    a, b = ("builtin" if x in BUILTIN else x for x in (a, b))
-    if a == b:
-        return []
-    for part in (a, b):
-        if part not in WORKERS:
-            return [f"{m}: workers part {part!r} has no layer; add it to WORKERS in tests/unit/test_layers.py"]
-    if WORKERS[b] >= WORKERS[a]:
-        how = "sideways" if WORKERS[a] == WORKERS[b] else "up"
-        return [f"{m} imports {t}: {how} inside workers, from {a} ({WORKERS[a]}) to {b} ({WORKERS[b]})"]
-    return []
+    return _ordered("workers", WORKERS, lambda part: "builtin" if part in BUILTIN else part, m, t)
 
 
 def test_no_import_goes_up_a_layer_or_closes_a_cycle():
@@ -269,3 +266,15 @@ if __name__ == "__main__":
     found = violations(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
     print("\n".join(found))
     print(f"{len(found)} violations")
+
+
+def test_the_hosting_package_and_the_built_in_designs_stay_apart(tmp_path):
+    for folder in ("core", "workers", "workers/hosted"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "workers" / "body.py").write_text("")
+    (tmp_path / "workers" / "lease.py").write_text("from .body import x\n")
+    (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..lease import y\nfrom ..body import z\n")
+    found = violations(tmp_path)
+    assert found == ["workers.hosted.protocol imports workers.lease: sideways inside workers, from hosted (3) "
+                     "to builtin (3)"], found
