@@ -60,9 +60,10 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Protocol, cast, runtime_checkable
 
 import psycopg
@@ -100,7 +101,8 @@ LIBRARIES = {
 OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker")
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 
-Finishes = dict[int, dict]
+Row = dict[str, object]  # one job's final state, or one finish
+Finishes = dict[int, dict[str, object]]
 
 
 @runtime_checkable
@@ -118,7 +120,43 @@ class Design(Protocol):
 
     def pending(self, conn: psycopg.Connection) -> int: ...
 
-    def final_states(self, conn: psycopg.Connection) -> list[dict]: ...
+    def final_states(self, conn: psycopg.Connection) -> list[Row]: ...
+
+
+# The optional methods, one protocol each: ``isinstance`` on them (inside this module only) is how the
+# handle learns which a design has.
+@runtime_checkable
+class _Binds(Protocol):
+    def for_run(self, schedule: Schedule) -> object: ...
+
+
+@runtime_checkable
+class _Resets(Protocol):
+    def reset(self, conn: psycopg.Connection) -> None: ...
+
+
+@runtime_checkable
+class _Versioned(Protocol):
+    def versions(self) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
+class _Notes(Protocol):
+    def timing_notes(self, schedule: Schedule) -> list[str]: ...
+
+
+@runtime_checkable
+class _Stalls(Protocol):
+    def stall_extra(self, schedule: Schedule) -> float: ...
+
+
+@runtime_checkable
+class _Accepts(Protocol):
+    def accepted_finishes(self, conn: psycopg.Connection) -> Finishes | None: ...
+
+
+class _Factory(Protocol):
+    def __call__(self, **options: str) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -138,13 +176,12 @@ class DesignRun:
     def pending(self, conn: psycopg.Connection) -> int:
         return self.design.pending(conn)
 
-    def final_states(self, conn: psycopg.Connection) -> list[dict]:
+    def final_states(self, conn: psycopg.Connection) -> list[Row]:
         return self.design.final_states(conn)
 
     def accepted_finishes(self, conn: psycopg.Connection) -> Finishes | None:
         """What the library accepted per job (None: the design cannot tell)."""
-        hook = self.handle.member(self.design, "accepted_finishes")
-        return cast("Finishes | None", hook(conn)) if hook is not None else None
+        return self.design.accepted_finishes(conn) if isinstance(self.design, _Accepts) else None
 
     def timing_notes(self) -> list[str]:
         return self.handle.timing_notes(self.schedule)
@@ -185,26 +222,18 @@ class DesignHandle:
         _check_install(design, label)
         d = cast(Design, design)
 
-        def opt(member: str, default: object) -> object:
-            value = getattr(design, member, None)
-            return default if value is None else value
-
+        # The optional members, each read once here (None or absent: the default).
+        points: Iterable[str] = getattr(design, "points", None) or JOB_POINTS
+        exits: Mapping[int, str] = getattr(design, "exit_outcomes", None) or {}
+        setting: str = getattr(design, "tenant_setting", None) or "app.tenant"
+        floor: float | None = getattr(design, "min_time_scale", None)
         return cls(
             design=d, spec=spec or d.name, options=dict(options or {}), name=str(d.name),
-            default_restart_delay=float(d.default_restart_delay),
-            points=tuple(cast("Iterable[str]", opt("points", JOB_POINTS))) or JOB_POINTS,
-            exit_outcomes=dict(cast("Mapping[int, str]", opt("exit_outcomes", {}))),
-            tenant_setting=str(opt("tenant_setting", "app.tenant")),
-            pool_first=bool(opt("pool_first", False)),
-            min_time_scale=cast("float | None", getattr(design, "min_time_scale", None)) or None,
-            hosted=isinstance(design, HostedDesign) or callable(getattr(design, "reset", None)),
+            default_restart_delay=float(d.default_restart_delay), points=tuple(points) or JOB_POINTS,
+            exit_outcomes=dict(exits), tenant_setting=str(setting),
+            pool_first=bool(getattr(design, "pool_first", False)), min_time_scale=floor or None,
+            hosted=isinstance(design, HostedDesign | _Resets),
         )
-
-    @staticmethod
-    def member(design: object, name: str) -> Callable | None:
-        """*design*'s optional method *name*, or None: the one place an optional method is looked up."""
-        value = getattr(design, name, None)
-        return value if callable(value) else None
 
     @property
     def key(self) -> str:
@@ -213,8 +242,7 @@ class DesignHandle:
 
     def for_run(self, schedule: Schedule) -> DesignRun:
         """The design bound to *schedule*, before the run's enqueue and fork (in the supervisor's process)."""
-        hook = self.member(self.design, "for_run")
-        view = hook(schedule) if hook is not None else None
+        view = self.design.for_run(schedule) if isinstance(self.design, _Binds) else None
         return DesignRun(self, cast(Design, view) if view is not None else self.design, schedule)
 
     def install(self, conn: psycopg.Connection, *, worker_role: str) -> None:
@@ -222,21 +250,17 @@ class DesignHandle:
 
     def reset(self, run: DesignRun, conn: psycopg.Connection) -> None:
         """Empty the library's own tables before *run* (nothing for a design without ``reset``)."""
-        hook = self.member(run.design, "reset")
-        if hook is not None:
-            hook(conn)
+        if isinstance(run.design, _Resets):
+            run.design.reset(conn)
 
     def versions(self) -> dict[str, str]:
-        hook = self.member(self.design, "versions")
-        return dict(hook()) if hook is not None else {}
+        return dict(self.design.versions()) if isinstance(self.design, _Versioned) else {}
 
     def timing_notes(self, schedule: Schedule) -> list[str]:
-        hook = self.member(self.design, "timing_notes")
-        return list(hook(schedule)) if hook is not None else []
+        return list(self.design.timing_notes(schedule)) if isinstance(self.design, _Notes) else []
 
     def stall_extra(self, schedule: Schedule) -> float:
-        hook = self.member(self.design, "stall_extra")
-        return float(hook(schedule)) if hook is not None else 0.0
+        return float(self.design.stall_extra(schedule)) if isinstance(self.design, _Stalls) else 0.0
 
 
 def key_of(spec: str, options: Mapping[str, str] | None) -> str:
@@ -300,7 +324,7 @@ def load_design(spec: str, options: Mapping[str, str] | None = None) -> DesignHa
     return DesignHandle.of(_configured(obj, target, options), spec, options)
 
 
-def _import(module_name: str):
+def _import(module_name: str) -> ModuleType:
     """``package.module`` (from the current directory too, as ``python -m`` would) or a file path
     ``path/to/file.py`` (its directory goes on ``sys.path`` so it can import its neighbours, and the
     current directory after it, so it can import packages from the project's root as well)."""
@@ -339,7 +363,8 @@ def _configured(obj: object, spec: str, options: dict[str, str]) -> object:
             raise UsageError(f"--design {spec} is an object, not a class or factory: it takes no --design-option")
         return obj
     try:
-        return cast("Callable[..., object]", obj)(**options)
+        factory = cast(_Factory, obj)
+        return factory(**options)
     except UsageError:
         raise
     except TypeError as exc:

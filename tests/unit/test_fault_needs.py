@@ -5,7 +5,6 @@ declarations, never from the fault's name. No database."""
 
 from __future__ import annotations
 
-import argparse
 import signal
 import socket
 import threading
@@ -20,9 +19,11 @@ from pg_job_chaos.faults.catalogue import CATALOGUE, VARIANTS, Fault, entries, e
 from pg_job_chaos.harness import session
 from pg_job_chaos.harness.engine import smallscope
 from pg_job_chaos.harness.net import network
+from pg_job_chaos.harness.postgres import ServerSpec
 from pg_job_chaos.harness.postgres.local import DURABLE_SETTINGS
 from pg_job_chaos.harness.supervisor.loop import Supervisor
 from pg_job_chaos.harness.supervisor.strikes import Strikes
+from pg_job_chaos.workers import load_design
 
 # Every supervisor fault and what it declares beyond the defaults. A new supervisor fault must be
 # added here: the test below fails until it says what it needs.
@@ -191,23 +192,23 @@ def test_the_network_applies_every_known_action_and_refuses_others(listener, mon
 
 
 def _args(**kw):
-    return argparse.Namespace(**{"postgres": "local", "parallel": 3, "pooler": None, **kw})
+    return ServerSpec(**kw)
 
 
 def test_slot_count_derives_from_needs_one_slot():
     whole = Fault("whole-server", "supervisor", "reaches the whole server", needs_one_slot=True)
     other = Fault("other", "supervisor", "reaches one worker")
-    assert session.slot_count(_args(), [whole]) == 1
-    assert session.slot_count(_args(), [other, "pause", "partition"]) == 3
-    assert session.slot_count(_args(), ["restart"]) == 1  # by name: its catalogue entry
-    assert session.slot_count(_args(pooler="pgbouncer"), [other]) == 1
+    assert session.slot_count(_args(), [whole], 3) == 1
+    assert session.slot_count(_args(), [other, "pause", "partition"], 3) == 3
+    assert session.slot_count(_args(), ["restart"], 3) == 1  # by name: its catalogue entry
+    assert session.slot_count(_args(pooler="pgbouncer"), [other], 3) == 1
 
 
 def test_a_name_declared_one_slot_in_the_catalogue_gives_one_slot(monkeypatch):
     monkeypatch.setitem(CATALOGUE, "whole-server", Fault("whole-server", "supervisor", "x", needs_one_slot=True))
-    assert session.slot_count(_args(), ["whole-server"]) == 1
+    assert session.slot_count(_args(), ["whole-server"], 3) == 1
     monkeypatch.setitem(CATALOGUE, "restart", Fault("restart", "supervisor", "x"))  # the name is not what counts
-    assert session.slot_count(_args(), ["restart"]) == 3
+    assert session.slot_count(_args(), ["restart"], 3) == 3
 
 
 def test_server_settings_derive_from_the_declarations(monkeypatch):
@@ -247,11 +248,11 @@ def test_variants_come_from_the_declarations():
 
 
 def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_path, monkeypatch):
-    design = SimpleNamespace(default_restart_delay=0.0)
+    design = load_design("lease")
 
     def uses(*faults):
         s = Schedule(jobs=(JobSpec(id=1),), events=tuple(Event(f, 1) for f in faults))
-        return Supervisor(s, design, admin_dsn="", worker_dsn="", run_dir=tmp_path).uses_network
+        return Supervisor(s, design.for_run(s), admin_dsn="", worker_dsn="", run_dir=tmp_path).uses_network
 
     assert not uses() and not uses("pause", "restart", "horizon")
     assert uses("latency") and uses("pause", "partition") and uses("reset") and uses("lost-commit-reply")

@@ -15,6 +15,7 @@ from pg_job_chaos.harness.engine.search import search
 from pg_job_chaos.harness.report import text
 from pg_job_chaos.harness.report.result import Report
 from pg_job_chaos.properties.core import Result
+from pg_job_chaos.workers import load_design
 
 
 def _results(violated: tuple[str, ...] = ()) -> dict:
@@ -79,7 +80,7 @@ def test_the_search_shrinks_only_a_gated_violation():
         ran.append(s)
         return _history(s)
 
-    kw = dict(faults=(), design="lease", tenant_mode="local", examples=3, seed=1, time_scale=0.2, database=None)
+    kw = dict(faults=(), design=load_design("lease"), tenant_mode="local", examples=3, seed=1, time_scale=0.2, database=None)
     everything = search(run, **kw)
     assert everything.counterexample is not None and "terminal-states" in everything.counterexample.violated
     gate = properties.gate(allow="progress,terminal-states")
