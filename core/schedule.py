@@ -130,7 +130,7 @@ class Schedule:
     # --- JSON ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         data = {"format": FORMAT, **dataclasses.asdict(self)}
-        for job in data["jobs"]:  # a fault on every execution, as before transient faults: files unchanged
+        for job in data["jobs"]:  # no strikes: a fault on every execution (the key left out)
             if job.get("strikes") is None:
                 job.pop("strikes", None)
         return data

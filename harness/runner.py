@@ -19,9 +19,10 @@ from ..core.cleanup import Cleanup
 from ..core.history import History
 from ..core.schedule import Schedule
 from ..faults.catalogue import entries
-from ..workers.design import DesignHandle, DesignRun, key_of, load_design
+from ..workers.design import DesignHandle, DesignRun, key_of
 from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
+from ..workers.loading import load_design
 from .postgres import Database
 from .postgres import dataset as db
 from .supervisor import Supervisor

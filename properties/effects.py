@@ -3,8 +3,8 @@
 Pure functions of a :class:`~core.history.History`, like ``properties/checks.py``. They judge
 every send in the execution log (``History.effects``): the job body's own (no key: the world
 takes every one) and a relay's deliveries of committed outbox rows (keyed: the world takes a key
-once and acknowledges a repeat without doing it again, ``core.world``). A design that sends
-without keys is judged exactly as before the world knew keys.
+once and acknowledges a repeat without doing it again, ``core.world``). A send without a key is
+taken every time.
 """
 
 from __future__ import annotations

@@ -8,17 +8,8 @@ a pooled connection (``workers/tenant.py``). The job body they all run is ``work
 from __future__ import annotations
 
 from .base import QueueDesign
-from .design import (
-    BUILTIN,
-    LIBRARIES,
-    LIBRARIES_EXTRA,
-    OTHER_RUNTIMES,
-    Design,
-    DesignHandle,
-    DesignRun,
-    load_design,
-    parse_options,
-)
+from .design import Design, DesignHandle, DesignRun
+from .loading import BUILTIN, LIBRARIES, LIBRARIES_EXTRA, OTHER_RUNTIMES, load_design, parse_options
 from .tenant import MODES, TenantMode, check_schedule
 
 DESIGNS = BUILTIN  # the built-in designs by name

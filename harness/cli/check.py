@@ -55,7 +55,7 @@ def add_parser(sub, parents) -> argparse.ArgumentParser:
                                    "state, attempts read back, the job body reached, each fault struck). Exit 0 "
                                    "all held, 1 a check failed. The design's guarantees are search's to judge.")
     p.add_argument("design", metavar="DESIGN",
-                   help="as search's --design: a built-in design, procrastinate | pgqueuer | chancy, "
+                   help="as search's --design: a built-in design, a hosted library (procrastinate, pg-boss, ...), "
                         "package.module:attr or path/to/file.py:attr")
     p.add_argument("--time-scale", type=float, metavar="X",
                    help="multiply every duration (default 0.5, raised to a hosted library's floor)")
@@ -197,7 +197,7 @@ def run(args, progress) -> int:
     schedules = plan(args.design, design, options, scale)
     names = sorted({n for _, s in schedules for n in s.faults()})
     lines = []
-    with runner_for(args, progress, names, designs=[design]) as runner:
+    with runner_for(args.server, progress, names, designs=[design]) as runner:
         lines.append(f"{COMMAND} {args.design} ({design.name}): {len(schedules)} runs, time scale {scale:g}, "
                      f"{runner.database.server}")
         for n, (label, schedule) in enumerate(schedules, 1):

@@ -7,14 +7,19 @@ and a checkout's ``python run.py`` are the same parser (:data:`PROG`); ``--versi
 Subcommands: ``search`` (the default), ``replay FILE``, ``compare``, ``experiment NAME``, ``bench``,
 ``new-design NAME`` (:mod:`.scaffold`: a hosted design file for the user's own worker, to fill in),
 ``check-design DESIGN`` (:mod:`.check`: positive controls, whether the harness can observe a design).
-The card's form ``python run.py --design lease --faults crash,overrun`` is ``search``; the older
-flags ``--replay FILE`` and ``--compare`` still name their subcommands.
+Without a subcommand, ``python run.py --design lease --faults crash,overrun`` is ``search``; the
+flags ``--replay FILE`` and ``--compare`` name their subcommands.
 
 Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated (with ``--strict``:
 or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on stderr, never a traceback.
 
 Settings: ``[tool.pg-job-chaos]`` in the project's ``pyproject.toml`` gives search, replay and compare
 their defaults, below the flags given (:mod:`.config`, :func:`parse`).
+
+The server: ``--postgres``, ``--pg-bin``, ``--pg-version`` and ``--pooler`` become one
+:class:`~harness.postgres.ServerSpec`, ``args.server``, made once by :func:`parse` (:func:`server_spec`);
+a command adds what its faults need (``harness.session.runner_for``) and provisions from it. Its
+messages name its fields (``pg_bin``), each the flag of the same name.
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from ...core.errors import EXIT_HARNESS, EXIT_USAGE, ChaosError, UsageError
 from ...workers import DESIGNS, LIBRARIES, MODES
 from .. import experiments, scales
 from ..bench import main as bench
+from ..postgres import ServerSpec
 from ..progress import Progress
 from ..report.result import PROGRAM
 from . import check, commands, config, scaffold
 
 PROG = PROGRAM  # the console script; run.py and python -m pg_job_chaos are the same program
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench", scaffold.COMMAND, check.COMMAND)
+SERVED = tuple(c for c in SUBCOMMANDS if c != scaffold.COMMAND)  # the subcommands that run on a server
 DEFAULT_EXAMPLES = 10
 
 
@@ -197,7 +204,8 @@ def _terminated(signum, frame):
 def parse(argv: list[str]) -> argparse.Namespace:
     """*argv* (normalised) parsed, with the settings file's values as the defaults of its subcommand:
     the flags given win. ``args.config_file`` is the file read (or None) and ``args.config_keys`` the
-    settings it gave that the command line left as they were."""
+    settings it gave that the command line left as they were; ``args.server`` the
+    :func:`server_spec` (None for a subcommand that runs on no server)."""
     p = parser()
     args = p.parse_args(argv)
     args.config_file, args.config_keys = None, []
@@ -209,7 +217,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
         args = p.parse_args(argv)
         args.config_file = path
         args.config_keys = sorted(dest for dest, value in values.items() if getattr(args, dest) == value)
+    try:
+        args.server = server_spec(args) if args.subcommand in SERVED else None
+    except UsageError as exc:  # main's boundary cannot blame the file: it has no args yet
+        raise UsageError(f"{exc}{config.blame(str(exc), args.config_file, args.config_keys)}") from None
     return args
+
+
+def server_spec(args: argparse.Namespace) -> ServerSpec:
+    """The server the command line names: ``--postgres``, ``--pg-bin``, ``--pg-version`` and ``--pooler``
+    as one :class:`~harness.postgres.ServerSpec`; a :class:`UsageError` (naming the field) for a bad one."""
+    return ServerSpec(postgres=args.postgres, pg_bin=args.pg_bin, pg_version=args.pg_version, pooler=args.pooler)
 
 
 def main(argv: list[str] | None = None) -> int:

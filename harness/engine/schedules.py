@@ -17,7 +17,3 @@ def load(path: str | Path) -> Schedule:
     """A schedule file, fully checked; a :class:`~core.errors.UsageError` names the file and field."""
     return base.load(path, validators=VALIDATORS)
 
-
-def from_dict(data: dict, *, source: str = "schedule") -> Schedule:
-    """A schedule from JSON data, fully checked."""
-    return Schedule.from_dict(data, source=source, validators=VALIDATORS)

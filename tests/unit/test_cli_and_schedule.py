@@ -120,9 +120,10 @@ def test_sqlfile_params():
     assert sqlfile.params("select 1") == set()
 
 
-def _sql_calls():
+def _sql_calls(unimported: list[str]):
     """Every ``X.execute(Q.name, {...})`` / ``executemany`` with a dict literal in the project:
-    (file, line, statement, the dict's keys)."""
+    (file, line, statement, the dict's keys). A module whose queue library is not installed (an
+    adapter without the ``libraries`` extra) cannot be imported: its path goes to *unimported*."""
     root = Path(__file__).resolve().parents[2]
     for path in sorted(root.glob("*/**/*.py")):
         if path.parts[len(root.parts)] in ("tests", "benchmarks"):
@@ -143,7 +144,13 @@ def _sql_calls():
             if module is None:
                 rel = path.relative_to(root).with_suffix("")
                 prefix = ("pg_job_chaos",) if rel.parts[0] in pg_job_chaos.LAYERS else ()
-                module = importlib.import_module(".".join((*prefix, *rel.parts)))
+                try:
+                    module = importlib.import_module(".".join((*prefix, *rel.parts)))
+                except ImportError as exc:
+                    if (exc.name or "").startswith("pg_job_chaos"):
+                        raise
+                    unimported.append(f"{path.relative_to(root)} ({exc.name})")
+                    break
             queries = getattr(module, q.value.id, None)
             if not isinstance(queries, sqlfile.Queries):
                 continue
@@ -152,8 +159,12 @@ def _sql_calls():
 
 
 def test_every_query_call_passes_exactly_the_parameters_its_statement_names():
-    calls = list(_sql_calls())
+    unimported: list[str] = []
+    calls = list(_sql_calls(unimported))
     assert len(calls) > 20  # the scan finds the designs' and the supervisor's calls
     bad = [f"{where}: passes {sorted(keys)}, statement names {sorted(sqlfile.params(stmt))}"
            for where, stmt, keys in calls if keys != sqlfile.params(stmt)]
     assert not bad, "\n".join(bad)
+    if unimported:
+        pytest.skip(f"the rest held; not checked, their libraries not installed (pip install -e '.[libraries]'): "
+                    f"{', '.join(unimported)}")

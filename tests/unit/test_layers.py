@@ -53,6 +53,7 @@ WORKERS = {
     "context": 2,  # the worker context a design's loop gets
     "builtin": 3, "hosted": 3,  # the article's designs; hosting a library, a user's worker, the contract
     "design": 4,  # the boundary: the protocol and the handle load_design returns
+    "loading": 5,  # load_design: a design by name or spec, built once
 }
 BUILTIN = ("base", "lease", "one_transaction", "heartbeat", "outbox")  # the built-in designs, one concept
 

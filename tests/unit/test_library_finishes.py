@@ -13,7 +13,7 @@ from pg_job_chaos.adapters import finishes as readers
 from pg_job_chaos.core.history import History
 from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
-from pg_job_chaos.workers.design import DesignHandle, load_design
+from pg_job_chaos.workers import DesignHandle, load_design
 from pg_job_chaos.workers.hosted import HostedDesign, finishes
 from tests.unit.test_properties import died, drained, execution, history, job, one, rec, run_row, sane
 

@@ -1,11 +1,13 @@
 """Protocol version 2: hosting a real queue library, observed rather than prescribed.
 
 A built-in design (``workers/base.py``) claims from the harness's own ``jobs`` table. A **hosted**
-design runs somebody else's queue -- procrastinate, pgqueuer, chancy, a user's own -- with its own
+design runs somebody else's queue -- a hosted library (``adapters/``), a user's own -- with its own
 schema, claim SQL, retry policy, finish, heartbeats and recovery; the harness only supplies the job
 body the library's task calls and reads, at the end, what the library says became of each job.
 
-A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/``) provides:
+A hosted design (subclass :class:`HostedDesign`; the adapters are in ``adapters/``) provides the
+members below; :class:`~workers.hosted.declared.DeclaredDesign` builds ``reset``, ``pending``,
+``final_states`` and ``accepted_finishes`` from a status map and named SQL, as the adapters do:
 
 ``install(conn, *, worker_role)``
     the library's schema, by its own installer, on the admin connection (the owner), and the grants
@@ -86,8 +88,8 @@ HOSTED_POINTS = ("before-tenant", "mid-work", "after-effect", "before-finish", "
 
 def job_args(job) -> dict:
     """The task arguments a hosted design enqueues for *job* (JSON-able): :func:`run_job` needs them back."""
-    return {"job": job.id, "tenant": job.tenant, "duration": job.duration, "fault": job.fault, "point": job.point,
-            "strikes": job.strikes}
+    return {"job": job.id, "tenant": job.tenant, "duration": job.duration, "fault": job.fault,
+            "point": job.point, "strikes": job.strikes}
 
 
 def record_ids(conn, pairs: Iterable[tuple[int, object]]) -> None:
@@ -111,13 +113,14 @@ def claimed(args: dict, attempt: int) -> Claimed:
 def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
     """The harness's job body, as a library's task runs it. With *conn* (the connection the worker
     gives the job, its tenant already set by the worker's own code): on that connection, observed
-    and not changed (:mod:`workers.hosted.own_connection`). Without: on a connection of the harness's pool
-    (its tenant mode), with short transactions of its own -- read (tenant set, invoices read), work
-    and side effect outside any transaction, then the ``job_runs`` row committed. Every fault strikes
-    inside at :data:`HOSTED_POINTS`, none inside a transaction (a pause there would hold the horizon
-    back: the body's doing, not the library's); ``after-insert`` is after the body's commit. Raises what the body raised (``raise``, ``sql-error``, a lost
-    connection), so the library records the failure and applies its own retry policy; the library
-    then writes its own finish. Safe to call from several threads at once (one connection each)."""
+    and not changed (:mod:`workers.hosted.own_connection`). Without: on a connection of the harness's
+    pool (its tenant mode), with short transactions of its own -- read (tenant set, invoices read),
+    work and side effect outside any transaction, then the ``job_runs`` row committed. Every fault
+    strikes inside at :data:`HOSTED_POINTS`, none inside a transaction (a pause there would hold the
+    horizon back: the body's doing, not the library's); ``after-insert`` is after the body's commit.
+    Raises what the body raised (``raise``, ``sql-error``, a lost connection), so the library records
+    the failure and applies its own retry policy; the library then writes its own finish. Safe to
+    call from several threads at once (one connection each)."""
     job = claimed(args, attempt)
     _block_strike_signal(ctx, job)
     if conn is not None:
@@ -235,14 +238,13 @@ class HostedDesign:
     def run_worker(self, ctx) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def ready(ctx) -> bool:
+    def ready(self, ctx) -> bool:
         """Where a ``run_worker`` begins: False when the worker may take no job at all; else True, with
-        the harness's pool for the body open (the supervisor opens it first, ``pool_first``;
-        ``run.py bench``'s cost figures call ``run_worker`` directly and do not)."""
+        the harness's pool for the body open where the body runs in this process (``pool_first``: the
+        supervisor opens it first; ``run.py bench``'s cost figures call ``run_worker`` directly)."""
         if not ctx.may_dequeue():
             return False
-        if ctx.pool is None:
+        if self.pool_first and ctx.pool is None:
             ctx.open_pool()
         return True
 

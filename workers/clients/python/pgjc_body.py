@@ -4,11 +4,33 @@ order and with the records of the harness's hosted body (``docs/reference/contra
 from __future__ import annotations
 
 import os
+import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from pgjc_contract import Client
+import psycopg
+
+
+class Client(Protocol):
+    """What an execution needs of its client (``pgjc_contract.Client`` is the one): named here, not
+    imported, so that the two modules do not import each other."""
+
+    spec: dict[str, Any]
+    identity: str
+    watch: set[tuple[int, str]]
+    seconds: dict[str, float]
+    started: int
+    _local: threading.local
+
+    def log(self, event: str, **fields: Any) -> None: ...
+
+    def wait(self, job: int | None, attempt: int | None, point: str, backend: int | None) -> None: ...
+
+    def borrow(self) -> psycopg.Connection: ...
+
+    def release(self, conn: psycopg.Connection) -> None: ...
+
+    def started_count(self, job: int) -> int: ...
 
 EXIT_CRASH = 1
 
