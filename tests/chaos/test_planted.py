@@ -9,6 +9,7 @@ import pytest
 from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.bench import planted
 from pg_job_chaos.harness.engine.search import search
+from pg_job_chaos.workers import load_design
 from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -19,7 +20,7 @@ CASES = planted.CASES
 
 @pytest.mark.parametrize(("bug", "faults", "prop"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_found(runner, bug, faults, prop):
-    out = search(runner.run, faults=parse_faults(faults), design=planted.spec(bug), tenant_mode="local",
+    out = search(runner.run, faults=parse_faults(faults), design=load_design(planted.spec(bug)), tenant_mode="local",
                  examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
@@ -35,7 +36,7 @@ def test_planted_bug_is_found(runner, bug, faults, prop):
 
 
 def test_raise_limit_is_found_by_the_small_scope_pass(runner):
-    out = search(runner.run, faults=parse_faults("raise"), design=planted.spec("RaiseLimitOnRetry"),
+    out = search(runner.run, faults=parse_faults("raise"), design=load_design(planted.spec("RaiseLimitOnRetry")),
                  tenant_mode="local", examples=1, seed=1, time_scale=SCALE,
                  **parallel_options(runner))
     first = next(r for r in out.runs if r.violated)

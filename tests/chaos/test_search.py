@@ -7,6 +7,7 @@ import pytest
 
 from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.engine.search import search
+from pg_job_chaos.workers import load_design
 from tests.conftest import parallel_options
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -16,7 +17,7 @@ EXAMPLES = 10
 
 
 def _search(runner, design, faults, *, mode="local", examples=EXAMPLES, seed=1, workers=None):
-    out = search(runner.run, faults=parse_faults(faults), design=design, tenant_mode=mode, examples=examples,
+    out = search(runner.run, faults=parse_faults(faults), design=load_design(design), tenant_mode=mode, examples=examples,
                  seed=seed, time_scale=SCALE, workers=workers,
                  **parallel_options(runner))
     return out, out.aggregate()
@@ -127,7 +128,7 @@ OUTBOX_SCALE = 0.5
 
 
 def _outbox_search(runner, faults, examples):
-    out = search(runner.run, faults=parse_faults(faults), design="lease-outbox", tenant_mode="local",
+    out = search(runner.run, faults=parse_faults(faults), design=load_design("lease-outbox"), tenant_mode="local",
                  examples=examples, seed=1, time_scale=OUTBOX_SCALE, **parallel_options(runner))
     return out, out.aggregate()
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from pg_job_chaos import ChaosSession, Settings
+from pg_job_chaos import ChaosSession, JobSpec, Schedule, Settings
 from tests.conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,7 @@ def test_a_chaos_session_builds_the_design_once_across_its_searches_and_runs(tmp
     design, log = _design(tmp_path)
     with Runner(database) as runner:
         session = ChaosSession(runner, Settings(out=tmp_path / "out", root=tmp_path))
-        first = session.search(design=design, design_options={"poll": "0.02"}, faults="", examples=1, seed=1)
+        session.search(design=design, design_options={"poll": "0.02"}, faults="", examples=1, seed=1)
         session.search(design=design, design_options={"poll": "0.02"}, faults="raise", examples=1, seed=2)
-        session.run(first.schedule.replace(design=design), save=False)
+        session.run(Schedule(jobs=(JobSpec(1),), design=design, design_options={"poll": "0.02"}), save=False)
     assert len(_count(log)) == 1, f"constructed in pids {_count(log)}"

@@ -41,7 +41,7 @@ def test_session_mode_through_transaction_pooling_names_the_other_workers_job():
     # One server connection for two workers: every session goes from worker to worker.
     with provision(pooler="pgbouncer:transaction:1") as db, Runner(db) as runner:
         history = runner.run(schedule)
-    assert history.schedule["pooler"] == history.server["pooler"] == "pgbouncer:transaction:1"
+    assert history.schedule.pooler == history.server["pooler"] == "pgbouncer:transaction:1"
     results = check(history)
     assert results["tenant-isolation"].status == VIOLATED
     # Every point logged the server session it was on, read with pg_backend_pid().

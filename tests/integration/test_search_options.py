@@ -14,6 +14,7 @@ from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.engine import smallscope
 from pg_job_chaos.harness.engine.exampledb import open_database
 from pg_job_chaos.harness.engine.search import search
+from pg_job_chaos.workers import load_design
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ SCALE = 0.2
 
 
 def test_budget_stops_new_schedules_and_still_reports(runner):
-    out = search(runner.run, faults=parse_faults("crash"), design="lease", tenant_mode="local", examples=5,
+    out = search(runner.run, faults=parse_faults("crash"), design=load_design("lease"), tenant_mode="local", examples=5,
                  seed=1, time_scale=SCALE, budget=0.05)
     assert out.budget_spent
     assert out.small_scope_runs == 1 and len([r for r in out.runs if r is not out.replayed]) == 1
@@ -31,7 +32,7 @@ def test_budget_stops_new_schedules_and_still_reports(runner):
 def test_shards_split_the_small_scope_pass(runner):
     labels = []
     for i in range(2):
-        out = search(runner.run, faults=parse_faults("raise"), design="lease-heartbeat", tenant_mode="local",
+        out = search(runner.run, faults=parse_faults("raise"), design=load_design("lease-heartbeat"), tenant_mode="local",
                      examples=1, seed=3, time_scale=SCALE, shard=(i, 2))
         labels.append({r.label for r in out.runs if r.label})
     everything = {label for label, _ in smallscope.schedules(faults=parse_faults("raise"), design="lease-heartbeat",
@@ -84,11 +85,11 @@ def test_shards_share_what_they_found_through_redis(runner, redis_url):
 
     # Unseeded: Hypothesis's @seed switches the example database off (a seeded search shares nothing).
     db = open_database(redis_url)
-    out = search(runner.run, faults=parse_faults("overrun"), design="lease", tenant_mode="local", examples=10,
+    out = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"), tenant_mode="local", examples=10,
                  seed=None, time_scale=SCALE, database=db, small_scope=False, shard=(0, 2))
     assert out.counterexample is not None
     # Hypothesis saved the failing example where every other shard reads it
     assert redis.Redis.from_url(redis_url).dbsize() > 0
-    again = search(runner.run, faults=parse_faults("overrun"), design="lease", tenant_mode="local", examples=1,
+    again = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"), tenant_mode="local", examples=1,
                    seed=None, time_scale=SCALE, database=open_database(redis_url), small_scope=False, shard=(1, 2))
     assert again.runs[0].violated  # the other shard's failure, replayed from the shared database first

@@ -13,6 +13,7 @@ from pg_job_chaos.harness.postgres import dsn as dsn_backend
 from pg_job_chaos.harness.postgres import provision
 from pg_job_chaos.harness.runner import Runner
 from pg_job_chaos.harness.slots import Slots
+from pg_job_chaos.workers import load_design
 
 pytestmark = pytest.mark.integration
 
@@ -39,14 +40,14 @@ def test_slots_run_schedules_at_once_on_databases_of_their_own(own_database):
         assert len(during) == 2 and all(name.startswith(own_database.database) for name in during)
         histories = slots.run_many(schedules)
     assert [[j["status"] for j in h.jobs] for h in histories] == [["done", "done"]] * 3
-    assert [h.schedule["jobs"][0]["tenant"] for h in histories] == [1, 3, 5]  # in the order given
+    assert [h.schedule.jobs[0].tenant for h in histories] == [1, 3, 5]  # in the order given
     assert len({r["pid"] for h in histories for r in h.records}) >= 2  # more than one worker process
     assert _databases(own_database) == before  # the clones are gone
 
 
 def test_a_search_with_slots_reaches_the_same_verdicts(own_database):
     faults = parse_faults("overrun")
-    kwargs = dict(faults=faults, design="lease", tenant_mode="local", examples=1, seed=2, time_scale=0.2)
+    kwargs = dict(faults=faults, design=load_design("lease"), tenant_mode="local", examples=1, seed=2, time_scale=0.2)
     with Slots(own_database, 3) as slots, Runner(own_database) as runner:
         parallel = search(runner.run, run_many=slots.run_many, parallel=3, **kwargs)
     with Runner(own_database) as runner:

@@ -77,7 +77,7 @@ def test_horizon_quick_on_pg15(versioned):
 def test_a_run_records_its_server_and_a_saved_schedule_replays_on_it(versioned, tmp_path):
     with Runner(versioned) as runner:
         history = runner.run(Schedule(jobs=(JobSpec(1),), design="lease", time_scale=0.2))
-    assert history.schedule["pg_version"] == versioned.major
+    assert history.schedule.pg_version == versioned.major
     assert history.server["pg_version"] == versioned.major
     assert set(history.server["settings"]) == {"fsync", "synchronous_commit", "full_page_writes"}
     saved = tmp_path / "s.json"
