@@ -1,8 +1,8 @@
 """The design boundary: what the harness asks of a design, and the one handle it asks through.
 
 A **design** is any object with the members of :class:`Design` (a built-in design, a hosted library's
-adapter, a worker-contract client, a user's own worker). :func:`~workers.loading.load_design` builds it once from
-its spec and options and returns a :class:`DesignHandle`: every optional member resolved to its value or
+adapter, a worker-contract client, a user's own worker). :func:`~workers.loading.load_design` builds it
+once from its spec and options and returns a :class:`DesignHandle`: every optional member resolved to its value or
 its default, so that the rest of the harness reads attributes and never probes the object. Each
 run goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
 
@@ -178,7 +178,8 @@ class DesignHandle:
         label = spec or type(design).__name__
         missing = [m for m in REQUIRED if not hasattr(design, m)]
         if missing:
-            raise UsageError(f"--design {label} does not fit the design protocol: missing {', '.join(missing)} "
+            raise UsageError(f"--design {label} does not fit the design protocol: missing "
+                             f"{', '.join(missing)} "
                              "(see workers/design.py)")
         not_callable = [m for m in REQUIRED[2:] if not callable(getattr(design, m))]
         if not_callable:

@@ -1,4 +1,5 @@
-"""Loading a design by name or spec, once: :func:`load_design` returns its :class:`~workers.design.DesignHandle`.
+"""Loading a design by name or spec, once: :func:`load_design` returns its
+:class:`~workers.design.DesignHandle`.
 
 A built-in design by name (:data:`BUILTIN`), a hosted library by name (:data:`LIBRARIES`), or a plug-in
 as ``package.module:attr`` or ``path/to/file.py:attr``; the ``--design-option`` strings are the keyword
@@ -25,7 +26,8 @@ from .one_transaction import OneTransaction, OneTransactionHandler
 from .outbox import LeaseOutbox
 
 BUILTIN: dict[str, type[QueueDesign]] = {
-    d.name: d for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat, LeaseOutbox)}
+    d.name: d
+    for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat, LeaseOutbox)}
 
 # Real queue libraries, hosted by the adapters (``adapters/``), and the worker contract: by ``module:attr``,
 # as plug-ins are named. Importing one needs its library (the ``libraries`` extra) or its runtime.
@@ -84,11 +86,12 @@ def load_design(spec: str, options: Mapping[str, str] | None = None) -> DesignHa
         # The hint only when the library is what is missing, not the adapter module or its package.
         parts = module_name.split(".")
         own = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if spec in LIBRARIES and exc.name not in own \
-            else ""
+        missing_library = spec in LIBRARIES and exc.name not in own
+        hint = f" (the hosted libraries install with {LIBRARIES_EXTRA})" if missing_library else ""
         raise UsageError(f"--design {spec}: cannot import {module_name}: {exc}{hint}") from None
     except Exception as exc:  # the plug-in's own code failed at import: the user's to fix, not ours
-        raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: {exc}") from None
+        raise UsageError(f"--design {spec}: importing {module_name} raised {type(exc).__name__}: "
+                         f"{exc}") from None
     try:
         obj = getattr(module, attr)
     except AttributeError:
@@ -132,7 +135,8 @@ def _configured(obj: object, spec: str, options: dict[str, str]) -> object:
     is_factory = callable(obj) and not hasattr(obj, "run_worker")
     if not isinstance(obj, type) and not is_factory:
         if options:
-            raise UsageError(f"--design {spec} is an object, not a class or factory: it takes no --design-option")
+            raise UsageError(f"--design {spec} is an object, not a class or factory: it takes no "
+                             "--design-option")
         return obj
     try:
         factory = cast(_Factory, obj)
@@ -141,6 +145,7 @@ def _configured(obj: object, spec: str, options: dict[str, str]) -> object:
         raise
     except TypeError as exc:
         given = ", ".join(options) or "none"
-        raise UsageError(f"--design {spec}: cannot be built with the options given ({given}): {exc}") from None
+        raise UsageError(f"--design {spec}: cannot be built with the options given ({given}): "
+                         f"{exc}") from None
     except Exception as exc:
         raise UsageError(f"--design {spec}: building it raised {type(exc).__name__}: {exc}") from None
