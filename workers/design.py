@@ -2,9 +2,9 @@
 
 A **design** is any object with the members of :class:`Design` (a built-in design, a hosted library's
 adapter, a worker-contract client, a user's own worker). :func:`~workers.loading.load_design` builds it
-once from its spec and options and returns a :class:`DesignHandle`: every optional member resolved to its value or
-its default, so that the rest of the harness reads attributes and never probes the object. Each
-run goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
+once from its spec and options and returns a :class:`DesignHandle`: every optional member resolved
+to its value or its default, so that the rest of the harness reads attributes and never probes the
+object. Each run goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
 
 Required (:class:`Design`):
 
