@@ -4,7 +4,10 @@ Fixtures, all prefixed ``chaos_`` so they never meet a project's own ``database`
 
 ``chaos_database`` (session)
     a throwaway PostgreSQL 17.10 with the article's schema, or the server ``--chaos-postgres``
-    names (a DSN, ``docker[:IMAGE]``); everything is removed at the end of the session.
+    names (a DSN, ``docker[:IMAGE]``); everything is removed at the end of the session. A search or
+    run whose faults need more of the server (``faults/catalogue.py``: a ``restart`` needs durable
+    settings) gets a server of its own with it, started once, as the command line's would; a fault
+    that needs the local server is refused on another.
 ``chaos_session`` (session)
     a :class:`~pg_job_chaos.session.ChaosSession`: ``.search(...)``, ``.run(schedule)``,
     ``.replay(file)`` return a :class:`~pg_job_chaos.ChaosResult`. Use this one in ``@given`` tests
@@ -117,18 +120,30 @@ def _from_file(config: pytest.Config) -> dict:
 
 
 @pytest.fixture(scope="session")
-def chaos_database(pytestconfig: pytest.Config):
-    """A provisioned database (``harness.postgres.Database``) for the whole session."""
-    from .harness.postgres import provision
+def _chaos_servers(pytestconfig: pytest.Config):
+    """The session's servers (``harness.session.Servers``): the one ``--chaos-postgres`` names, and one
+    more for each set of server needs a run's faults declare, each started when first used."""
+    from .core.errors import UsageError
+    from .harness.postgres import ServerSpec
+    from .harness.session import Servers
 
-    with provision(option(pytestconfig, "postgres") or "local") as db:
-        yield db
+    try:
+        spec = ServerSpec(option(pytestconfig, "postgres") or "local")
+    except UsageError as exc:
+        raise pytest.UsageError(f"--chaos-postgres: {exc}") from None
+    with Servers(spec) as servers:
+        yield servers
 
 
 @pytest.fixture(scope="session")
-def chaos_session(pytestconfig: pytest.Config, chaos_database):
+def chaos_database(_chaos_servers):
+    """A provisioned database (``harness.postgres.Database``) for the whole session."""
+    return _chaos_servers.database()
+
+
+@pytest.fixture(scope="session")
+def chaos_session(pytestconfig: pytest.Config, _chaos_servers):
     from .core.errors import UsageError
-    from .harness.runner import Runner
     from .properties import gate as property_gate
     from .session import ChaosSession, Settings
 
@@ -150,8 +165,7 @@ def chaos_session(pytestconfig: pytest.Config, chaos_database):
                         html=root / html if html else None, strict=bool(strict),
                         budget=option(pytestconfig, "budget"),
                         gate=gate(option(pytestconfig, "fail_on"), option(pytestconfig, "allow")))
-    with Runner(chaos_database) as runner:
-        yield ChaosSession(runner, settings)
+    return ChaosSession(_chaos_servers.runner(), settings, servers=_chaos_servers)
 
 
 @pytest.fixture

@@ -3,6 +3,11 @@
 A :class:`ChaosSession` wraps one :class:`~harness.runner.Runner` (one database) and the plugin's
 settings; :meth:`ChaosSession.with_defaults` gives a copy with a test's marker defaults. Nothing
 here prints: a test asserts on the :class:`~pg_job_chaos.results.ChaosResult` it gets back.
+
+A run whose faults need more of the server than that database's gives (``faults/catalogue.py``: a
+``restart`` needs durable settings and the local server) runs where they get it, as on the command
+line: with *servers* (:class:`~harness.session.Servers`, the pytest plugin's) on a server of its own,
+started once; without, it is refused (:func:`~harness.session.check_server`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from .faults.catalogue import parse_faults
 from .harness import scales
 from .harness.engine import schedules as schedule_files
 from .harness.report.result import replay_command
+from .harness.session import check_server
 from .properties import check
 from .results import ChaosResult
 from .workers.design import DesignHandle
@@ -39,9 +45,10 @@ class Settings:
 
 
 class ChaosSession:
-    def __init__(self, runner, settings: Settings):
+    def __init__(self, runner, settings: Settings, *, servers=None):
         self.runner = runner
         self.settings = settings
+        self.servers = servers  # harness.session.Servers: where a run goes whose faults need another server
 
     def with_defaults(self, **defaults) -> ChaosSession:
         """A session whose :meth:`search` and :meth:`run` use *defaults* for arguments not given."""
@@ -51,7 +58,16 @@ class ChaosSession:
         if bad:
             raise UsageError(f"chaos_config: unknown option {bad[0]!r}; options: {', '.join(sorted(known))}")
         merged = {**self.settings.defaults, **defaults}
-        return ChaosSession(self.runner, dataclasses.replace(self.settings, defaults=merged))
+        return ChaosSession(self.runner, dataclasses.replace(self.settings, defaults=merged), servers=self.servers)
+
+    def _on(self, fault_names) -> ChaosSession:
+        """This session, or one like it on the server *fault_names* need (:attr:`servers`); without
+        servers a :class:`UsageError` when this one's server lacks what they need."""
+        if self.servers is None:
+            check_server(self.runner.database, fault_names)
+            return self
+        runner = self.servers.runner(fault_names)
+        return self if runner is self.runner else ChaosSession(runner, self.settings, servers=self.servers)
 
     def _opt(self, given, name: str, fallback):
         if given is not None:
@@ -76,14 +92,20 @@ class ChaosSession:
         it (stamped) under the ``--chaos-out`` directory: the command line's search and its rules (no
         fault could strike fails; a fault that never struck is said, and fails with ``strict``).
         *design_options* are the ``--design-option`` pairs; *budget* the seconds after which no new
-        schedule starts. Raises :class:`~core.errors.UsageError` for an unknown design or fault."""
+        schedule starts. Raises :class:`~core.errors.UsageError` for an unknown design or fault, or
+        faults no server of this session can serve (a restart on a DSN's)."""
         from .harness.engine.search import search
         from .harness.report import build
 
-        options = dict(self._opt(design_options, "design_options", {}) or {})
-        handle = self._design(self._opt(design, "design", "lease"), options)
         fault_names = self._opt(faults, "faults", "")
         fault_list = parse_faults(fault_names if isinstance(fault_names, str) else ",".join(fault_names))
+        on = self._on(fault_list)
+        if on is not self:
+            return on.search(design=design, faults=faults, tenant_mode=tenant_mode, examples=examples,
+                             time_scale=time_scale, seed=seed, workers=workers, design_options=design_options,
+                             budget=budget)
+        options = dict(self._opt(design_options, "design_options", {}) or {})
+        handle = self._design(self._opt(design, "design", "lease"), options)
         mode = self._opt(tenant_mode, "tenant_mode", "local")
         n = self._opt(examples, "examples", self.settings.examples)
         seed = self._opt(seed, "seed", self.settings.seed)
@@ -109,6 +131,9 @@ class ChaosSession:
         """Run one schedule and check every property; a violating schedule is saved (with *save*)."""
         from .harness.report import build
 
+        on = self._on(schedule.faults())
+        if on is not self:
+            return on.run(schedule, design=design, save=save)
         schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         results = check(history)
@@ -127,6 +152,9 @@ class ChaosSession:
         from .harness.report import build
 
         schedule = schedule_files.load(file)
+        on = self._on(schedule.faults())
+        if on is not self:
+            return on.replay(file, design=design)
         schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict,

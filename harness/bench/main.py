@@ -28,7 +28,7 @@ from ...workers.lease import Q as LEASE
 from .. import scales
 from ..engine.search import search
 from ..postgres import dataset as db
-from ..postgres import provision_for
+from ..postgres import provision
 from ..runner import Runner
 from . import libraries as bench_libraries
 from . import matrix as bench_matrix
@@ -136,14 +136,14 @@ def command(args, progress) -> int:
                              examples=args.matrix_examples, budget=args.matrix_budget)
         return 0
     if args.libraries:
-        with provision_for(args) as database, Runner(database) as runner:
+        with provision(args.server) as database, Runner(database) as runner:
             print(f"PostgreSQL: {database.server}", file=out)
             bench_libraries.figures(runner, out, examples=args.examples, quick=args.quick)
         return 0
-    if not getattr(args, "pooler", None):  # slots need databases of their own, a pooler names one
-        with provision_for(args) as database:
+    if not args.server.pooler:  # slots need databases of their own, a pooler names one
+        with provision(args.server) as database:
             _parallel_figures(database, out, scale, quick=args.quick)
-    with provision_for(args) as database, Runner(database) as runner:
+    with provision(args.server) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
         print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)

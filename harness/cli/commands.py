@@ -8,7 +8,7 @@ reason the report states). The parsed arguments are read, never written back.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
 
 from ...core.errors import EXIT_HELD, UsageError
@@ -77,12 +77,12 @@ def replay(args, progress) -> int:
                          schedule.design_options if options is None and not args.design else options)
     scale = _time_scale(args, [design], schedule.time_scale)
     notes = _version_notes(schedule, design)
-    server = dict(vars(args))
-    if schedule.pg_version is not None and args.pg_version is None and args.pg_bin is None \
-            and args.postgres == "local":
-        server["pg_version"] = schedule.pg_version  # the server it failed on, unless the user picks another
-    if schedule.pooler is not None and args.pooler is None:
-        server["pooler"] = schedule.pooler
+    server = args.server  # the server it failed on (its version, its pooler), unless the user picks another
+    if schedule.pg_version is not None and server.pg_version is None and server.pg_bin is None \
+            and server.kind == "local":
+        server = dataclasses.replace(server, pg_version=schedule.pg_version)
+    if schedule.pooler is not None and server.pooler is None:
+        server = dataclasses.replace(server, pooler=schedule.pooler)
     changes = {}
     if args.design:
         changes["design"], changes["design_options"] = args.design, {}
@@ -93,7 +93,7 @@ def replay(args, progress) -> int:
     if args.time_scale or scale != schedule.time_scale:
         changes["time_scale"] = scale
     schedule = schedule.replace(**changes)
-    with runner_for(argparse.Namespace(**server), progress, schedule.faults(), designs=[design]) as runner:
+    with runner_for(server, progress, schedule.faults(), designs=[design]) as runner:
         history = runner.run(schedule)
     report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes,
                                  gate=chosen)
@@ -108,7 +108,8 @@ def search(args, progress) -> int:
     handle = load_design(design, parse_options(args.design_option))  # built once: runner, slots, search
     scale = _time_scale(args, [handle])
     options = search_options(args)  # an unreachable example database fails before anything starts
-    with runner_for(args, progress, names, parallel=slot_count(args, names), designs=[handle]) as runner:
+    with runner_for(args.server, progress, names, parallel=slot_count(args.server, names, args.parallel),
+                    designs=[handle]) as runner:
         from ..engine.search import search
 
         mode = args.tenant_mode or "local"
@@ -132,7 +133,8 @@ def compare(args, progress) -> int:
     loaded = [load_design(d) for d in designs]
     scale = _time_scale(args, loaded)
     options = search_options(args)
-    with runner_for(args, progress, names, parallel=slot_count(args, names), designs=loaded) as runner:
+    with runner_for(args.server, progress, names, parallel=slot_count(args.server, names, args.parallel),
+                    designs=loaded) as runner:
         from ..engine.compare import compare
 
         mode = args.tenant_mode or "local"

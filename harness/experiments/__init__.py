@@ -96,7 +96,7 @@ def add_parser(sub, parents) -> None:
 
 def command(args, progress) -> int:
     """Run the experiments *args* names; print each result; exit code 0 (a measurement has no verdict)."""
-    from ..postgres import provision_for
+    from ..postgres import provision
 
     if args.jobs is not None and args.jobs < 10:
         raise UsageError("--jobs must be at least 10")
@@ -108,7 +108,7 @@ def command(args, progress) -> int:
         plot_dir = args.plot
         if args.html is not None and plot_dir is None:  # the page needs the curves; they go inline
             plot_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pgjc-plots-")))
-        with provision_for(args, progress=progress) as database:
+        with provision(args.server, progress=progress) as database:
             progress(f"experiments on {database.server}")
             for i, name in enumerate(names):
                 step(progress, f"experiment {name} ({i + 1} of {len(names)})", done=i, total=len(names))

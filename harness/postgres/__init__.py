@@ -1,9 +1,9 @@
-"""PostgreSQL back ends behind one interface: :func:`provision`.
+"""PostgreSQL back ends behind one interface: :func:`provision`, given a :class:`ServerSpec`.
 
-``--postgres local`` (default) starts a throwaway server from discovered binaries;
-``--postgres postgresql://...`` (or any libpq DSN) uses an existing server;
-``--postgres docker[:IMAGE]`` starts a container. In every case the harness works in a database
-of its own with a worker role of its own, and removes all of it at exit.
+``local`` (default) starts a throwaway server from discovered binaries; a connection string
+(``postgresql://...`` or any libpq DSN) uses an existing server; ``docker[:IMAGE]`` starts a
+container. In every case the harness works in a database of its own with a worker role of its own,
+and removes all of it at exit. Messages name the spec's fields, never a caller's option.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.cleanup import Cleanup
-from ...core.errors import HarnessError, UsageError
+from ...core.errors import HarnessError
 from ..janitor import Janitor
 from . import dataset as db
 from . import dsn as dsn_backend
 from . import pgbouncer
+from .spec import ServerSpec, parse_spec
 
-__all__ = ["Database", "provision", "provision_for", "parse_spec"]
+__all__ = ["Database", "ServerSpec", "provision", "parse_spec"]
 
 # Reported in every history: what decides whether an acknowledged commit survives a crash.
 REPORTED_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes")
@@ -44,6 +45,7 @@ class Database:
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
     control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
+    spec: ServerSpec | None = None  # what it was provisioned from
 
     @property
     def major(self) -> int:
@@ -55,33 +57,24 @@ class Database:
                 "pooler": self.pooler}
 
 
-def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``local`` / ``docker[:IMAGE]`` / a DSN -> (kind, argument). Bad specs are usage errors."""
-    if spec in ("", "local"):
-        return "local", None
-    if spec == "docker" or spec.startswith("docker:"):
-        return "docker", spec.partition(":")[2] or None
-    if "://" in spec or "=" in spec:
-        return "dsn", spec
-    raise UsageError(f"--postgres {spec!r}: expected local, docker[:IMAGE] or a connection string (postgresql://...)")
-
-
 @contextlib.contextmanager
-def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int | None = None,
-              pooler: str | None = None, settings: dict[str, str] | None = None, progress=None):
-    """Yield a :class:`Database` with the article's schema and data; remove everything afterwards.
-    *progress* (:mod:`harness.progress`) hears about long first-time work (copying the server).
+def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
+    """Yield a :class:`Database` with the article's schema and data, on the server *spec* describes;
+    remove everything afterwards. *spec* is a :class:`ServerSpec`, or for short its ``postgres``
+    field with the others as keywords (``provision(pooler="pgbouncer")``). *progress*
+    (:mod:`harness.progress`) hears about long first-time work (copying the server).
 
-    *pg_version* (a major version) picks the local server's binaries, a Docker image's tag, and is
+    ``pg_version`` (a major version) picks the local server's binaries, a Docker image's tag, and is
     checked against a DSN's server. Raises :class:`HarnessError` when the server cannot be started
-    or reached, or is not that version. *pooler* (``pgbouncer[:transaction|session]``) puts PgBouncer
-    between the workers and the server: ``worker_dsn`` goes through it, ``admin_dsn`` never does. A cleanup step that fails after an earlier error is logged;
-    the earlier error is the one raised.
+    or reached, is not that version, or does not run on ``settings``. ``pooler`` puts PgBouncer
+    between the workers and the server: ``worker_dsn`` goes through it, ``admin_dsn`` never does. A
+    cleanup step that fails after an earlier error is logged; the earlier error is the one raised.
     """
-    if pg_bin and pg_version is not None:
-        raise UsageError("--pg-bin and --pg-version both pick the server: give one of them")
-    kind, arg = parse_spec(spec)
-    pooler = pgbouncer.parse(pooler)
+    if not isinstance(spec, ServerSpec):
+        spec = ServerSpec(spec, **fields)
+    elif fields:
+        raise TypeError(f"provision: a ServerSpec and its fields given apart ({', '.join(fields)}): give one")
+    kind, arg, pooler = spec.kind, spec.target, spec.pooler
     if pooler is not None:
         pgbouncer.find()  # not installed: say so before a server is started
     janitor = Janitor()
@@ -90,13 +83,13 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int
         if kind == "local":
             from . import local
 
-            server = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor, settings=settings,
-                                 progress=progress)
+            server = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
+                                 settings=dict(spec.settings), progress=progress)
         elif kind == "docker":
             from . import docker
 
-            image = arg or (f"postgres:{pg_version}" if pg_version is not None else None)
-            server = docker.start(image, janitor=janitor)
+            image = arg or (f"postgres:{spec.pg_version}" if spec.pg_version is not None else None)
+            server = docker.start(image, janitor=janitor, settings=dict(spec.settings))
         else:
             server = None
         if server is not None:
@@ -121,23 +114,22 @@ def provision(spec: str = "local", *, pg_bin: str | None = None, pg_version: int
         cleanup.push(f"dropping database {database}", drop)
         admin_dsn = dsn_backend.with_db(base_dsn, dbname=database)
         worker_dsn = dsn_backend.with_db(base_dsn, dbname=database, user=role, password=password)
-        db.install(admin_dsn, database=database, worker_role=role)
         with dsn_backend.connect_admin(admin_dsn) as conn:
             version = conn.info.server_version
-            reported = {k: conn.execute("select current_setting(%s)", (k,)).fetchone()[0] for k in REPORTED_SETTINGS}
-        if pg_version is not None and version // 10000 != pg_version:
-            raise HarnessError(f"--pg-version {pg_version}: the server at {where} is {version // 10000}")
+            reported = {k: conn.execute("select current_setting(%s)", (k,)).fetchone()[0]
+                        for k in dict.fromkeys((*REPORTED_SETTINGS, *spec.settings))}
+        if spec.pg_version is not None and version // 10000 != spec.pg_version:
+            raise HarnessError(f"the server at {where} is PostgreSQL {version // 10000}, not the major version "
+                               f"asked for (pg_version {spec.pg_version})")
+        unmet = [f"{k}={v} (it runs {reported[k]})" for k, v in spec.settings.items() if reported[k] != v]
+        if unmet:
+            raise HarnessError(f"the server at {where} does not run on the settings the run needs (settings): "
+                               f"{', '.join(unmet)}")
+        db.install(admin_dsn, database=database, worker_role=role)  # after the checks: the data takes a while
         direct = worker_dsn
         if pooler is not None:
             bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
             worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct,
-                       control=server if kind == "local" else None)
-
-
-def provision_for(args, *, settings: dict[str, str] | None = None, progress=None):
-    """:func:`provision` with the command line's server options (``--postgres``, ``--pg-bin``,
-    ``--pg-version``, ``--pooler``)."""
-    return provision(args.postgres, pg_bin=args.pg_bin, pg_version=getattr(args, "pg_version", None),
-                     pooler=getattr(args, "pooler", None), settings=settings, progress=progress)
+                       control=server if kind == "local" else None, spec=spec)

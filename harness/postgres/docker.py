@@ -48,7 +48,7 @@ def client():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
-    raise HarnessError(f"no Docker engine answers ({reason}); use --postgres local or a DSN")
+    raise HarnessError(f"no Docker engine answers ({reason}); use the local server or a DSN (postgres)")
 
 
 def _owner() -> str:
@@ -134,7 +134,9 @@ def has_image(c, image: str) -> bool:
         return False
 
 
-def start(image: str | None = None, *, janitor=None) -> DockerServer:
+def start(image: str | None = None, *, janitor=None, settings: dict[str, str] | None = None) -> DockerServer:
+    """A container of *image* (default :data:`DEFAULT_IMAGE`) on a loopback port; *settings* over its
+    throwaway ones (what the run's faults need). :class:`HarnessError` when it cannot start."""
     c = client()
     sweep(c)
     image = image or DEFAULT_IMAGE
@@ -144,6 +146,8 @@ def start(image: str | None = None, *, janitor=None) -> DockerServer:
         raise HarnessError(f"image {image} is not on this machine; build or pull it first "
                            f"(docker pull {image})")
     command = ["postgres", "-c", "fsync=off", "-c", "max_connections=200"]
+    for k, v in (settings or {}).items():  # after the defaults: the last -c of a name wins
+        command += ["-c", f"{k}={v}"]
     host_port = None
     if c.networks.list(names=["bridge"]):
         network = {"ports": {"5432/tcp": ("127.0.0.1", None)}}

@@ -1,4 +1,5 @@
-"""``--pooler pgbouncer[:transaction|session]``: PgBouncer between the workers and the server.
+"""A pooler ``pgbouncer[:transaction|session[:N]]`` (``ServerSpec.pooler``): PgBouncer between the workers
+and the server.
 
 The harness starts its own PgBouncer (Debian's ``pgbouncer`` package, 1.18 here) on a free
 127.0.0.1 port, for the run's database and worker role only; the supervisor, the sampler and the
@@ -59,7 +60,7 @@ def parse(spec: str | None) -> str | None:
     name, _, rest = spec.partition(":")
     mode, _, size = rest.partition(":")
     if name != "pgbouncer" or (mode and mode not in MODES) or (size and not (size.isdigit() and int(size) >= 1)):
-        raise UsageError(f"--pooler {spec!r}: expected pgbouncer[:transaction|session[:N]] "
+        raise UsageError(f"the pooler (pooler) {spec!r}: expected pgbouncer[:transaction|session[:N]] "
                          "(default transaction, N server connections, default 5)")
     return f"pgbouncer:{mode or 'transaction'}" + (f":{int(size)}" if size else "")
 

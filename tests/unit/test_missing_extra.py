@@ -31,11 +31,11 @@ def provisioned(monkeypatch):
     """Every call of the provisioning the commands go through (none expected); it never starts one."""
     calls = []
 
-    def provision_for(*args, **kwargs):
+    def provision(*args, **kwargs):
         calls.append(args)
         raise AssertionError("a server was provisioned")
 
-    monkeypatch.setattr(session, "provision_for", provision_for)
+    monkeypatch.setattr(session, "provision", provision)
     return calls
 
 
