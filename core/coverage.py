@@ -16,30 +16,30 @@ def fault_fates(h: History) -> list[dict]:
     out = []
     struck_jobs = {(r.get("job"), r.get("point")) for r in h.records if r.get("event") == "fault"}
     struck_any = {r.get("job"): r.get("point") for r in h.records if r.get("event") == "fault"}
-    for j in h.schedule.get("jobs", []):
-        if not j.get("fault"):
+    for j in h.schedule.jobs:
+        if not j.fault:
             continue
-        point = j.get("point")
-        hit = (j["id"], point) in struck_jobs if point else j["id"] in struck_any
+        point = j.point
+        hit = (j.id, point) in struck_jobs if point else j.id in struck_any
         changes_work = not hit and point is None and any(
-            r.get("event") == "started" and r.get("job") == j["id"] for r in h.records)
+            r.get("event") == "started" and r.get("job") == j.id for r in h.records)
         fate = "struck" if hit or changes_work else "never reached"
-        out.append({"fault": j["fault"], "job": j["id"], "point": point or struck_any.get(j["id"]) or "default",
+        out.append({"fault": j.fault, "job": j.id, "point": point or struck_any.get(j.id) or "default",
                     "fate": fate})
     reached: dict[tuple[int, str], int] = {}
     for r in h.records:
         if r.get("event") == "point":
             reached[(r.get("job"), r.get("point"))] = reached.get((r.get("job"), r.get("point")), 0) + 1
     injected = {(x.get("fault"), x.get("job"), x.get("point")) for x in h.injected}
-    for e in h.schedule.get("events", []):
-        key = (e["job"], e["point"])
-        if (e["fault"], e["job"], e["point"]) in injected:
+    for e in h.schedule.events:
+        key = (e.job, e.point)
+        if (e.fault, e.job, e.point) in injected:
             fate = "struck"
-        elif reached.get(key, 0) >= e.get("occurrence", 1):
+        elif reached.get(key, 0) >= e.occurrence:
             fate = "worker gone"
         else:
             fate = "never reached"
-        out.append({"fault": e["fault"], "job": e["job"], "point": e["point"], "fate": fate})
+        out.append({"fault": e.fault, "job": e.job, "point": e.point, "fate": fate})
     return out
 
 
@@ -47,8 +47,7 @@ def retry_gaps(h: History) -> list[float]:
     """How each retry was spaced, in leases: from the end of an execution that did not finish (it
     failed, or its worker died) to the start of the job's next execution. A figure, not a verdict
     (the article: a failed job comes straight back, back to back)."""
-    t = h.schedule.get("timing") or {}
-    lease = float(t.get("lease") or 1.0) * float(h.schedule.get("time_scale") or 1.0)
+    lease = float(h.schedule.timing.lease or 1.0) * float(h.schedule.time_scale or 1.0)
     by_job: dict[int, list[Execution]] = {}
     for ex in h.executions():
         by_job.setdefault(ex.job, []).append(ex)

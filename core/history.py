@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .schedule import Event, JobSpec, Schedule, Timing
+
 TERMINAL_EVENTS = {"finished": "ok", "failed": "fail", "fenced": "fail"}
 
 # What a design's ``final_states`` may say of a job (``History.jobs``): waiting to run or to be retried,
@@ -57,7 +59,7 @@ class Execution:
     inherited: str | None = None  # app.tenant before the job set anything (None: not set at all)
     inherited_read: bool = False  # whether the execution got as far as reading it
     inherited_from: str | None = None  # "worker job attempt" that last used the server session (pgjc.last)
-    own_tenant: bool = False  # the worker's own code set the tenant (workers/own_connection.py)
+    own_tenant: bool = False  # the worker's own code set the tenant (workers/hosted/own_connection.py)
     seen: str | None = None  # with own_tenant: the tenant setting as the job's code began
     seen_read: bool = False
     server_pid: int | None = None  # the server session it read them on (behind a pooler: not the client's)
@@ -90,9 +92,28 @@ class Effect:
         return self.key is None or self.answer == "accepted"
 
 
+def as_schedule(value: Schedule | dict) -> Schedule:
+    """*value* as a :class:`~core.schedule.Schedule`: itself, or built from its JSON dict
+    (``Schedule.to_dict()``, what the runner and a saved history give). A field the dict leaves out
+    takes the schedule's default, as a run of it would (a hand-written history may give only what it
+    needs; missing ``jobs``: none). The values are taken as they are, neither validated nor converted:
+    a history records what ran, and it serialises back to the same JSON."""
+    if isinstance(value, Schedule):
+        return value
+    if not isinstance(value, dict):
+        raise TypeError(f"a history's schedule is a Schedule or its dict, not {type(value).__name__}")
+    data = {k: v for k, v in value.items() if k != "format"}
+    data["jobs"] = tuple(j if isinstance(j, JobSpec) else JobSpec(**j) for j in data.get("jobs") or ())
+    data["events"] = tuple(e if isinstance(e, Event) else Event(**e) for e in data.get("events") or ())
+    timing = data.pop("timing", None)
+    if timing is not None:
+        data["timing"] = timing if isinstance(timing, Timing) else Timing(**timing)
+    return Schedule(**data)
+
+
 @dataclass
 class History:
-    schedule: dict
+    schedule: Schedule  # a dict (Schedule.to_dict(): the runner's, a saved history's) is made one: as_schedule
     design: str
     tenant_mode: str
     records: list[dict]
@@ -107,8 +128,11 @@ class History:
     notes: list[str] = field(default_factory=list)
     server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
     expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
-    hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted.py)
-    finishes: list[dict] | None = None  # what it accepted per job (workers/finishes.py); None: untold
+    hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted/protocol.py)
+    finishes: list[dict] | None = None  # what it accepted per job (workers/hosted/finishes.py); None: untold
+
+    def __post_init__(self) -> None:
+        self.schedule = as_schedule(self.schedule)
 
     # --- derived ---------------------------------------------------------------------------------
     def executions(self) -> list[Execution]:
@@ -131,7 +155,7 @@ class History:
                 current[(w, r["job"])] = ex
                 out.append(ex)
                 continue
-            if ev == "process-exit":  # a library's child the job ran in is gone (workers/spawned.py)
+            if ev == "process-exit":  # a library's child the job ran in is gone (workers/hosted/spawned.py)
                 for key, ex in list(current.items()):
                     if key[0] == w and ex.pid == r.get("exited") and ex.end is None:
                         ex.end = max(ex.start, r.get("since", r["t"]))  # died in (since, t]
@@ -220,9 +244,9 @@ class History:
     def transient_strikes(self) -> dict[int, int]:
         """``{job: strikes}`` for every job whose fault is transient (``JobSpec.strikes``) and that no
         supervisor event aims at too (what it suffers is then its own fault's doing)."""
-        aimed = {e.get("job") for e in self.schedule.get("events", [])}
-        return {j["id"]: j["strikes"] for j in self.schedule.get("jobs", [])
-                if j.get("fault") and j.get("strikes") is not None and j["id"] not in aimed}
+        aimed = {e.job for e in self.schedule.events}
+        return {j.id: j.strikes for j in self.schedule.jobs
+                if j.fault and j.strikes is not None and j.id not in aimed}
 
     def statements(self) -> list[tuple[str, bool]]:
         """The statement points the run's workers sent (``workers/statements.py``), first seen first:
@@ -236,16 +260,17 @@ class History:
     def job_faults(self) -> dict[int, set[str]]:
         """Faults each job carries or is targeted by (job faults and supervisor events)."""
         out: dict[int, set[str]] = {}
-        for j in self.schedule.get("jobs", []):
-            if j.get("fault"):
-                out.setdefault(j["id"], set()).add(j["fault"])
-        for e in self.schedule.get("events", []):
-            out.setdefault(e["job"], set()).add(e["fault"])
+        for j in self.schedule.jobs:
+            if j.fault:
+                out.setdefault(j.id, set()).add(j.fault)
+        for e in self.schedule.events:
+            out.setdefault(e.job, set()).add(e.fault)
         return out
 
     # --- JSON --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain data; the schedule as its own JSON (``Schedule.to_dict()``), as the runner gave it."""
+        return {**asdict(self), "schedule": self.schedule.to_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

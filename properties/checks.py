@@ -45,8 +45,8 @@ def by_job(executions: list[Execution]) -> dict[int, list[Execution]]:
 
 def max_attempts_of(h: History, job: int) -> int | None:
     """The ``max_attempts`` the job was enqueued with: the schedule's, the configuration. Never the
-    jobs row's, which the design under test may change (None when the schedule does not say)."""
-    value = h.schedule.get("max_attempts")
+    jobs row's, which the design under test may change (None when the schedule's is not a number)."""
+    value = h.schedule.max_attempts
     return value if isinstance(value, int) else None
 
 

@@ -35,7 +35,7 @@ def progress(h: History, name: str) -> Result:
         return undecidable
     rows = job_rows(h)
     faults = h.job_faults()
-    order = [j["id"] for j in h.schedule.get("jobs", [])] or sorted(rows)
+    order = [j.id for j in h.schedule.jobs] or sorted(rows)
     order += [j for j in sorted(rows) if j not in order]
     clean = [j for j in order if j not in faults]
     if not clean:
@@ -125,10 +125,10 @@ def horizon(h: History, name: str) -> Result:
     samples = [s for s in h.samples if s.get("role") == "worker"]
     if not samples:
         return unknown(name, "no worker session was sampled in pg_stat_activity")
-    timing = h.schedule.get("timing") or {}
-    if timing.get("lease") is None:
+    lease = h.schedule.timing.lease
+    if lease is None:
         return unknown(name, "the schedule gives no timing.lease")
-    threshold = HORIZON_LEASE_FRACTION * timing["lease"] * h.schedule.get("time_scale", 1.0)
+    threshold = HORIZON_LEASE_FRACTION * lease * h.schedule.time_scale
     held_back = [s for s in samples if (s.get("xid") is not None or s.get("xmin") is not None)
                  and s.get("xact_age") is not None and s["xact_age"] > threshold]
     if not held_back:
@@ -179,7 +179,7 @@ def pool_hygiene(h: History, name: str) -> Result:
     terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
     # faults whose catalogue entry breaks every session (restarts), each breaking every connection
     restarts = sum(f.breaks_every_session for f in entries(i.get("fault") for i in h.injected))
-    pool = h.schedule.get("pool_size")
+    pool = h.schedule.pool_size
     greedy = {}
     if pool is not None:
         greedy = {w: n for w, n in sorted(connects.items(), key=lambda kv: str(kv[0]))

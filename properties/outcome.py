@@ -76,10 +76,10 @@ def transient_recovers(h: History, name: str) -> Result:
     the design never retried it, or retried it into the wrong state. A job a supervisor fault also
     aims at is not judged; a run that ended before quiescence cannot decide for its jobs. Held
     vacuously when no job's fault is transient. Count: jobs."""
-    limit = h.schedule.get("max_attempts")
+    limit = h.schedule.max_attempts
     # A job a supervisor fault aims at too is not judged (as progress leaves out a job with a fault).
     strikes = h.transient_strikes()
-    transient = [j for j in h.schedule.get("jobs", []) if j["id"] in strikes and limit and strikes[j["id"]] < limit]
+    transient = [j for j in h.schedule.jobs if j.id in strikes and limit and strikes[j.id] < limit]
     if not transient:
         return held(name, "vacuous: no job's fault was transient (and aimed at by no supervisor fault)")
     if not h.jobs:
@@ -89,18 +89,18 @@ def transient_recovers(h: History, name: str) -> Result:
     rows, runs = job_rows(h), {job: len(execs) for job, execs in by_job(h.executions()).items()}
     lines, jobs, undecided = [], [], []
     for j in transient:
-        row = rows.get(j["id"])
+        row = rows.get(j.id)
         status = row.get("status") if row else "missing"
         if status == "done":
             continue
         if h.ended_by != "quiescent":
-            undecided.append(j["id"])
+            undecided.append(j.id)
             continue
-        n = runs.get(j["id"], 0)
-        lines.append(f"job {j['id']}'s {j['fault']} struck only its first {plural(j['strikes'], 'execution')} "
+        n = runs.get(j.id, 0)
+        lines.append(f"job {j.id}'s {j.fault} struck only its first {plural(j.strikes, 'execution')} "
                      f"of {limit} attempts, yet it ended {status} after {plural(n, 'execution')}"
-                     + (": the design never retried it" if n <= j["strikes"] else ""))
-        jobs.append(j["id"])
+                     + (": the design never retried it" if n <= j.strikes else ""))
+        jobs.append(j.id)
     if lines:
         return violated(name, lines, jobs)
     if undecided:

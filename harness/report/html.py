@@ -87,10 +87,10 @@ def timeline_data(h: History) -> dict:
 def _held_back(h: History) -> list[dict]:
     """Per worker session, its oldest sample holding an xid or snapshot past the horizon property's
     threshold (the span drawn is that transaction's age when sampled)."""
-    timing = h.schedule.get("timing") or {}
-    if timing.get("lease") is None:
+    lease = h.schedule.timing.lease
+    if lease is None:
         return []
-    threshold = HORIZON_LEASE_FRACTION * timing["lease"] * h.schedule.get("time_scale", 1.0)
+    threshold = HORIZON_LEASE_FRACTION * lease * h.schedule.time_scale
     oldest: dict = {}
     for s in h.samples:
         if s.get("role") != "worker" or s.get("xact_age") is None or s["xact_age"] <= threshold:

@@ -285,9 +285,18 @@ def test_a_design_that_raises_the_limit_does_not_raise_it_for_the_property():
 
 def test_no_limit_in_the_schedule_is_unknown_not_the_column():
     sched = schedule()
-    del sched["max_attempts"]
+    sched["max_attempts"] = None
     result = one("bounded-attempts", sane(records=poison(4), jobs=[job(1, "dead", attempts=4)], sched=sched))
     assert result.status == UNKNOWN and "schedule gives no max_attempts" in result.evidence
+
+
+def test_a_limit_the_schedule_leaves_out_is_its_default_not_the_column():
+    sched = schedule()
+    del sched["max_attempts"]  # a run of it enqueues with Schedule's default, 3
+    result = one("bounded-attempts", sane(records=poison(4), jobs=[job(1, "dead", attempts=4, max_attempts=5)],
+                                          sched=sched))
+    assert result.status == VIOLATED and "(max_attempts 3)" in result.evidence
+    assert "raised from 3 to 5 by the design" in result.evidence
 
 
 # --- no-stale-effect ---------------------------------------------------------------------------------
