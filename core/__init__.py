@@ -1,7 +1,8 @@
 """The base layer: what every other part of pg-job-chaos imports, and which imports none of them.
 
 * :mod:`core.errors` -- one exception tree and the exit codes;
-* :mod:`core.sqlfile` -- named SQL statements in ``.sql`` files, resolved at import;
+* :mod:`core.sqlfile` -- named SQL statements in ``.sql`` files, resolved at import; :mod:`core.db`,
+  the row of a statement that always returns one;
 * :mod:`core.schedule` -- a run as plain data (jobs, events, timing), JSON round-trippable, and the
   named strike points of a job's life;
 * :mod:`core.execlog` -- the execution log, what each execution did in the world;

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Literal
 
 log = logging.getLogger("pgjc.cleanup")
 
@@ -26,7 +27,7 @@ class Cleanup:
     def __enter__(self) -> Cleanup:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         first: BaseException | None = None
         while self._steps:
             what, fn = self._steps.pop()

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sys
+import weakref
 from pathlib import Path
 
 from .execlog import read_new
@@ -34,6 +35,8 @@ SUFFIX = ".log.jsonl"
 FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(who)s[%(process)s] %(name)s: %(message)s"
 DATEFMT = "%H:%M:%S"
 PARENT = "supervisor"
+# The handlers setup() installed in this process: the one a second call replaces.
+_OURS: weakref.WeakSet[logging.Handler] = weakref.WeakSet()
 
 
 def path_for(run_dir: Path, identity: str) -> Path:
@@ -64,10 +67,10 @@ def setup(level: int, *, stream=None) -> None:
     """
     root = logging.getLogger()
     for h in list(root.handlers):
-        if getattr(h, "_pgjc", False):
+        if h in _OURS:
             root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler._pgjc = True
+    _OURS.add(handler)
     handler.setFormatter(_formatter())
     handler.addFilter(_Identity(PARENT))
     root.addHandler(handler)

@@ -122,12 +122,13 @@ def get(name: str, *, where: str = "fault") -> Fault:
         raise UsageError(f"unknown {where} {name!r}; known faults: {known()}") from None
 
 
-def entries(faults: Iterable[str | Fault]) -> tuple[Fault, ...]:
+def entries(faults: Iterable[str | Fault | None]) -> tuple[Fault, ...]:
     """The catalogue entries of *faults* (names or entries); a name the catalogue lacks is left out
-    (an injected record's ``resume`` or ``healed``, an unchecked schedule's typo)."""
+    (an injected record's ``resume`` or ``healed``, an unchecked schedule's typo), and so is None
+    (a record that names no fault)."""
     out = []
     for f in faults:
-        entry = f if isinstance(f, Fault) else CATALOGUE.get(f)
+        entry = f if isinstance(f, Fault) else CATALOGUE.get(f) if f is not None else None
         if entry is not None:
             out.append(entry)
     return tuple(out)

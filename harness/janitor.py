@@ -80,12 +80,14 @@ class Janitor:
             start_new_session=True,  # a Ctrl-C at the terminal must not take it down with us
             text=True,
         )
+        assert self._proc.stdin is not None  # stdin=PIPE
+        self._stdin = self._proc.stdin
         self._n = 0
 
     @property
     def fd(self) -> int:
         """The pipe's write end: a forked child must close it, or the janitor never sees EOF."""
-        return self._proc.stdin.fileno()
+        return self._stdin.fileno()
 
     def register(self, op: str, **fields) -> str:
         self._n += 1
@@ -98,8 +100,8 @@ class Janitor:
 
     def _send(self, msg: dict) -> None:
         try:
-            self._proc.stdin.write(json.dumps(msg) + "\n")
-            self._proc.stdin.flush()
+            self._stdin.write(json.dumps(msg) + "\n")
+            self._stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
             pass
 
@@ -107,7 +109,7 @@ class Janitor:
         """Tell the janitor all is clean and wait for it (bounded)."""
         self._send({"op": "done"})
         try:
-            self._proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         try:

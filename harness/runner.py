@@ -126,7 +126,7 @@ class Runner:
             "the supervisor and went on without it (a strike may be missing)"
             for r in result.records if r.get("event") == "point-timeout"] + ([unread] if unread else [])
         return History(
-            schedule=schedule.to_dict(), design=design.name, tenant_mode=schedule.tenant_mode,
+            schedule=schedule, design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},

@@ -96,9 +96,10 @@ class Slots:
         d = self.database
         name = f"{d.database}_s{k}_{secrets.token_hex(2)}"
         base = dsn_backend.with_db(d.admin_dsn, dbname="postgres")
-        if d.janitor is not None:
-            key = d.janitor.register("dropdb", dsn=base, database=name, role=None)
-            self._cleanup.push(f"telling the janitor about {name}", lambda: d.janitor.forget(key))
+        janitor = d.janitor
+        if janitor is not None:
+            key = janitor.register("dropdb", dsn=base, database=name, role=None)
+            self._cleanup.push(f"telling the janitor about {name}", lambda: janitor.forget(key))
         self._cleanup.push(f"dropping slot database {name}",
                            lambda: dsn_backend.drop_database(base, name, None))
         with dsn_backend.connect_admin(base) as conn:
@@ -140,7 +141,7 @@ class Slots:
 
     def run_many(self, schedules: Sequence[Schedule]) -> list[History]:
         """Run every schedule on some slot, as many at once as there are slots; histories in order."""
-        out: list[History | None] = [None] * len(schedules)
+        out: dict[int, History] = {}  # index of the schedule -> its history
         todo = list(enumerate(schedules))
         busy: dict[int, int] = {}  # slot -> index of the schedule it runs
         while todo or busy:
@@ -149,8 +150,9 @@ class Slots:
                     i, s = todo.pop(0)
                     self._conns[slot].send(s.to_json())
                     busy[slot] = i
-            for conn in wait([self._conns[s] for s in busy]):
-                slot = self._conns.index(conn)
+            for ready in wait([self._conns[s] for s in busy]):
+                slot = next(s for s in busy if self._conns[s] is ready)
+                conn = self._conns[slot]
                 try:
                     status, payload = conn.recv()
                 except EOFError:
@@ -158,4 +160,4 @@ class Slots:
                 if status != "ok":
                     raise HarnessError(f"slot {slot} could not run a schedule: {payload}")
                 out[busy.pop(slot)] = History.from_dict(payload)
-        return out  # type: ignore[return-value]
+        return [out[i] for i in range(len(schedules))]

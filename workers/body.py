@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from ..core import sqlfile
+from ..core.db import one
 from ..core.execlog import ExecLog, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
@@ -75,7 +76,8 @@ class WorkerSpec:
     schedule: Schedule
     worker_dsn: str
     run_dir: Path
-    watch: frozenset[tuple[int, str]] = frozenset()  # (job, point) pairs the supervisor strikes at
+    # (job, point) pairs the supervisor strikes at; job None: a statement point of no job (statements.py)
+    watch: frozenset[tuple[int | None, str]] = frozenset()
     tenant_setting: str = "app.tenant"  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
 class BodyContext(Protocol):
@@ -152,14 +154,14 @@ class Execution:
         if status == psycopg.pq.TransactionStatus.INTRANS or (
                 status == psycopg.pq.TransactionStatus.IDLE and self.conn.autocommit):
             try:
-                return self.conn.execute(Q.server_pid).fetchone()[0]
+                return one(self.conn.execute(Q.server_pid))[0]
             except psycopg.Error:
                 return None
         return None
 
     def read_inherited(self) -> None:
         me = f"{self.ctx.identity} {self.job.id} {self.job.attempt}"
-        value, last, pid, _ = self.conn.execute(inherited_tenant(me)).fetchone()
+        value, last, pid, _ = one(self.conn.execute(inherited_tenant(me)))
         self._log("tenant-inherited", value=value, last=last, backend=pid)
 
     def set_tenant(self) -> None:
@@ -167,9 +169,9 @@ class Execution:
             self.conn.execute(Q.set_tenant, {"tenant": str(self.job.tenant), "local": self.ctx.mode.local})
 
     def insert_run(self) -> None:
-        self.run_id = self.conn.execute(
+        self.run_id = one(self.conn.execute(
             Q.insert_run, {"job": self.job.id, "worker": self.ctx.identity, "attempt": self.job.attempt}
-        ).fetchone()[0]
+        ))[0]
 
     def insert_finished_run(self, started) -> None:
         self.conn.execute(Q.insert_finished_run, {"job": self.job.id, "worker": self.ctx.identity,
@@ -180,7 +182,7 @@ class Execution:
             self.conn.execute(Q.finish_run, {"run": self.run_id})
 
     def read_invoices(self) -> None:
-        visible, foreign = self.conn.execute(Q.read_invoices, {"tenant": self.job.tenant}).fetchone()
+        visible, foreign = one(self.conn.execute(Q.read_invoices, {"tenant": self.job.tenant}))
         self._log("rows-visible", tenant=self.job.tenant, visible=visible, foreign=foreign)
 
     def read_briefly(self):
@@ -190,7 +192,7 @@ class Execution:
         self.point("before-tenant")
         self.set_tenant()
         self.read_invoices()
-        started = self.conn.execute("select clock_timestamp()").fetchone()[0]
+        started = one(self.conn.execute("select clock_timestamp()"))[0]
         self.conn.commit()
         return started
 

@@ -26,6 +26,7 @@ import functools
 import hashlib
 import sys
 import threading
+from types import FrameType
 
 import psycopg
 from psycopg import sql
@@ -77,7 +78,7 @@ def name_of(query) -> str | None:
 
 def _from_body() -> bool:
     """Whether the statement comes from the job body (the first frame outside psycopg is in it)."""
-    f = sys._getframe(3)
+    f: FrameType | None = sys._getframe(3)
     while f is not None and "/psycopg" in f.f_code.co_filename:
         f = f.f_back
     return f is not None and f.f_code.co_filename.endswith(BODY_FILES)
@@ -108,7 +109,9 @@ def _wait(cursor, hit) -> None:
         backend = cursor.connection.info.backend_pid
     except Exception:
         backend = None
-    _ctx.wait_for_supervisor(job, point, backend)
+    ctx = _ctx
+    assert ctx is not None  # _before finds a point only once install() has set it
+    ctx.wait_for_supervisor(job, point, backend)
 
 
 def _wrap_sync(method):

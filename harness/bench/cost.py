@@ -25,6 +25,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...core import sqlfile
+from ...core.db import one
+from ...core.errors import HarnessError
 from ...core.execlog import path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
@@ -38,7 +40,7 @@ Q = sqlfile.load(__file__, "cost.sql", "clear_snapshot", "transactions")
 
 def _xacts(conn: psycopg.Connection, db: str) -> int:
     conn.execute(Q.clear_snapshot)
-    return conn.execute(Q.transactions, {"db": db}).fetchone()[0]
+    return one(conn.execute(Q.transactions, {"db": db}))[0]
 
 
 def _settled(conn: psycopg.Connection, db: str) -> int:
@@ -63,6 +65,8 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
     with tempfile.TemporaryDirectory(prefix="pgjc-cost-") as run_dir:
         ctx = WorkerContext(WorkerSpec("bench", sched, worker_dsn, Path(run_dir)))
         db = conninfo_to_dict(admin_dsn).get("dbname")
+        if not isinstance(db, str):  # a provisioned database's DSN always names it
+            raise HarnessError("design_cost: the admin DSN names no database")
         with psycopg.connect(make_conninfo(admin_dsn, dbname="postgres"), autocommit=True) as counter:
             before = _settled(counter, db)
             try:

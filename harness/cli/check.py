@@ -66,21 +66,25 @@ def add_parser(sub, parents) -> argparse.ArgumentParser:
 def plan(spec: str, design, options: dict[str, str], scale: float) -> list[tuple[str, Schedule]]:
     """The labelled schedules of a check (see the module docstring)."""
     points = design.points
-    base = {"design": spec, "design_options": options, "time_scale": scale, "max_attempts": MAX_ATTEMPTS}
+
+    def make(jobs: tuple[JobSpec, ...], workers: int, events: tuple[Event, ...] = ()) -> Schedule:
+        return Schedule(jobs=jobs, workers=workers, events=events, design=spec, design_options=options,
+                        time_scale=scale, max_attempts=MAX_ATTEMPTS,
+                        dequeues=dequeue_budget(len(jobs), MAX_ATTEMPTS))
+
     out = []
     for w in FAULT_FREE_WORKERS:
-        jobs = (JobSpec(1, tenant=1), JobSpec(2, tenant=2), JobSpec(3, tenant=None))
-        out.append((f"no fault; 3 jobs, {w} worker{'s' if w > 1 else ''}",
-                    Schedule(jobs=jobs, workers=w, dequeues=dequeue_budget(3, MAX_ATTEMPTS), **base)))
+        jobs: tuple[JobSpec, ...] = (JobSpec(1, tenant=1), JobSpec(2, tenant=2), JobSpec(3, tenant=None))
+        out.append((f"no fault; 3 jobs, {w} worker{'s' if w > 1 else ''}", make(jobs, w)))
     for name in JOB_FAULTS + SUPERVISOR_FAULTS:
         fault = CATALOGUE[name]
-        point = fault.point if fault.point in points else points[0]
+        point = fault.point if fault.point is not None and fault.point in points else points[0]
+        events: tuple[Event, ...]
         if fault.kind == "job":
             jobs, events = (JobSpec(1, tenant=1, fault=name, point=point, strikes=1), JobSpec(2, tenant=None)), ()
         else:
             jobs, events = (JobSpec(1, tenant=1), JobSpec(2, tenant=None)), (Event(fault=name, job=1, point=point),)
-        out.append((f"{name} at {point} on job 1; 2 jobs, 2 workers",
-                    Schedule(jobs=jobs, workers=2, events=events, dequeues=dequeue_budget(2, MAX_ATTEMPTS), **base)))
+        out.append((f"{name} at {point} on job 1; 2 jobs, 2 workers", make(jobs, 2, events)))
     return out
 
 
@@ -158,6 +162,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
 
 
 def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
+    name: str | None
+    point: str | None
     if schedule.events:
         e = schedule.events[0]
         name, point = e.fault, e.point
@@ -182,7 +188,10 @@ def _design_raised(exc: BaseException, design) -> bool:
     files = set()
     for cls in type(design.design).__mro__[:-1]:
         try:
-            files.add(Path(inspect.getsourcefile(cls)).resolve())
+            source = inspect.getsourcefile(cls)
+            if source is None:  # no source file to find it in
+                continue
+            files.add(Path(source).resolve())
         except (TypeError, OSError):
             continue
     return any(Path(f.filename).resolve() in files for f in traceback.extract_tb(exc.__traceback__))

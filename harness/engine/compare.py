@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import PROPERTIES, VIOLATED, aggregate, check, violated_names
 from ...workers.design import DesignHandle
@@ -36,9 +37,10 @@ class Comparison:
     schedules: list[Deciding] = field(default_factory=list)
 
 
-def compare(run: Callable[[Schedule], object], *, designs: list[DesignHandle], faults, tenant_mode: str, examples: int,
-            seed: int | None, time_scale: float, workers: int | None = None, budget: float | None = None,
-            progress: Callable[[str], None] = lambda s: None, **search_options) -> Comparison:
+def compare(run: Callable[[Schedule], History], *, designs: list[DesignHandle], faults, tenant_mode: str,
+            examples: int, seed: int | None, time_scale: float, workers: int | None = None,
+            budget: float | None = None, progress: Callable[[str], None] = lambda s: None,
+            **search_options) -> Comparison:
     """Search every design (its handle, built once by the caller), then cross-replay the
     counterexamples (see the module's docstring)."""
     handles = {d.spec: d for d in designs}
@@ -62,7 +64,7 @@ def compare(run: Callable[[Schedule], object], *, designs: list[DesignHandle], f
                 c.schedules.append(Deciding(f"{d}'s counterexample for {name}", smallest.schedule, smallest))
     run_many = search_options.get("run_many")
     for d, handle in handles.items():
-        runs = [(r, None) for r in c.outcomes[d].runs]
+        runs: list[tuple[Run | _Replayed, int | None]] = [(r, None) for r in c.outcomes[d].runs]
         todo = [(i, x.schedule.replace(design=d, design_options=dict(handle.options)))
                 for i, x in enumerate(c.schedules) if x.schedule.design != d]
         progress(f"compare: {len(todo)} counterexamples of other designs on {d}")

@@ -124,10 +124,11 @@ class Search:
             if self._spent():
                 break
             chunk = batch[k:k + self.width]
-            if self.width == 1:
+            run_many = self._run_many
+            if self.width == 1 or run_many is None:  # a width above 1 only with run_many
                 self._execute(chunk[0][1], chunk[0][0])
             else:
-                for (label, s), h in zip(chunk, self._run_many([s for _, s in chunk]), strict=True):
+                for (label, s), h in zip(chunk, run_many([s for _, s in chunk]), strict=True):
                     self._record(s, h, h.t1 - h.t0, label)
             done += len(chunk)
         return done
@@ -147,7 +148,7 @@ class Search:
         failing = [r for r in self.out.runs if r.failing(self.gate)]
         self.out.counterexample = min(failing, key=lambda r: r.size) if failing else None
         if self.out.counterexample is not None:
-            self._replay()
+            self._replay(self.out.counterexample)
         self.out.exit_reason = self._exit_reason()
         return self.out
 
@@ -226,10 +227,9 @@ class Search:
         self.progress(f"exploring the other {len(rest)} examples of the budget")
         self._execute_all([("", self._configured(s)) for s in rest])
 
-    def _replay(self) -> None:
+    def _replay(self, ce: Run) -> None:
         self.phase = Phase.REPLAY
         self.progress("replaying the counterexample once more")
-        ce = self.out.counterexample
         history = self._run(ce.schedule)
         self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
         self.out.runs.append(self.out.replayed)

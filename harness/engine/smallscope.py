@@ -104,6 +104,7 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
                 tenant = 1 if i == 1 else None  # the second job a system job: see the module docstring
                 jobs.append(JobSpec(id=i, tenant=tenant, fault=job_fault, point=point if job_fault else None))
             if fault and kinds[fault] == "supervisor":
+                assert point is not None  # _cases: a supervisor fault strikes at every point, never at none
                 events.append(Event(fault=fault, job=1, point=point, variant=variant))
             s = Schedule(jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
                          time_scale=time_scale, max_attempts=max_attempts, dequeues=dequeue_budget(n, max_attempts),

@@ -139,7 +139,7 @@ def horizon(ctx: Context) -> dict:
     # --quick: 20,000 jobs. At 10,000 the held curve barely rises above this machine's noise.
     n_full = ctx.jobs or ctx.pick(100_000, 20_000)
     timeout_s = None
-    series = []
+    series: list[dict] = []
     with psycopg.connect(ctx.database.admin_dsn, autocommit=True) as admin:
         for name, (_, _, _, fraction) in VARIANTS.items():
             n = max(BLOCKS, int(n_full * fraction))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import psycopg
 
 from ...core import sqlfile
+from ...core.db import one
 from ...core.schedule import JobSpec
 from ...workers.body import Q as BODY
 from ...workers.lease import Lease
@@ -28,7 +29,7 @@ def _look(ctx: Context, tenant: int | None) -> dict:
         try:
             if tenant is not None:
                 conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
-            visible = conn.execute(Q.count_jobs).fetchone()[0]
+            visible = one(conn.execute(Q.count_jobs))[0]
             row = conn.execute(LEASE.claim, {"lease": 1.0}).fetchone()
             error = None
         except psycopg.Error as exc:

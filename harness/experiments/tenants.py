@@ -13,6 +13,7 @@ import time
 import psycopg
 
 from ...core import sqlfile
+from ...core.db import one
 from ...workers.body import Q as BODY
 from ...workers.tenant import MODES
 from .common import Context, median_ms, plot
@@ -49,7 +50,7 @@ def _leak_run(dsn: str, mode_name: str, fail_job: int | None, *, other_worker: b
             except psycopg.errors.DivisionByZero:
                 pass  # the job failed; the pool rolled its transaction back (if it had one)
             with borrower.connection() as conn:  # the next borrower sets nothing
-                counts.append(conn.execute(Q.count_invoices).fetchone()[0])
+                counts.append(one(conn.execute(Q.count_invoices))[0])
     finally:
         pool.close()
         if borrower is not pool:
@@ -177,10 +178,11 @@ def reset_cost(ctx: Context) -> dict:
                      "failed_at_job": [r["failed_at_job"] for r in runs],
                      "error": next((r["error"] for r in runs if r["error"]), None),
                      "article": RESET_ARTICLE[variant]})
-    result = {"experiment": "reset-cost", "rows": rows,
-              "article": "0.33 ms leaking, 0.35 ms local; reset without autocommit 8.9 ms and 301 connections "
-                         "for 300 jobs; DISCARD ALL fails at job 7 in both runs",
-              "note": f"two series; medians leave out the first {skip} jobs ({slow_skip} for reset-no-autocommit)"}
+    result: dict[str, object] = {
+        "experiment": "reset-cost", "rows": rows,
+        "article": "0.33 ms leaking, 0.35 ms local; reset without autocommit 8.9 ms and 301 connections "
+                   "for 300 jobs; DISCARD ALL fails at job 7 in both runs",
+        "note": f"two series; medians leave out the first {skip} jobs ({slow_skip} for reset-no-autocommit)"}
     if ctx.plot_dir is not None:
         def draw(ax):
             for variant, runs in series.items():

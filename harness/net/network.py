@@ -29,7 +29,9 @@ class Network:
         target = conninfo.conninfo_to_dict(worker_dsn)
         self.worker_dsn, self.janitor = worker_dsn, janitor
         try:
-            self.proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), slots)
+            # a parsed DSN's values are text (conninfo_to_dict types them as it takes them: str | int | None)
+            host, port = str(target.get("host", "127.0.0.1")), int(str(target.get("port", 5432)))
+            self.proxies = Proxies(host, port, slots)
         except RuntimeError as exc:
             raise HarnessError(str(exc)) from None
         self._partitions: dict[int, tuple[str, str | None]] = {}  # slot -> (table, janitor key)

@@ -24,6 +24,7 @@ kernel acknowledge the bytes): see :mod:`harness.net.partition`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 import subprocess
@@ -47,7 +48,7 @@ class _Server:
 
     async def start(self) -> None:
         for slot in range(1, self.slots + 1):
-            srv = await asyncio.start_server(lambda r, w, s=slot: self._client(s, r, w), "127.0.0.1", 0)
+            srv = await asyncio.start_server(functools.partial(self._client, slot), "127.0.0.1", 0)
             self.ports[slot] = srv.sockets[0].getsockname()[1]
 
     async def _client(self, slot: int, reader, writer) -> None:
@@ -155,7 +156,9 @@ class Proxies:
                                       str(slots)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      # asyncio's shutdown reports the connections it cancels at exit
                                      stderr=subprocess.DEVNULL, start_new_session=True)
-        first = self.proc.stdout.readline().split()
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # stdin=PIPE, stdout=PIPE
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
+        first = self._stdout.readline().split()
         if len(first) != slots:
             self.close()
             raise RuntimeError("the fault proxy did not start")
@@ -164,12 +167,12 @@ class Proxies:
     @property
     def fds(self) -> tuple[int, ...]:
         """Our ends of its pipes: a forked worker must close them."""
-        return (self.proc.stdin.fileno(), self.proc.stdout.fileno())
+        return (self._stdin.fileno(), self._stdout.fileno())
 
     def _send(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        self.proc.stdout.readline()  # "ok": the change is in effect before we go on
+        self._stdin.write(line + "\n")
+        self._stdin.flush()
+        self._stdout.readline()  # "ok": the change is in effect before we go on
 
     def latency(self, slot: int, seconds: float) -> None:
         self._send(f"latency {slot} {seconds}")
@@ -182,7 +185,7 @@ class Proxies:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         try:
@@ -190,7 +193,7 @@ class Proxies:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdout.close()
+        self._stdout.close()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 import psycopg
+from psycopg.rows import TupleRow
 
 from ...core import sqlfile
 
@@ -83,7 +84,8 @@ class Admin:
     def sample(self, now: float, workers: Collection[str]) -> list[dict]:
         """One ``pg_stat_activity`` sample of our database: each session's role (worker, holder or
         other), state, xid, xmin and transaction age."""
-        rows = self.guarded("sampling pg_stat_activity", lambda c: c.execute(Q.activity).fetchall(), [])
+        rows: list[TupleRow] = self.guarded("sampling pg_stat_activity",
+                                            lambda c: c.execute(Q.activity).fetchall(), [])
         out = []
         for pid, app, state, xid, xmin, age in rows:
             base = (app or "").split("/", 1)[0]

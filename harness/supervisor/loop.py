@@ -122,7 +122,7 @@ class Supervisor:
             ended_by = self._loop(t0, admin, tail, merger)
         t1 = time.monotonic()
         log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)
-        return SupervisorResult(self.records, [w.exit for w in self.workers.values()], self.strikes.injected,
+        return SupervisorResult(self.records, [w.ended for w in self.workers.values()], self.strikes.injected,
                                 self.samples, ended_by, t0, t1, self.notes)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> str:
@@ -170,7 +170,7 @@ class Supervisor:
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
                           tenant_setting=self.design.handle.tenant_setting)
-        close = (self.janitor.fd,) if self.janitor is not None else ()
+        close: tuple[int, ...] = (self.janitor.fd,) if self.janitor is not None else ()
         if self.net is not None:
             close += self.net.fds
         w = process.spawn(spec, self.design, slot=slot, generation=generation, close_fds=close)
@@ -223,7 +223,8 @@ class Supervisor:
         return bool(new)
 
     def _on_record(self, r: dict) -> None:
-        w = self.workers.get(r.get("worker"))
+        who = r.get("worker")
+        w = self.workers.get(who) if isinstance(who, str) else None
         if w is None:
             return
         ev = r.get("event")
@@ -231,7 +232,8 @@ class Supervisor:
             w.current[r["job"]] = r.get("attempt")
             w.job_pids[r["job"]] = r.get("pid")
         elif ev in ("finished", "failed", "fenced"):
-            w.current.pop(r.get("job"), None)
+            if isinstance(job := r.get("job"), int):  # a record of no job leaves nothing in flight
+                w.current.pop(job, None)
         elif ev == "process-exit":  # the library's child a job ran in is gone (workers/hosted/spawned.py)
             for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:
                 w.current.pop(job, None)

@@ -64,7 +64,17 @@ class WorkerProcess:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        pid = self.proc.pid
+        if pid is None:  # never: spawn() starts every worker before it makes one
+            raise RuntimeError(f"worker {self.identity} was never started")
+        return pid
+
+    @property
+    def ended(self) -> WorkerExit:
+        """Its exit, once recorded (every worker's is, once the run has shut its workers down)."""
+        if self.exit is None:
+            raise RuntimeError(f"worker {self.identity} has not exited")
+        return self.exit
 
     def reaped(self) -> bool:
         """True once the process has ended (the exit is not yet recorded: see :meth:`record_exit`)."""
@@ -73,7 +83,7 @@ class WorkerProcess:
     def record_exit(self, now: float, *, by_harness: bool, declared: Mapping[int, str]) -> WorkerExit:
         code = self.proc.exitcode
         job, attempt = next(iter(self.current.items()), (None, None))  # the oldest job in flight
-        self.exit = WorkerExit(self.identity, self.proc.pid, now, classify(code, declared),
+        self.exit = WorkerExit(self.identity, self.pid, now, classify(code, declared),
                                code if code and code > 0 else None, -code if code and code < 0 else None,
                                by_harness, job, attempt, self.error)
         self.proc.join(0)
@@ -81,7 +91,7 @@ class WorkerProcess:
 
     def signal_group(self, sig: int) -> None:
         if self.alive:
-            procs.killpg(self.proc.pid, sig)
+            procs.killpg(self.pid, sig)
 
     def go(self, pid: int | None = None) -> None:
         """Let it go on from a strike point (the worker waits on :data:`STRIKE_SIGNAL`). *pid*: the
@@ -89,9 +99,9 @@ class WorkerProcess:
         worker's process group: chancy's process executor). Hazard: a pid of some other process
         would get the signal; only pids of the worker's own group are signalled."""
         if self.alive:
-            target = self.proc.pid if pid is None else pid
+            target = self.pid if pid is None else pid
             try:
-                if target != self.proc.pid and os.getpgid(target) != self.proc.pid:
+                if target != self.pid and os.getpgid(target) != self.pid:
                     return  # not (or no longer) one of this worker's processes
                 os.kill(target, STRIKE_SIGNAL)
             except ProcessLookupError:
@@ -142,11 +152,12 @@ def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int, cl
     proc = _FORK.Process(target=_entry, args=(spec, design, close_fds, os.getpid()), name=spec.identity,
                          daemon=False)
     proc.start()
+    w = WorkerProcess(spec.identity, slot, generation, proc)
     try:
-        os.setpgid(proc.pid, proc.pid)  # the child does it too: whoever runs first wins
+        os.setpgid(w.pid, w.pid)  # the child does it too: whoever runs first wins
     except (PermissionError, ProcessLookupError):
         pass
-    return WorkerProcess(spec.identity, slot, generation, proc)
+    return w
 
 
 def kill_all(workers: list[WorkerProcess]) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 from ...core.errors import HarnessError
 from ...core.schedule import Event, Schedule
+from ...faults.api import Holder as HolderAPI
 from ...faults.api import Stop
 from ...faults.catalogue import CATALOGUE
 from ..net.network import check_action
@@ -75,7 +76,9 @@ class Strikes:
         self._holders.append(holder)
         return holder
 
-    def close_holder(self, holder: Holder) -> None:
+    def close_holder(self, holder: HolderAPI) -> None:
+        if not isinstance(holder, Holder):  # a fault closes only what open_holder gave it
+            raise TypeError(f"not a holder of this supervisor's: {holder!r}")
         if holder in self._holders:
             self._holders.remove(holder)
         holder.close()
@@ -123,7 +126,10 @@ class Strikes:
             return
         stop = Stop(w.identity, waiter, r.get("backend"), r["job"], r.get("attempt"), r["point"])
         for e in sorted(due, key=lambda e: CATALOGUE[e.fault].strikes_last):  # a kill: nothing runs after it
-            CATALOGUE[e.fault].inject(self, e, stop)
+            inject = CATALOGUE[e.fault].inject
+            if inject is None:  # never: a schedule's events are supervisor faults (faults.check_schedule)
+                raise HarnessError(f"event {e.fault!r} is not a supervisor fault")
+            inject(self, e, stop)
 
     def run_due(self, now: float) -> None:
         while self._later and self._later[0][0] <= now:

@@ -9,6 +9,7 @@ import time
 from typing import Any, Protocol
 
 import psycopg
+from psycopg.rows import TupleRow
 
 
 class Client(Protocol):
@@ -33,6 +34,14 @@ class Client(Protocol):
     def started_count(self, job: int) -> int: ...
 
 EXIT_CRASH = 1
+
+
+def _one(cur: psycopg.Cursor[TupleRow]) -> TupleRow:
+    """The row of a statement that always returns one (:class:`LookupError` when it returned none)."""
+    row = cur.fetchone()
+    if row is None:
+        raise LookupError("the statement returned no row (it always returns one)")
+    return row
 
 
 class InjectedError(Exception):
@@ -65,13 +74,13 @@ class Execution:
                 if nth > args_strikes:
                     self.fault = None
             me = f"{c.identity} {self.job} {self.attempt}".replace("'", "''")
-            value, last, pid, _ = conn.execute(sql["inherited_tenant"].replace("{me}", f"'{me}'")).fetchone()
+            value, last, pid, _ = _one(conn.execute(sql["inherited_tenant"].replace("{me}", f"'{me}'")))
             self._log("tenant-inherited", value=value, last=last, backend=pid)
             self.point("before-tenant")
             self.set_tenant()
-            visible, foreign = conn.execute(sql["read_invoices"], {"tenant": self.tenant}).fetchone()
+            visible, foreign = _one(conn.execute(sql["read_invoices"], {"tenant": self.tenant}))
             self._log("rows-visible", tenant=self.tenant, visible=visible, foreign=foreign)
-            started = conn.execute("select clock_timestamp()").fetchone()[0]
+            started = _one(conn.execute("select clock_timestamp()"))[0]
             conn.commit()
             total = self.work_seconds()
             time.sleep(total / 2)

@@ -90,7 +90,7 @@ class Client:
         self._fd = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._body = weakref.WeakSet()
+        self._body: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()  # the job bodies' connections
         self._free: list[psycopg.Connection] = []
         self._lock_free = threading.Lock()
         self._slots = threading.BoundedSemaphore(spec.get("pool_size") or 1)
