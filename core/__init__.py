@@ -18,4 +18,5 @@ from .errors import ChaosError, HarnessError, UsageError
 from .history import History
 from .schedule import POINTS, Event, JobSpec, Schedule, Timing
 
-__all__ = ["POINTS", "ChaosError", "Event", "HarnessError", "History", "JobSpec", "Schedule", "Timing", "UsageError"]
+__all__ = ["POINTS", "ChaosError", "Event", "HarnessError", "History", "JobSpec", "Schedule", "Timing",
+           "UsageError"]

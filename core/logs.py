@@ -161,7 +161,8 @@ def _emit(line: bytes, who: str) -> None:
     try:
         d = json.loads(line)
         rec = logging.makeLogRecord({
-            "name": str(d["name"]), "levelno": int(d["level"]), "levelname": logging.getLevelName(int(d["level"])),
+            "name": str(d["name"]), "levelno": int(d["level"]),
+            "levelname": logging.getLevelName(int(d["level"])),
             "msg": str(d["msg"]), "args": None, "created": float(d["t"]), "process": d.get("pid"),
             "processName": d.get("who", who), "who": d.get("who", who)})
         rec.msecs = (rec.created - int(rec.created)) * 1000

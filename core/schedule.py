@@ -17,7 +17,8 @@ from pathlib import Path
 
 from .errors import UsageError
 
-FORMAT = 2  # 2: an event may strike at a statement point (sql:<name>) and name no job; 1 files load as they are
+# 2: an event may strike at a statement point (sql:<name>) and name no job; 1 files load as they are
+FORMAT = 2
 
 # The named points of a job's life, in the order a job body reaches them. Faults strike here.
 JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
@@ -139,7 +140,8 @@ class Schedule:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "schedule", validators: Iterable[Validator] = ()) -> Schedule:
+    def from_dict(cls, data: dict, *, source: str = "schedule",
+                  validators: Iterable[Validator] = ()) -> Schedule:
         """A schedule from JSON data; :class:`UsageError` naming *source* and the field when it is
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
         data = dict(data)
@@ -233,7 +235,8 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
     for i, e in enumerate(s.events):
         statement = e.point.startswith(STATEMENT_PREFIX) and len(e.point) > len(STATEMENT_PREFIX)
         if e.point not in POINTS and not statement:
-            bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}, or sql:<statement>")
+            bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}, "
+                "or sql:<statement>")
         if e.job not in ids and not (e.job is None and statement):
             bad(f"events[{i}].job: no job {e.job} in jobs" if e.job is not None else
                 f"events[{i}].job: only a statement point (sql:...) may name no job")

@@ -92,14 +92,17 @@ _FAULTS = [
           at_statements=True),
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
           inject=supervisor.horizon, variants=("xid", "repeatable-read")),
-    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session", inject=supervisor.terminate),
+    Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session",
+          inject=supervisor.terminate),
     Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
           inject=supervisor.latency, network="latency"),
-    Fault("partition", "supervisor", "the worker's packets are dropped (nftables, no RST) for a while, then heal",
+    Fault("partition", "supervisor",
+          "the worker's packets are dropped (nftables, no RST) for a while, then heal",
           inject=supervisor.partition, network="partition", needs_root_nftables=True),
     Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset,
           network="reset"),
-    Fault("lost-commit-reply", "supervisor", "the worker's next commit (its finish) commits, its reply is lost "
+    Fault("lost-commit-reply", "supervisor",
+          "the worker's next commit (its finish) commits, its reply is lost "
           "and the connection cut with a TCP RST", point="before-finish", inject=supervisor.lost_commit_reply,
           network="lose-commit-reply"),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "

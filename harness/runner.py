@@ -90,7 +90,8 @@ class Runner:
         if design is None:
             design = self.design(schedule)
         libraries = design.versions() or schedule.libraries
-        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler, libraries=libraries)
+        return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler,
+                                libraries=libraries)
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
@@ -122,8 +123,8 @@ class Runner:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None
         notes = list(result.notes) + [
-            f"{r['worker']} waited {schedule.timing.strike_wait:g} s at job {r.get('job')} {r.get('point')} for "
-            "the supervisor and went on without it (a strike may be missing)"
+            f"{r['worker']} waited {schedule.timing.strike_wait:g} s at job {r.get('job')} {r.get('point')} "
+            "for the supervisor and went on without it (a strike may be missing)"
             for r in result.records if r.get("event") == "point-timeout"] + ([unread] if unread else [])
         return History(
             schedule=schedule, design=design.name, tenant_mode=schedule.tenant_mode,

@@ -115,7 +115,8 @@ class Slots:
 
     def _start(self, k: int, database: Database) -> None:
         ours, theirs = _FORK.Pipe()
-        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid(), self.designs), name=f"slot-{k}", daemon=False)
+        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid(), self.designs), name=f"slot-{k}",
+                          daemon=False)
         p.start()
         theirs.close()
         self._conns.append(ours)

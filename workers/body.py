@@ -133,7 +133,8 @@ class Execution:
             backend = self._server_pid()
             self._log("server-session", point=name, backend=backend)
         if (self.job.id, name) in self.ctx.spec.watch:
-            self.ctx.wait_for_supervisor(self.job, name, backend if self.ctx.schedule.pooler else self._backend())
+            self.ctx.wait_for_supervisor(self.job, name,
+                                         backend if self.ctx.schedule.pooler else self._backend())
         fault = self.job_fault()
         if fault is not None and fault.strike is not None and (self.job.point or fault.point) == name:
             self._log("fault", fault=fault.name, point=name)

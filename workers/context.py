@@ -86,7 +86,8 @@ class WorkerContext:
         """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
         signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
         or another thread's wait could take this one's go."""
-        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)  # None: a statement of no job
+        # None: a statement of no job
+        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)
         with self._strike_lock:
             self.log.write("point", job=job_id, attempt=attempt, point=point, backend=backend)
             if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:

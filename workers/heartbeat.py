@@ -98,7 +98,8 @@ class LeaseHeartbeat(LeaseFenced):
     name = "lease-heartbeat"
     exit_outcomes = {EXIT_ABANDONED: "abandoned after max runtime"}
     heartbeat = Heartbeat  # the class that keeps the lease (a subclass may change how)
-    PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"  # the sweep acts on the rest
+    # the sweep acts on the rest
+    PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"
 
     def work(self, ctx, ex) -> None:
         ex.started(lease_until=ex.t_started + ctx.lease)

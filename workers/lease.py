@@ -60,7 +60,8 @@ class Lease(QueueDesign):
             return  # the job belongs to another attempt now: nothing of ours to record
         with ctx.pool.connection() as conn:
             if self.fenced:
-                conn.execute(Q.fail_fenced, {"id": ex.job.id, "attempt": ex.job.attempt, "error": describe(exc)})
+                conn.execute(Q.fail_fenced,
+                             {"id": ex.job.id, "attempt": ex.job.attempt, "error": describe(exc)})
             else:
                 conn.execute(Q.fail, {"id": ex.job.id, "error": describe(exc)})
             conn.commit()

@@ -38,8 +38,8 @@ from .body import describe
 from .heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
 from .lease import Q as LEASE
 
-Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "grant_outbox", "clear_outbox", "insert_outbox", "mark_delivered",
-                 "relay_claim", "pending")
+Q = sqlfile.load(__file__, "outbox.sql", "create_outbox", "grant_outbox", "clear_outbox", "insert_outbox",
+                 "mark_delivered", "relay_claim", "pending")
 
 # Server-side limits as fractions of the lease. ``horizon`` judges a transaction held when it is
 # older than half a lease (properties/health.py HORIZON_LEASE_FRACTION) and samples four times a

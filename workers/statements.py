@@ -34,7 +34,8 @@ from psycopg import sql
 from ..core.sqlfile import NAMES, normalized
 
 PREFIX = "sql:"
-# The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of their own.
+# The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of
+# their own.
 BODY_FILES = ("body.py", "own_connection.py", "hosted.py", "statements.py", "tenant.py")
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}

@@ -106,7 +106,8 @@ def figures(libs, out, *, root: Path, examples: int, seed: int = 1, budget: floa
     plan = groups(libs)
     results, times = {}, {}
     for scale, names in plan.items():
-        print(f"  compare at time scale {scale:g}: {', '.join([*BASELINES, *names])} ...", file=out, flush=True)
+        print(f"  compare at time scale {scale:g}: {', '.join([*BASELINES, *names])} ...", file=out,
+              flush=True)
         results[scale], times[scale] = run_group(scale, names, root / f"scale-{scale:g}", examples=examples,
                                                  seed=seed, budget=budget)
         print(f"    {times[scale]:.0f} s", file=out, flush=True)
@@ -114,6 +115,7 @@ def figures(libs, out, *, root: Path, examples: int, seed: int = 1, budget: floa
     total = sum(times.values())
     head = (f"One matrix, {len(libs)} hosted libraries beside {', '.join(BASELINES)}; faults {FAULTS}; "
             f"{examples} examples a design, seed {seed}, at most {budget:g} s of new schedules a design; "
-            f"{total:.0f} s in all (" + ", ".join(f"scale {s:g}: {t:.0f} s" for s, t in times.items()) + ").\n\n")
+            f"{total:.0f} s in all ("
+            + ", ".join(f"scale {s:g}: {t:.0f} s" for s, t in times.items()) + ").\n\n")
     (root / "matrix.md").write_text(head + table)
     print(head + table, file=out)

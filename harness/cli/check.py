@@ -49,14 +49,16 @@ MAX_ATTEMPTS = 3
 
 
 def add_parser(sub, parents) -> argparse.ArgumentParser:
-    p = sub.add_parser(COMMAND, parents=parents, help="check that a design's adapter lets the harness observe it",
-                       description="Positive controls for a design: fault-free runs and one run per fault class, "
-                                   "each checked for what any correct adapter must show (every job mapped to a "
-                                   "state, attempts read back, the job body reached, each fault struck). Exit 0 "
-                                   "all held, 1 a check failed. The design's guarantees are search's to judge.")
+    p = sub.add_parser(COMMAND, parents=parents,
+                       help="check that a design's adapter lets the harness observe it",
+                       description="Positive controls for a design: fault-free runs and one run per fault "
+                                   "class, each checked for what any correct adapter must show (every job "
+                                   "mapped to a state, attempts read back, the job body reached, each fault "
+                                   "struck). Exit 0 all held, 1 a check failed. The design's guarantees are "
+                                   "search's to judge.")
     p.add_argument("design", metavar="DESIGN",
-                   help="as search's --design: a built-in design, a hosted library (procrastinate, pg-boss, ...), "
-                        "package.module:attr or path/to/file.py:attr")
+                   help="as search's --design: a built-in design, a hosted library (procrastinate, pg-boss, "
+                        "...), package.module:attr or path/to/file.py:attr")
     p.add_argument("--time-scale", type=float, metavar="X",
                    help="multiply every duration (default 0.5, raised to a hosted library's floor)")
     p.set_defaults(command=run)
@@ -81,9 +83,11 @@ def plan(spec: str, design, options: dict[str, str], scale: float) -> list[tuple
         point = fault.point if fault.point is not None and fault.point in points else points[0]
         events: tuple[Event, ...]
         if fault.kind == "job":
-            jobs, events = (JobSpec(1, tenant=1, fault=name, point=point, strikes=1), JobSpec(2, tenant=None)), ()
+            jobs, events = ((JobSpec(1, tenant=1, fault=name, point=point, strikes=1),
+                             JobSpec(2, tenant=None)), ())
         else:
-            jobs, events = (JobSpec(1, tenant=1), JobSpec(2, tenant=None)), (Event(fault=name, job=1, point=point),)
+            jobs, events = ((JobSpec(1, tenant=1), JobSpec(2, tenant=None)),
+                            (Event(fault=name, job=1, point=point),))
         out.append((f"{name} at {point} on job 1; 2 jobs, 2 workers", make(jobs, 2, events)))
     return out
 
@@ -100,7 +104,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
     """``(held, what, evidence)`` for every check of one run."""
     ids = [j.id for j in schedule.jobs]
     given = history.jobs if isinstance(history.jobs, list | tuple) else []
-    problems = [] if given is history.jobs else [f"final_states returned {type(history.jobs).__name__}, not a list"]
+    problems = ([] if given is history.jobs
+                else [f"final_states returned {type(history.jobs).__name__}, not a list"])
     odd = [r for r in given if not isinstance(r, dict)]
     if odd:
         problems.append(f"{len(odd)} row(s) not a dict: {odd[0]!r}")
@@ -125,8 +130,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
         problems.append(f"job {_ids(twice)} twice")
     if strange:
         problems.append(f"a row for job {_ids(repr(i) for i in strange)}, not in the schedule")
-    problems += [f"job {_ids(i for i, s in unmapped.items() if s == x)} status {x!r}, not one of {', '.join(STATES)}"
-                 for x in dict.fromkeys(unmapped.values())]
+    problems += [f"job {_ids(i for i, s in unmapped.items() if s == x)} status {x!r}, "
+                 f"not one of {', '.join(STATES)}" for x in dict.fromkeys(unmapped.values())]
     out.append((not problems, "states: final_states maps every job to a state",
                 "; ".join(problems) if problems else ", ".join(f"job {i}: {s}" for i, s in status.items())))
 
@@ -134,7 +139,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
     # chancy) reads back 0 for a job still hanging at the end -- attempts-counted's to judge, not ours
     attempts = {i: rows[i].get("attempts") for i in ids if i in rows}
     bad = {i: f"{status[i]} with attempts {a!r}" for i, a in attempts.items()
-           if isinstance(a, bool) or not isinstance(a, int) or a < (1 if fault_free or status[i] == "done" else 0)}
+           if isinstance(a, bool) or not isinstance(a, int)
+           or a < (1 if fault_free or status[i] == "done" else 0)}
     bad.update({i: "(no row)" for i in ids if i not in rows})
     out.append((not bad, "attempts: read back, an int (>= 1 for a job done)",
                 "; ".join(f"job {i} {a}" for i, a in sorted(bad.items())) if bad else
@@ -150,7 +156,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
             evidence += "; not done: " + ", ".join(f"job {i} {status.get(i, '(no row)')}" for i in not_done)
         out.append((not not_started and not not_done, "body: every job started and ended done", evidence))
         notes = f" ({'; '.join(history.notes)})" if history.notes and history.ended_by != "quiescent" else ""
-        out.append((history.ended_by == "quiescent", "quiescent: the run ended when the design had nothing left",
+        out.append((history.ended_by == "quiescent",
+                    "quiescent: the run ended when the design had nothing left",
                     f"ended {history.ended_by} after {history.t1 - history.t0:.2f} s{notes}"))
         return out
 
@@ -167,7 +174,8 @@ def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
     if schedule.events:
         e = schedule.events[0]
         name, point = e.fault, e.point
-        hit = [x for x in history.injected if (x.get("fault"), x.get("job"), x.get("point")) == (name, job, point)]
+        hit = [x for x in history.injected
+               if (x.get("fault"), x.get("job"), x.get("point")) == (name, job, point)]
         where = "the supervisor's injected list"
     else:
         name, point = schedule.jobs[0].fault, schedule.jobs[0].point
@@ -222,7 +230,8 @@ def run(args, progress) -> int:
                 results = [(False, "run: the design's code ran without raising",
                             f"{type(exc).__name__}: {exc} ({Path(frame.filename).name}:{frame.lineno} "
                             f"in {frame.name})")]
-            lines += [f"{'ok' if held else 'FAILED':<6}  {label}: {what}: {evidence}" for held, what, evidence in results]
+            lines += [f"{'ok' if held else 'FAILED':<6}  {label}: {what}: {evidence}"
+                      for held, what, evidence in results]
         finish(progress)  # the bar closed before the results go to stdout
     failed = sum(line.startswith("FAILED") for line in lines)
     total = len(lines) - 1
@@ -231,5 +240,6 @@ def run(args, progress) -> int:
         print(f"{failed} of {total} checks FAILED: the harness cannot observe {design.name} as it must; "
               "fix the adapter (workers/hosted/protocol.py states the protocol) before searching it")
         return EXIT_VIOLATED
-    print(f"all {total} checks held: the harness observes {design.name} (its guarantees are search's to judge)")
+    print(f"all {total} checks held: the harness observes {design.name} "
+          "(its guarantees are search's to judge)")
     return EXIT_HELD

@@ -95,8 +95,8 @@ def replay(args, progress) -> int:
     schedule = schedule.replace(**changes)
     with runner_for(server, progress, schedule.faults(), designs=[design]) as runner:
         history = runner.run(schedule)
-    report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict, notes=notes,
-                                 gate=chosen)
+    report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict,
+                                 notes=notes, gate=chosen)
     return _finish(args, _with_timing(report, [design], schedule))
 
 
@@ -119,8 +119,9 @@ def search(args, progress) -> int:
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
                      gate=chosen, **{**options, **search_options(args, runner)})
         finish(progress)
-        report = build.search_report(out, faults=faults, design=design, tenant_mode=mode, examples=args.examples,
-                                     seed=args.seed, server=runner.database.environment(), stamp=runner.stamp,
+        report = build.search_report(out, faults=faults, design=design, tenant_mode=mode,
+                                     examples=args.examples, seed=args.seed,
+                                     server=runner.database.environment(), stamp=runner.stamp,
                                      out_dir=args.out, strict=args.strict, gate=chosen)
     return _finish(args, _with_timing(report, [handle], Schedule(jobs=(JobSpec(1),), time_scale=scale)))
 
@@ -142,8 +143,8 @@ def compare(args, progress) -> int:
                     seed=args.seed, time_scale=scale, workers=args.workers, progress=progress, gate=chosen,
                     **{**options, **search_options(args, runner)})
         finish(progress)
-        report = build.compare_report(c, faults=faults, tenant_mode=mode, stamp=runner.stamp, out_dir=args.out,
-                                      strict=args.strict, gate=chosen)
+        report = build.compare_report(c, faults=faults, tenant_mode=mode, stamp=runner.stamp,
+                                      out_dir=args.out, strict=args.strict, gate=chosen)
     return _finish(args, _with_timing(report, loaded, Schedule(jobs=(JobSpec(1),), time_scale=scale)))
 
 

@@ -22,8 +22,8 @@ TEMPLATE = Path(__file__).with_name("new_design.py.txt")
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(COMMAND, help="write a hosted design file for your own worker, to fill in",
-                       description="Write NAME.py: a commented hosted design (workers/hosted/protocol.py) for your own "
-                                   "worker, that runs as it is; then run it with "
+                       description="Write NAME.py: a commented hosted design (workers/hosted/protocol.py) "
+                                   "for your own worker, that runs as it is; then run it with "
                                    "pg-job-chaos search --design NAME.py:ClassName.")
     p.add_argument("name", metavar="NAME", help="the module's name, e.g. my_queue (writes my_queue.py)")
     p.add_argument("--out", default=".", metavar="DIR", help="the directory to write it in (default: here)")

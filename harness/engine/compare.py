@@ -33,7 +33,8 @@ class Comparison:
     designs: list[str]
     outcomes: dict[str, SearchOutcome] = field(default_factory=dict)
     results: dict[str, dict] = field(default_factory=dict)
-    decided_by: dict[str, dict[str, int]] = field(default_factory=dict)  # design -> property -> schedule index
+    # design -> property -> schedule index
+    decided_by: dict[str, dict[str, int]] = field(default_factory=dict)
     schedules: list[Deciding] = field(default_factory=list)
 
 

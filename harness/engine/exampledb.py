@@ -22,7 +22,8 @@ def open_database(spec: str) -> ExampleDatabase:
         except ImportError:
             raise HarnessError("--example-db redis://...: the redis package is missing; "
                                "pip install 'pg-job-chaos[redis]'") from None
-        client = redis.Redis.from_url(spec, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT)
+        client = redis.Redis.from_url(spec, socket_timeout=REDIS_TIMEOUT,
+                                      socket_connect_timeout=REDIS_TIMEOUT)
         try:
             client.ping()
         except redis.RedisError as exc:

@@ -95,7 +95,8 @@ class SearchOutcome:
         return {f: dict(sorted(points.items())) for f, points in sorted(out.items())}
 
     def retry_spacing(self) -> dict:
-        """The retry gaps of every run (``core.coverage.retry_gaps``, in leases): how many, and their spread."""
+        """The retry gaps of every run (``core.coverage.retry_gaps``, in leases): how many, and their
+        spread."""
         gaps = sorted(g for r in self.runs for g in retry_gaps(r.history))
         if not gaps:
             return {}

@@ -157,7 +157,8 @@ class Search:
         cases = smallscope.schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
                                      time_scale=self.time_scale, workers=self.workers, points=self.points)
         self.out.small_scope_runs = self._execute_all(
-            [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
+            [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
+             if k % self.shards == self.index])
         # What the runs showed of the design's own statements: strike between them too.
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
         self.out.statement_points = smallscope.ranked(self.statements)
@@ -165,7 +166,8 @@ class Search:
                                                tenant_mode=self.tenant_mode, time_scale=self.time_scale,
                                                workers=self.workers)
         self.out.small_scope_runs += self._execute_all(
-            [(label, self._configured(c)) for k, (label, c) in enumerate(cases) if k % self.shards == self.index])
+            [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
+             if k % self.shards == self.index])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
@@ -177,10 +179,12 @@ class Search:
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
             key += f"|gate={','.join(self.gate)}"
-        database = self.database if self.database is not None else DirectoryBasedExampleDatabase(database_dir(key))
+        database = (self.database if self.database is not None
+                    else DirectoryBasedExampleDatabase(database_dir(key)))
 
         @settings(max_examples=self.share, deadline=None, database=database,
-                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+                  report_multiple_bugs=False,
                   phases=[HypothesisPhase.explicit, HypothesisPhase.reuse, HypothesisPhase.generate,
                           HypothesisPhase.shrink], print_blob=False)
         @given(strategy)
@@ -222,8 +226,8 @@ class Search:
         runs, so that every property is judged on as many schedules as the user asked for."""
         self.phase = Phase.REST
         rest = sample_schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
-                                count=self.share - self._generated, seed=self.seed, time_scale=self.time_scale,
-                                workers=self.workers, points=self.points)
+                                count=self.share - self._generated, seed=self.seed,
+                                time_scale=self.time_scale, workers=self.workers, points=self.points)
         self.progress(f"exploring the other {len(rest)} examples of the budget")
         self._execute_all([("", self._configured(s)) for s in rest])
 
@@ -263,7 +267,8 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
 
 
 def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed: int | None,
-                     time_scale: float, points: tuple[str, ...], workers: int | None = None) -> list[Schedule]:
+                     time_scale: float, points: tuple[str, ...],
+                     workers: int | None = None) -> list[Schedule]:
     """*count* schedules drawn from the strategy without running anything, their faults at *points*."""
     drawn: list[Schedule] = []
 

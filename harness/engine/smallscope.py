@@ -86,7 +86,8 @@ def statement_schedules(statements, *, faults, design: str, tenant_mode: str, ti
             s = Schedule(jobs=(JobSpec(id=1, tenant=1),), workers=workers or 3,
                          events=(Event(fault=f.name, job=1 if bound else None, point=point),), design=design,
                          tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
-                         dequeues=dequeue_budget(1, max_attempts), timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+                         dequeues=dequeue_budget(1, max_attempts),
+                         timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
             out.append((f"{f.name} at {point}{'' if bound else ' (no job)'}; {SHAPE_STATEMENT}", s))
     return out
 
@@ -106,8 +107,9 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
             if fault and kinds[fault] == "supervisor":
                 assert point is not None  # _cases: a supervisor fault strikes at every point, never at none
                 events.append(Event(fault=fault, job=1, point=point, variant=variant))
-            s = Schedule(jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
-                         time_scale=time_scale, max_attempts=max_attempts, dequeues=dequeue_budget(n, max_attempts),
+            s = Schedule(jobs=tuple(jobs), workers=w, events=tuple(events), design=design,
+                         tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
+                         dequeues=dequeue_budget(n, max_attempts),
                          timing=Timing(deadline=max(60.0, 15.0 * n * max_attempts)))
             out.append((f"{label}; {shape}", s))
     for f in faults:
@@ -115,6 +117,7 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
             w = workers or 2
             s = Schedule(jobs=(JobSpec(id=1, tenant=1, fault=f.name, strikes=1),), workers=w, design=design,
                          tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
-                         dequeues=dequeue_budget(1, max_attempts), timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+                         dequeues=dequeue_budget(1, max_attempts),
+                         timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
             out.append((f"{f.name} on the first execution only; {SHAPE_ONE_JOB}", s))
     return out

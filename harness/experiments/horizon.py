@@ -90,7 +90,8 @@ def _run_variant(ctx: Context, admin, name: str, n: int, timeout_s: float | None
         admin.execute(Q.partial_index)
         admin.execute("analyze exp_horizon_jobs")
     statement = Q.dequeue_done if dequeue == "done" else Q.dequeue_delete
-    worker = psycopg.connect(ctx.direct_worker_dsn, autocommit=True, application_name="pg-job-chaos/exp-worker")
+    worker = psycopg.connect(ctx.direct_worker_dsn, autocommit=True,
+                             application_name="pg-job-chaos/exp-worker")
     holder = None
     if holder_kind is not None:
         holder = Holder(ctx.direct_worker_dsn, "xid" if holder_kind == "xid-timeout" else holder_kind,

@@ -37,7 +37,8 @@ def _look(ctx: Context, tenant: int | None) -> dict:
         finally:
             conn.rollback()
     return {"jobs_visible": f"{visible} of {N_JOBS}" if visible is not None else None,
-            "claim_returned": f"job {row[0]} (tenant {row[1]})" if row else "nothing", "error": error or "none"}
+            "claim_returned": f"job {row[0]} (tenant {row[1]})" if row else "nothing",
+            "error": error or "none"}
 
 
 def rls_queue(ctx: Context) -> dict:
@@ -60,5 +61,5 @@ def rls_queue(ctx: Context) -> dict:
                 admin.execute(Q.disable)
             db.reset(admin)
     return {"experiment": "rls-queue", "rows": rows,
-            "article": "with the tenant policy on jobs, a worker without a tenant context saw 0 of 100 jobs and "
-                       "the claim returned nothing: no error, an apparently empty queue"}
+            "article": "with the tenant policy on jobs, a worker without a tenant context saw 0 of 100 jobs "
+                       "and the claim returned nothing: no error, an apparently empty queue"}

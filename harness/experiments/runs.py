@@ -107,6 +107,7 @@ def overrun(ctx: Context) -> dict:
                          "fenced_out": sum(1 for e in exs if e.fenced), "final_state": _job(h, 1)["status"],
                          "article": article[design]})
     return {"experiment": "overrun", "rows": rows,
-            "article": "lease 2 s, job 3 s, second worker polling every 100 ms: the fence keeps one committed "
-                       "run but both did the work; only the heartbeat prevented the second execution",
+            "article": "lease 2 s, job 3 s, second worker polling every 100 ms: the fence keeps one "
+                       "committed run but both did the work; only the heartbeat prevented the second "
+                       "execution",
             "time_scale": ctx.scale}

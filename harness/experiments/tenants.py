@@ -74,7 +74,8 @@ def leak(ctx: Context) -> dict:
                    "other_worker_after": _leak_run(direct, mode_name, fail_job, other_worker=True)}
             if pooler is not None:
                 row[f"via_{pooler}"] = _leak_run(db.worker_dsn, mode_name, fail_job)
-                row[f"other_worker_via_{pooler}"] = _leak_run(db.worker_dsn, mode_name, fail_job, other_worker=True)
+                row[f"other_worker_via_{pooler}"] = _leak_run(db.worker_dsn, mode_name, fail_job,
+                                                              other_worker=True)
             row.update(leaked=any(counts), article=LEAK_ARTICLE[(mode_name, fails)])
             rows.append(row)
     result = {"experiment": "leak", "rows": rows,
@@ -82,9 +83,10 @@ def leak(ctx: Context) -> dict:
                          "autocommit, which leaks both; set_config(.., true) leaks nothing"}
     if pooler is not None:
         result["note"] = (f"through {pooler}, the next borrower may be another worker: it sees what the "
-                          "server session carries, whoever set it. The rows run in order on one PgBouncer: in "
-                          "transaction mode nothing resets a server session, so even local's borrowers find "
-                          "tenant 3, left by the session rows' clients (long closed) on the sessions they used")
+                          "server session carries, whoever set it. The rows run in order on one PgBouncer: "
+                          "in transaction mode nothing resets a server session, so even local's borrowers "
+                          "find tenant 3, left by the session rows' clients (long closed) on the sessions "
+                          "they used")
     return result
 
 
@@ -174,7 +176,8 @@ def reset_cost(ctx: Context) -> dict:
         n = slow_jobs if variant == "reset-no-autocommit" else jobs
         rows.append({"variant": variant, "jobs": n, "median_ms": [r["median_ms"] for r in runs],
                      "connections_opened": [r["connections_opened"] for r in runs],
-                     "errors": [r["errors"] for r in runs], "pool_warnings": [r["pool_warnings"] for r in runs],
+                     "errors": [r["errors"] for r in runs],
+                     "pool_warnings": [r["pool_warnings"] for r in runs],
                      "failed_at_job": [r["failed_at_job"] for r in runs],
                      "error": next((r["error"] for r in runs if r["error"]), None),
                      "article": RESET_ARTICLE[variant]})

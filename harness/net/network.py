@@ -1,8 +1,8 @@
 """A run's network: the per-worker fault proxies and the partitions, for the network faults.
 
 Started only when a schedule has a network fault (a catalogue entry with a ``network`` action:
-``latency``, ``partition``, ``reset``, ``lose-commit-reply``): each worker slot then connects through its own proxy port
-(:mod:`harness.net.proxy`), and a partition drops that port's packets on the loopback
+``latency``, ``partition``, ``reset``, ``lose-commit-reply``): each worker slot then connects through its
+own proxy port (:mod:`harness.net.proxy`), and a partition drops that port's packets on the loopback
 (:mod:`harness.net.partition`). :meth:`Network.apply` takes the actions of
 :data:`faults.api.NETWORK_ACTIONS`; any other is a :class:`HarnessError`. Everything is undone at the
 end of the run, and by the janitor if the harness dies.

@@ -26,7 +26,8 @@ out as they come.
 from __future__ import annotations
 
 READ = frozenset(b"CZK")  # CommandComplete, ReadyForQuery, BackendKeyData: the bodies we read
-FIRST = frozenset(b"REv")  # what a server's first typed message is: Authentication, Error, NegotiateProtocolVersion
+# what a server's first typed message is: Authentication, Error, NegotiateProtocolVersion
+FIRST = frozenset(b"REv")
 WRITES = frozenset((b"INSERT", b"UPDATE", b"DELETE", b"MERGE"))  # an autocommit finish's tags
 MAX_READ = 1 << 16  # a C, Z or K longer than this is not a protocol we understand
 

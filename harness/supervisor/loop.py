@@ -48,8 +48,8 @@ POOL_RECOVERY = 8.0
 # within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
 # keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
 # sent data has gone unacknowledged for 10 s (a partition). libpq's defaults have none of these.
-CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
-                   "keepalives_count": "3", "tcp_user_timeout": "10000"}
+CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5",
+                   "keepalives_interval": "2", "keepalives_count": "3", "tcp_user_timeout": "10000"}
 
 
 def client_timeouts(dsn: str) -> str:
@@ -71,8 +71,8 @@ class SupervisorResult:
 
 
 class Supervisor:
-    def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str, run_dir: Path,
-                 janitor=None, server=None):
+    def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
+                 run_dir: Path, janitor=None, server=None):
         self.s, self.design = schedule, design
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
@@ -95,8 +95,8 @@ class Supervisor:
         # The horizon property flags a transaction older than half a lease; sampling four times a
         # lease sees any that lasts three quarters of one, and costs the workers little CPU.
         self.sample_every = max(MIN_SAMPLE_EVERY, schedule.seconds(schedule.timing.lease) / SAMPLES_PER_LEASE)
-        # A hosted library's recovery may act only every so often (workers/hosted/timing.py): the stall and the
-        # deadline stretch by its longest period (article seconds; 0 for the built-in designs), and the
+        # A hosted library's recovery may act only every so often (workers/hosted/timing.py): the stall and
+        # the deadline stretch by its longest period (article seconds; 0 for the built-in designs), and the
         # ratios of its documented defaults this schedule cannot keep are the run's first notes.
         self.extra = design.stall_extra()
         self.notes += design.timing_notes()
@@ -149,7 +149,8 @@ class Supervisor:
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
                     return "quiescent"
-            if not any(w.alive for w in self.workers.values()) and not self._restarts_due and not self.strikes.pending:
+            if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
+                    and not self.strikes.pending):
                 return "workers-exhausted"
             recovering = now - self.strikes.server_started_at < self.recovery
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
@@ -162,7 +163,8 @@ class Supervisor:
             time.sleep(TICK)
 
     def _stretched(self) -> str:
-        return f" ({self.extra:g} of them for {self.design.handle.name}'s recovery period)" if self.extra else ""
+        return (f" ({self.extra:g} of them for {self.design.handle.name}'s recovery period)"
+                if self.extra else "")
 
     # --- workers ------------------------------------------------------------------------------------
     def _spawn(self, slot: int, generation: int) -> None:

@@ -116,7 +116,8 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
         logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
         os.setpgid(0, 0)
         if not procs.die_with_parent(signal.SIGKILL, parent):
-            raise RuntimeError(f"the supervisor (pid {parent}) was gone before worker {spec.identity} started")
+            raise RuntimeError(f"the supervisor (pid {parent}) was gone before worker {spec.identity} "
+                               "started")
         for fd in close_fds:  # the janitor's pipe: if we held it, the janitor would never see EOF
             try:
                 os.close(fd)
@@ -147,7 +148,8 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
         os._exit(code)
 
 
-def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int, close_fds: tuple[int, ...]) -> WorkerProcess:
+def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int,
+          close_fds: tuple[int, ...]) -> WorkerProcess:
     """Fork one worker running *design* per *spec*; it is in its own process group when this returns."""
     proc = _FORK.Process(target=_entry, args=(spec, design, close_fds, os.getpid()), name=spec.identity,
                          daemon=False)

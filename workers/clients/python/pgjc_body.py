@@ -121,7 +121,8 @@ class Execution:
         return max(seconds, factor * self.c.seconds["lease"]) if factor else seconds
 
     def point(self, name: str) -> None:
-        """A named point: the supervisor's wait if it watches it, then the job's own fault if it strikes here."""
+        """A named point: the supervisor's wait if it watches it, then the job's own fault if it strikes
+        here."""
         self.reached.append(name)
         if (self.job, name) in self.c.watch:
             self.c.wait(self.job, self.attempt, name, self.conn.info.backend_pid)

@@ -79,7 +79,8 @@ class Client:
         with open(path) as f:
             self.spec = spec = json.load(f)
         if spec.get("contract") != CONTRACT:
-            raise SystemExit(f"pgjc_contract: contract {spec.get('contract')!r}; this client speaks {CONTRACT}")
+            raise SystemExit(f"pgjc_contract: contract {spec.get('contract')!r}; "
+                             f"this client speaks {CONTRACT}")
         self.identity = spec["identity"]
         self.dsn = spec["dsn"]
         self.seconds = spec["seconds"]  # lease, poll, heartbeat, max_runtime: real seconds
@@ -133,7 +134,8 @@ class Client:
             return (job, point) if (job, point) in client.watch else None
 
         def hold(cur, hit):
-            client.wait(hit[0], getattr(client._local, "attempt", None), hit[1], cur.connection.info.backend_pid)
+            client.wait(hit[0], getattr(client._local, "attempt", None), hit[1],
+                        cur.connection.info.backend_pid)
 
         def sync(method):
             @functools.wraps(method)
