@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,8 +37,8 @@ from ...core.errors import UsageError
 from ...faults.catalogue import CATALOGUE
 from ..body import STRIKE_SIGNAL
 from ..body import Q as BODY
+from . import declared, spawned
 from . import protocol as hosted
-from . import spawned
 
 CONTRACT = 1
 ENV = "PGJC_CONTRACT"
@@ -55,12 +56,19 @@ class ContractDesign(hosted.HostedDesign):
 
     name = "contract"
     COMMAND: tuple[str, ...] = ()  # a subclass's fixed command; else the ``command`` option
+    SCRIPT: Path | None = None  # or a subclass's client script, run by RUNTIME (found on PATH)
+    RUNTIME = "node"
     OPTIONS = {"command": "the client command, shell words (e.g. node examples/contract/worker.js)"}
     pool_first = False  # the client opens its own connections
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if (cls.COMMAND or cls.SCRIPT is not None) and "OPTIONS" not in vars(cls):
+            cls.OPTIONS = {}  # a client of its own: no command option
+
     def __init__(self, **options: str):
         super().__init__(**options)
-        command = tuple(shlex.split(options["command"])) if options.get("command") else self.COMMAND
+        command = tuple(shlex.split(options["command"])) if options.get("command") else self.client()
         if not command:
             raise UsageError(f"design {self.name}: give the client command: --design-option command='...'")
         self.command = command
@@ -70,35 +78,45 @@ class ContractDesign(hosted.HostedDesign):
         except ContractError as exc:
             raise UsageError(f"design {self.name}: the client does not describe itself: {exc}") from None
 
+    def client(self) -> tuple[str, ...]:
+        """The client command without a ``command`` option: :attr:`COMMAND`, else :attr:`RUNTIME`
+        running :attr:`SCRIPT` (empty without either)."""
+        if self.COMMAND or self.SCRIPT is None:
+            return self.COMMAND
+        return (shutil.which(self.RUNTIME) or self.RUNTIME, str(self.SCRIPT))
+
     # --- the subcommands ---------------------------------------------------------------------------
     def environment(self) -> dict[str, str]:
         """The clients' environment: the Python client importable, the Node client's packages found."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CLIENTS / "python"), env.get("PYTHONPATH")) if p)
-        env["NODE_PATH"] = os.pathsep.join(p for p in (str(CLIENTS / "node"), str(CLIENTS / "node" / "node_modules"),
-                                                       env.get("NODE_PATH")) if p)
+        node = (str(CLIENTS / "node"), str(CLIENTS / "node" / "node_modules"), env.get("NODE_PATH"))
+        env["NODE_PATH"] = os.pathsep.join(p for p in node if p)
         return env
 
-    def call(self, sub: str, *, dsn: str, stdin: dict | None = None, env: dict[str, str] | None = None) -> dict:
+    def call(self, sub: str, *, dsn: str, stdin: dict | None = None,
+             env: dict[str, str] | None = None) -> dict:
         """Run ``command sub`` and return its last JSON line (stdout is answers, stderr logs)."""
         full = {**self.environment(), "DATABASE_URL": url(dsn), **(env or {})}
+        said = f"{shlex.join(self.command)} {sub}"
         try:
             p = subprocess.run([*self.command, sub], input=json.dumps(stdin) if stdin is not None else "",
-                               capture_output=True, text=True, env=full, timeout=SUBCOMMAND_TIMEOUT, check=False)
+                               capture_output=True, text=True, env=full, timeout=SUBCOMMAND_TIMEOUT,
+                               check=False)
         except FileNotFoundError as exc:
             raise UsageError(f"design {self.name}: cannot run {self.command[0]!r}: {exc.strerror}") from None
         except subprocess.TimeoutExpired:
-            raise ContractError(f"{shlex.join(self.command)} {sub}: no answer in {SUBCOMMAND_TIMEOUT:g} s") from None
+            raise ContractError(f"{said}: no answer in {SUBCOMMAND_TIMEOUT:g} s") from None
         if p.returncode != 0:
             tail = (p.stderr or p.stdout).strip().splitlines()[-5:]
-            raise ContractError(f"{shlex.join(self.command)} {sub} exited {p.returncode}: " + " | ".join(tail))
+            raise ContractError(f"{said} exited {p.returncode}: " + " | ".join(tail))
         lines = [ln for ln in p.stdout.splitlines() if ln.strip().startswith("{")]
         if not lines:
-            raise ContractError(f"{shlex.join(self.command)} {sub}: no JSON line on stdout")
+            raise ContractError(f"{said}: no JSON line on stdout")
         try:
             return json.loads(lines[-1])
         except ValueError as exc:
-            raise ContractError(f"{shlex.join(self.command)} {sub}: its answer is not JSON ({exc})") from None
+            raise ContractError(f"{said}: its answer is not JSON ({exc})") from None
 
     @property
     def descriptor(self) -> dict:
@@ -108,10 +126,11 @@ class ContractDesign(hosted.HostedDesign):
             missing = [k for k in ("kind", "contract", "system", "sql", "status") if k not in d]
             sql = d.get("sql", {})
             missing += [f"sql.{k}" for k in ("reset", "pending", "final_states") if k not in sql]
+            said = shlex.join(self.command)
             if missing or d.get("kind") != "descriptor":
-                raise ContractError(f"{shlex.join(self.command)} describe: not a descriptor (missing {', '.join(missing)})")
+                raise ContractError(f"{said} describe: not a descriptor (missing {', '.join(missing)})")
             if d["contract"] != CONTRACT:
-                raise ContractError(f"{shlex.join(self.command)} speaks contract {d['contract']}; this harness {CONTRACT}")
+                raise ContractError(f"{said} speaks contract {d['contract']}; this harness {CONTRACT}")
             self._descriptor = d
         return self._descriptor
 
@@ -123,41 +142,35 @@ class ContractDesign(hosted.HostedDesign):
     def for_run(self, schedule):
         run = super().for_run(schedule)
         if schedule.tenant_mode not in MODES:
-            raise UsageError(f"design {self.name}: tenant mode {schedule.tenant_mode!r} is not one a contract client "
-                             f"keeps; modes: {', '.join(MODES)}")
+            raise UsageError(f"design {self.name}: tenant mode {schedule.tenant_mode!r} is not one a "
+                             f"contract client keeps; modes: {', '.join(MODES)}")
         if schedule.pooler is not None:
-            raise UsageError(f"design {self.name}: behind a pooler the client cannot report server sessions (not yet)")
+            raise UsageError(f"design {self.name}: behind a pooler the client cannot report server sessions "
+                             "(not yet)")
         return run
 
     def install(self, conn, *, worker_role: str) -> None:
-        self.call("install", dsn=_dsn_of(conn), env={"PGJC_WORKER_ROLE": worker_role})
+        self.call("install", dsn=declared.admin_dsn(conn), env={"PGJC_WORKER_ROLE": worker_role})
 
     def reset(self, conn) -> None:
         conn.execute(self.descriptor["sql"]["reset"])
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        answer = self.call("enqueue", dsn=_dsn_of(conn),
-                           stdin={"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts,
-                                  "seconds": {"lease": self.lease}, "intervals": self.intervals(self.schedule)})
+        request = {"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts,
+                   "seconds": {"lease": self.lease}, "intervals": self.intervals(self.schedule)}
+        answer = self.call("enqueue", dsn=declared.admin_dsn(conn), stdin=request)
         ids = answer.get("ids")
         if answer.get("kind") != "enqueued" or not isinstance(ids, list) or len(ids) != len(jobs):
-            raise ContractError(f"{shlex.join(self.command)} enqueue: expected ids for {len(jobs)} jobs, got {answer!r}")
+            raise ContractError(f"{shlex.join(self.command)} enqueue: expected ids for {len(jobs)} jobs, "
+                                f"got {answer!r}")
         hosted.record_ids(conn, [(int(job), lib) for job, lib in ids])
 
     def pending(self, conn) -> int:
         return int(conn.execute(self.descriptor["sql"]["pending"]).fetchone()[0])
 
     def final_states(self, conn) -> list[dict]:
-        ids, status = hosted.schedule_ids(conn), self.descriptor["status"]
-        tenants = {j.id: j.tenant for j in self.schedule.jobs}
-        out = []
-        for lib, state, attempts, last_error, expired in conn.execute(self.descriptor["sql"]["final_states"]):
-            job = ids.get(str(lib))
-            if job is None:
-                continue
-            out.append({"id": job, "tenant_id": tenants.get(job), "status": status.get(state, state),
-                        "attempts": attempts, "last_error": last_error, "lease_expired": expired})
-        return out
+        rows = self._by_job(conn, self.descriptor["sql"]["final_states"], declared.FINAL[2:])
+        return declared.final_states(rows, self.descriptor["status"], self.schedule)
 
     def accepted_finishes(self, conn) -> dict[int, dict] | None:
         """What the queue accepted, by the descriptor's optional ``sql.accepted_finishes``: rows of
@@ -168,15 +181,17 @@ class ContractDesign(hosted.HostedDesign):
         query = self.descriptor["sql"].get("accepted_finishes")
         if not query:
             return None
-        ids, out = hosted.schedule_ids(conn), {}
         complete = self.descriptor.get("finish_history", "all") != "last"
-        for lib, outcome, what, at, attempt, recorded in conn.execute(query):
-            job = ids.get(str(lib))
-            if job is None:
-                continue
-            entry = out.setdefault(job, {"finishes": [], "recorded": recorded, "complete": complete})
-            if outcome is not None:
-                entry["finishes"].append({"outcome": outcome, "what": what, "at": at, "attempt": attempt})
+        return declared.accepted(self._by_job(conn, query, declared.FINISH[1:]), complete=complete)
+
+    @staticmethod
+    def _by_job(conn, query: str, columns: tuple[str, ...]) -> list[dict]:
+        """The rows of the client's *query* -- the queue's id, then *columns* in order -- as mappings
+        with the schedule's job id as ``id``; a row of no schedule job is left out."""
+        ids, out = hosted.schedule_ids(conn), []
+        for lib, *rest in conn.execute(query):
+            if str(lib) in ids:
+                out.append({"id": ids[str(lib)], **dict(zip(columns, rest, strict=True))})
         return out
 
     def run_worker(self, ctx) -> None:
@@ -194,7 +209,8 @@ class ContractDesign(hosted.HostedDesign):
         proc = subprocess.Popen([*self.command, "work"], env=env, stdin=subprocess.DEVNULL, preexec_fn=child)
         ctx.log.write("contract-client", client=proc.pid, command=shlex.join(self.command))
         stop = threading.Event()
-        spawned.watch(ctx, stop, library=proc.pid)  # a client that dies mid-job: process-exit ends its execution
+        # a client that dies mid-job: process-exit ends its execution
+        spawned.watch(ctx, stop, library=proc.pid)
         code = proc.wait()
         stop.set()
         if code != 0:
@@ -209,16 +225,20 @@ class ContractDesign(hosted.HostedDesign):
             "log": str(ctx.log.path), "dsn": url(ctx.worker_dsn),
             "watch": sorted([job, point] for job, point in ctx.spec.watch),
             "strike_wait": ctx.strike_wait, "time_scale": s.time_scale,
-            "seconds": {"lease": ctx.lease, "poll": ctx.poll, "heartbeat": ctx.heartbeat, "max_runtime": ctx.max_runtime},
-            "intervals": self.intervals(s), "options": {k: v for k, v in self.options.items() if k != "command"},
+            "seconds": {"lease": ctx.lease, "poll": ctx.poll, "heartbeat": ctx.heartbeat,
+                        "max_runtime": ctx.max_runtime},
+            "intervals": self.intervals(s),
+            "options": {k: v for k, v in self.options.items() if k != "command"},
             "tenant": {"mode": s.tenant_mode, "local": mode.local, "autocommit": mode.autocommit,
-                       "reset": "RESET app.tenant" if mode.reset is not None else None, "setting": self.tenant_setting},
+                       "reset": "RESET app.tenant" if mode.reset is not None else None,
+                       "setting": self.tenant_setting},
             "dequeues": s.dequeues, "max_attempts": s.max_attempts, "points": list(self.points),
             "pool_size": s.pool_size,
-            "sql": {name: getattr(BODY, name) for name in ("inherited_tenant", "set_tenant", "insert_finished_run",
-                                                          "read_invoices")},
+            "sql": {name: getattr(BODY, name)
+                    for name in ("inherited_tenant", "set_tenant", "insert_finished_run", "read_invoices")},
             # a strike by the fault's name: the clients know raise, sql-error, crash and hang
-            "faults": {f.name: {"point": f.point, "strike": f.name if f.strike else None, "work_lease_factor": f.work_lease_factor}
+            "faults": {f.name: {"point": f.point, "strike": f.name if f.strike else None,
+                                "work_lease_factor": f.work_lease_factor}
                        for f in CATALOGUE.values() if f.kind == "job"},
         }
 
@@ -234,10 +254,5 @@ def url(dsn: str) -> str:
     auth = quote(str(user), safe="") + (":" + quote(str(password), safe="") if password else "")
     where = quote(str(host), safe="") + (f":{port}" if port else "")
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
-    return f"postgresql://{auth}{'@' if auth else ''}{where}/{quote(str(dbname), safe='')}" + (f"?{query}" if query else "")
-
-
-def _dsn_of(conn) -> str:
-    """The DSN of the harness's admin connection, password included (``info.dsn`` leaves it out)."""
-    info = conn.info
-    return conninfo.make_conninfo(info.dsn, password=info.password) if info.password else info.dsn
+    at = f"{auth}@" if auth else ""
+    return f"postgresql://{at}{where}/{quote(str(dbname), safe='')}" + (f"?{query}" if query else "")

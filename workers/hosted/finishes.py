@@ -3,9 +3,10 @@
 Under protocol v2 (:mod:`workers.hosted`) the harness's body commits its ``job_runs`` row and sends
 its effect before the library's own finish runs. What the library then *accepted* -- how many
 finishes it took for a job, and whose -- is read once after the run from the library's own tables by
-the design's optional ``accepted_finishes(conn)`` (through its run, :class:`~workers.design.DesignRun`); :func:`read` dates each finish on the execution
-log's clock so that ``library-one-finish`` (``properties/library.py``) can tell which execution it
-came from. The runner calls it right after ``final_states``.
+the design's optional ``accepted_finishes(conn)`` (through its run, :class:`~workers.design.DesignRun`);
+:func:`read` dates each finish on the execution log's clock so that ``library-one-finish``
+(``properties/library.py``) can tell which execution it came from. The runner calls it right after
+``final_states``.
 """
 
 from __future__ import annotations

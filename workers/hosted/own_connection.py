@@ -15,11 +15,11 @@ Which execution last used a server session is derived from the server pids in th
 from a session marker (the harness's own body sets one: here it could hide the leak it looks for).
 
 Order: ``started``; observe and read; ``before-tenant`` (named as the harness body's point after its
-inherited read: here the worker's tenant code has run and the job has read); the work (``mid-work``); the side effect (``after-effect``);
-``before-finish``; the ``job_runs`` row, in the worker's transaction (``after-insert`` then lies
-before the worker's commit, unless its connection is in autocommit). Every statement is sent with
-client-side literals (the simple query protocol). Raises what the body raised; the worker's own
-code rolls back or commits, and tells its queue.
+inherited read: here the worker's tenant code has run and the job has read); the work (``mid-work``);
+the side effect (``after-effect``); ``before-finish``; the ``job_runs`` row, in the worker's
+transaction (``after-insert`` then lies before the worker's commit, unless its connection is in
+autocommit). Every statement is sent with client-side literals (the simple query protocol). Raises
+what the body raised; the worker's own code rolls back or commits, and tells its queue.
 """
 
 from __future__ import annotations

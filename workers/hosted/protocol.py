@@ -188,6 +188,20 @@ class HostedDesign:
             raise UsageError(f"design {self.name}: unknown option {unknown[0]!r}; options: {known}")
         self.options = dict(options)
 
+    def choice(self, key: str, choices: tuple[str, ...]) -> str:
+        """The option *key*, one of *choices* (the first when it is not given); else a UsageError."""
+        value = self.options.get(key, choices[0])
+        if value not in choices:
+            raise UsageError(f"design {self.name}: {key}={value!r}; one of {', '.join(choices)}")
+        return value
+
+    def whole(self, key: str, default: int | None = None) -> int | None:
+        """The option *key*, a whole number of at least 1 (*default* when it is not given)."""
+        value = self.options.get(key)
+        if value is not None and not (value.isdigit() and int(value) >= 1):
+            raise UsageError(f"design {self.name}: {key}={value!r}; a whole number of at least 1")
+        return int(value) if value is not None else default
+
     def versions(self) -> dict[str, str]:
         """The hosted library's version, for the saved schedule (empty when none is named)."""
         if not self.library:
@@ -208,8 +222,9 @@ class HostedDesign:
         return run
 
     def intervals(self, schedule) -> dict[str, float]:
-        """``{interval: real seconds}`` of the library for *schedule* (:attr:`TIMING`; empty without)."""
-        return self.TIMING.values(schedule) if self.TIMING is not None else {}
+        """``{interval: real seconds}`` of the library for *schedule* (:attr:`TIMING`; empty without
+        either: the design itself, before :meth:`for_run`, has no schedule)."""
+        return self.TIMING.values(schedule) if self.TIMING is not None and schedule is not None else {}
 
     def timing_notes(self, schedule) -> list[str]:
         """One sentence per documented ratio *schedule* cannot keep (the run's notes)."""

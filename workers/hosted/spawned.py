@@ -61,8 +61,8 @@ def context() -> WorkerContext:
         return _context
     path = os.environ.get(ENV)
     if not path:
-        raise RuntimeError(f"a hosted job ran in a process with no worker context ({ENV} is not set): "
-                           "the worker must call workers.hosted.spawned.export(ctx) before the library spawns")
+        raise RuntimeError(f"a hosted job ran in a process with no worker context ({ENV} is not set): the "
+                           "worker must call workers.hosted.spawned.export(ctx) before the library spawns")
     spec: WorkerSpec = pickle.loads(Path(path).read_bytes())
     procs.die_with_parent(signal.SIGKILL, os.getppid())
     # The go at a strike point is this process's STRIKE_SIGNAL, taken by sigtimedwait: blocked here,
@@ -128,7 +128,8 @@ def watch(ctx: WorkerContext, stop: threading.Event, *, library: int | None = No
             for pid in sorted(p for p in alive if _gone(p)):
                 alive.discard(pid)
                 # since: the last poll that saw it alive -- it died in (since, now]
-                ctx.log.write("process-exit", exited=pid, since=seen_at, **({"library": True} if pid == library else {}))
+                ctx.log.write("process-exit", exited=pid, since=seen_at,
+                              **({"library": True} if pid == library else {}))
             seen_at = now
 
     t = threading.Thread(target=loop, name="pgjc-child-watch", daemon=True)

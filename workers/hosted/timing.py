@@ -28,7 +28,8 @@ TOLERANCE = 0.05  # a ratio within 5% of the documented one is kept (a rounding 
 _DIVISORS_60 = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
 # The periods a cron repeats evenly: */n seconds or */n minutes with n dividing 60, */n hours with n
 # dividing 24, and once a day. (*/7 seconds fires at :00, :07, ... :56, then :00 again: 4 s, not 7.)
-CRON_PERIODS = (*_DIVISORS_60, *(60 * n for n in _DIVISORS_60), *(3600 * n for n in (1, 2, 3, 4, 6, 8, 12)), 86400)
+CRON_PERIODS = (*_DIVISORS_60, *(60 * n for n in _DIVISORS_60), *(3600 * n for n in (1, 2, 3, 4, 6, 8, 12)),
+                86400)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class Broken:
             least = "fixed in the library" if self.grid == FIXED else "the library sets no less than 1 s"
             why = f"; {least}{at_most}: time scale {self.min_time_scale:g} or more"
         elif self.grid in (WHOLE, CRON):
-            why = "; " + ("whole seconds" if self.grid == WHOLE else "the nearest period a cron repeats evenly")
+            why = "; " + ("whole seconds" if self.grid == WHOLE
+                          else "the nearest period a cron repeats evenly")
         else:
             within = f", within its {self.bound:g}× bound" if self.bound is not None else ""
             why = f"; fixed in the library{within}" if self.grid == FIXED else ""
@@ -167,7 +169,8 @@ class Intervals:
         for i in self.intervals:
             ref = self._reference(i)
             if i is ref:
-                ours, documented, per = v[i.name] / schedule.seconds(_article(schedule, i.anchor)), 1.0, i.anchor
+                knob = schedule.seconds(_article(schedule, i.anchor))
+                ours, documented, per = v[i.name] / knob, 1.0, i.anchor
             else:
                 ours, documented, per = v[i.name] / v[ref.name], i.default / ref.default, ref.name
             if abs(math.log(ours / documented)) > math.log1p(TOLERANCE):
