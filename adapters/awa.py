@@ -1,54 +1,48 @@
 """awa (hardbyte/awa, PyPI ``awa-pg`` 0.6.9: a Rust core through PyO3) hosted under protocol v2.
 
-awa's own code, configured as its README, ``docs/getting-started-python.md`` and ``docs/configuration.md``
-do, never patched. Lines cited are of hardbyte/awa v0.6.5 (PyPI has no 0.6.9 sdist; the statements are
-unchanged on main at 0.7.0-alpha.1, and 0.6.9 behaves as they say, measured). awa's Tokio runtime, once
-started in a process, is dead in its forks, and the workers are forks of the runner: every awa call of
-the runner's side runs in a child interpreter (:func:`_child`). The documented sequence is kept:
+awa's own code, configured as its README, ``docs/getting-started-python.md`` and
+``docs/configuration.md`` do, never patched. Lines cited are of hardbyte/awa v0.6.5 (PyPI has no 0.6.9
+sdist; the statements are unchanged on main at 0.7.0-alpha.1, and 0.6.9 behaves as they say,
+measured). Hazard: awa's Tokio runtime, once started in a process, is dead in its forks, and the
+workers are forks of the runner: every awa call of the runner's side runs in a child interpreter
+(:func:`_child`). The documented sequence is kept:
 
 - schema: ``Client.migrate()``, then one ``AsyncClient.start()`` / ``shutdown()`` with nothing queued:
-  a fresh install's first runtime switches it to queue storage, awa 0.6's default (``client.rs:1334-1367``,
-  ``storage_auto_finalize_if_fresh``), as a quick start does (it starts its worker before its insert).
-- enqueue: awa's ``Client.insert(PgjcJob(...), kind=, queue=, max_attempts=)``, priority 2. Each run has
-  a queue of its own (``pgjc_<hex>``): nothing a previous run left is claimed, and awa's rings are not
-  emptied behind its back.
-- worker: ``AsyncClient``, ``@client.task``, ``start([...])`` with one queue at ``QueueConfig``'s default
-  ``max_workers`` 50 (``dispatcher.rs:156``); the task runs ``hosted.run_job`` in ``asyncio.to_thread``.
+  a fresh install's first runtime switches it to queue storage, awa 0.6's default
+  (``client.rs:1334-1367``, ``storage_auto_finalize_if_fresh``), as a quick start does.
+- enqueue: ``Client.insert(PgjcJob(...), kind=, queue=, max_attempts=)``, priority 2, into a queue of
+  the run's own (``pgjc_<hex>``): nothing a previous run left is claimed, no ring is emptied behind
+  awa's back.
+- worker: ``AsyncClient``, ``@client.task``, ``start([...])``, one queue at ``QueueConfig``'s default
+  ``max_workers`` 50 (``dispatcher.rs:156``); the task runs the body in ``asyncio.to_thread``.
 - retries: awa's. A raise is ``retryable`` at ``now() + 2^attempt s`` (+ up to 25 %, SQL, not scaled),
   ``failed`` once ``attempt >= max_attempts`` (``queue_storage.rs:12877``). The heartbeat and deadline
   rescues (``queue_storage.rs:12922``, ``13072``) make a job ``retryable`` whatever its attempt
   (docs/findings/libraries/awa-rescue-max-attempts.md).
+- fencing: each claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
+  ``(job_id, run_lease)`` (architecture.md: "stale completions, retries ... lose after rescue").
 
-Fencing: each claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
-``(job_id, run_lease)`` (architecture.md: "stale completions, retries ... lose after rescue").
-
-``--design-option storage=canonical`` queues the jobs before any worker started, on a database set back
-to a fresh install's state by awa's own test helper (``awa/testing.py``, ``clean``): the runtime cannot
-auto-finalize and runs canonical storage, whose heartbeats go to the builder's queue storage
+``--design-option storage=canonical`` queues the jobs before any worker started, on a database set
+back to a fresh install's state by awa's own test helper (``awa/testing.py``, ``clean``): the runtime
+cannot auto-finalize and runs canonical storage, whose heartbeats go to the builder's queue storage
 (``client.rs:1578-1580``): docs/findings/libraries/awa-canonical-heartbeat.md.
 
-Timing (:data:`TIMING`): the lease is ``heartbeat_staleness`` (90 s), the poll ``poll_interval`` (200 ms);
-the rest keep their ratios, in whole milliseconds. Hazards, measured:
+Hazards, measured: queue storage keeps completed history only until queue-ring prune reclaims its
+segment (configuration.md, "Retention and cleanup"): at the default 1000 ms rotation a completed job
+left ``awa.jobs`` 2 s after it ran. The queue ring rotates hourly here (``queue_rotate_ms=1000``:
+awa's); the claim ring keeps its 1000 ms, the lease ring its 250 ms; none decides when a job is
+rescued. A job no longer in awa's tables is left out of its accepted finishes (unknown, not held).
+``awa.jobs`` hides a job running on a receipt claim (``lease_claims``): ``awa.sql`` reads those too.
 
-- queue storage keeps completed history only until queue-ring prune reclaims its segment (configuration.md,
-  "Retention and cleanup": "use the queue-ring sizing and rotation knobs ... to control how much remains
-  queryable"): at the default 1000 ms rotation a completed job left ``awa.jobs`` 2 s after it ran. The queue
-  ring rotates hourly here (``--design-option queue_rotate_ms=1000``: awa's); the claim ring keeps its
-  1000 ms, the lease ring its 250 ms. None decides when a job is rescued. A job no longer in awa's
-  tables is left out of :meth:`Awa.accepted_finishes` (``library-one-finish``: unknown, not held).
-- ``awa.jobs`` hides a job running on a receipt claim (``lease_claims``): ``pending``, ``final_states`` read those too.
-
-Statuses: available, scheduled, retryable -> queued; running, waiting_external -> running; completed ->
-done; failed, cancelled -> dead. ``attempts``: awa's ``attempt`` (claims, rescued ones included).
-Grants: USAGE and CREATE on schema ``awa`` (a retry makes its lane's sequences), DML and TRUNCATE (prune)
-on its tables, sequences, functions, also those made later; never ownership, never BYPASSRLS.
+``attempts``: awa's ``attempt`` (claims, rescued ones included). Grants: USAGE and CREATE on schema
+``awa`` (a retry makes its lane's sequences), DML and TRUNCATE (prune) on its tables, sequences,
+functions, also those made later; never ownership, never BYPASSRLS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import json
 import os
 import secrets
@@ -60,13 +54,14 @@ import awa  # noqa: F401 -- the library at import: --design without it is a usag
 from psycopg import conninfo, sql
 
 from ..core import procs, sqlfile
-from ..core.errors import UsageError
 from ..workers import hosted
 from ..workers.hosted import contract
+from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
+from . import finishes
 
 Q = sqlfile.load(__file__, "awa.sql", "storage_state", "reset_canonical", "back_to_canonical", "pending",
-                 "final_states", "finishes")
+                 "final_states", "accepted_finishes")
 URL_KEYS = ("user", "password", "host", "port", "dbname", "application_name", "options", "sslmode")
 KIND = "pgjc_job"  # awa.derive_kind(PgjcJob): the class name in snake case
 MAX_WORKERS = 50  # QueueConfig::default().max_workers (dispatcher.rs:156)
@@ -74,11 +69,6 @@ STORAGES = ("queue", "canonical")
 QUEUE_ROTATE_MS = 3_600_000  # an hour: no queue-ring prune inside a run (module docstring)
 CLAIM_ROTATE_MS = 1000  # configuration.md's default, which start() derives from the queue ring's
 _ROLES: dict[str, str] = {}  # database -> the worker role install() was given (reset() grants again)
-# The errors awa's rescues write (queue_storage.rs:12990-13150, maintenance.rs:1250-1360): a recovery.
-RESCUES = ("heartbeat stale", "receipt claim stale", "hard deadline exceeded", "rescued as duplicate")
-
-STATUS = {"available": "queued", "scheduled": "queued", "retryable": "queued", "running": "running",
-          "waiting_external": "running", "completed": "done", "failed": "dead", "cancelled": "dead"}
 
 
 @dataclasses.dataclass
@@ -96,16 +86,20 @@ class PgjcJob:
 TIMING = Intervals("awa", anchors={"lease": "heartbeat staleness", "poll": "poll interval"}, intervals=(
     Interval("heartbeat staleness", 90.0, kind=WAIT, setting="start(heartbeat_staleness_ms=90000)"),
     Interval("heartbeat interval", 30.0, setting="start(heartbeat_interval_ms=30000)"),
-    Interval("heartbeat rescue interval", 30.0, recovery=True, setting="start(heartbeat_rescue_interval_ms=30000)"),
+    Interval("heartbeat rescue interval", 30.0, recovery=True,
+             setting="start(heartbeat_rescue_interval_ms=30000)"),
     Interval("deadline", 300.0, kind=WAIT, setting="queue deadline_duration_ms=300000"),
-    Interval("deadline rescue interval", 30.0, recovery=True, setting="start(deadline_rescue_interval_ms=30000)"),
-    Interval("leader election interval", 10.0, recovery=True, setting="start(leader_election_interval_ms=10000)"),
+    Interval("deadline rescue interval", 30.0, recovery=True,
+             setting="start(deadline_rescue_interval_ms=30000)"),
+    Interval("leader election interval", 10.0, recovery=True,
+             setting="start(leader_election_interval_ms=10000)"),
     Interval("promote interval", 0.25, setting="start(promote_interval_ms=250)"),
     Interval("poll interval", 0.2, anchor="poll", setting="start(poll_interval_ms=200)"),
     # Not a start() keyword: the leader re-checks its lock every 30 s (maintenance.rs:605). Reported.
-    Interval("leader check interval", 30.0, grid=FIXED, bound=None, setting="leader_check_interval 30 s, fixed"),
-    # SQL, not a setting: the wait before a schedule's last claim at its default max_attempts 3, a rescue's
-    # after attempt 3 included (8-10 s: rescues ignore max_attempts). Stretches the run's stall limit.
+    Interval("leader check interval", 30.0, grid=FIXED, bound=None,
+             setting="leader_check_interval 30 s, fixed"),
+    # SQL, not a setting: the wait before a schedule's last claim at its default max_attempts 3, a
+    # rescue's after attempt 3 included (8-10 s: rescues ignore max_attempts). Stretches the stall limit.
     Interval("retry backoff", 10.0, grid=FIXED, kind=WAIT, recovery=True, bound=None,
              setting="awa.backoff_duration(attempt): 2^attempt s + up to 25 %"),
 ))
@@ -123,10 +117,6 @@ def url(dsn: str, **extra: str) -> str:
     return contract.url(conninfo.make_conninfo(**p))
 
 
-def _admin_url(conn) -> str:
-    return url(conninfo.make_conninfo(conn.info.dsn, password=conn.info.password))
-
-
 def _in_child(request: dict) -> dict:
     """Run *request* through awa in a child interpreter (:func:`_child`); its JSON answer."""
     parent = os.getpid()  # the child dies with this process (a SIGKILLed supervisor leaves no awa child)
@@ -134,7 +124,8 @@ def _in_child(request: dict) -> dict:
                          input=json.dumps(request), capture_output=True, text=True, timeout=120,
                          preexec_fn=lambda: procs.die_with_parent(signal.SIGKILL, parent))
     if out.returncode != 0:
-        raise RuntimeError(f"awa child ({request['do']}) exited {out.returncode}: {out.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"awa child ({request['do']}) exited {out.returncode}: "
+                           f"{out.stderr.strip()[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -155,8 +146,8 @@ def _child() -> None:
         print(json.dumps({}))
     elif req["do"] == "insert":
         client = awa.Client(req["url"])
-        ids = [client.insert(PgjcJob(**args), kind=KIND, queue=req["queue"], max_attempts=req["max_attempts"]).id
-               for args in req["jobs"]]
+        ids = [client.insert(PgjcJob(**args), kind=KIND, queue=req["queue"],
+                             max_attempts=req["max_attempts"]).id for args in req["jobs"]]
         client.close()
         print(json.dumps({"ids": ids}))
 
@@ -165,49 +156,51 @@ async def _noop(job) -> None:  # the first start's task: it never runs (nothing 
     return None
 
 
-class Awa(hosted.HostedDesign):
+class Awa(DeclaredDesign):
     name = "awa"
     library = "awa-pg"
+    STATUS = {"available": "queued", "scheduled": "queued", "retryable": "queued", "running": "running",
+              "waiting_external": "running", "completed": "done", "failed": "dead", "cancelled": "dead"}
+    SQL = Q
+    FINISHES = staticmethod(finishes.awa)  # awa.jobs' errors and completion, per job
     TIMING = TIMING
     # The _ms keywords carry whole milliseconds: the promote interval (250 ms to the 90 s staleness,
     # 1 : 360) reaches 1 ms at a lease of 0.36 s; below it the ratio would break (lease 1 article s).
     min_time_scale = 0.36
     OPTIONS = {"max_workers": f"the queue's max_workers (default {MAX_WORKERS}, QueueConfig's)",
-               "queue_rotate_ms": f"start(queue_storage_queue_rotate_interval_ms=) (default {QUEUE_ROTATE_MS}: "
-                                  "terminal history readable for the run; awa's own 1000 prunes it within seconds)",
-               "storage": "queue (default: awa 0.6's, a worker started before the first insert) or canonical "
-                          "(the jobs queued before any worker started: awa stays in canonical storage)"}
+               "queue_rotate_ms": f"start(queue_storage_queue_rotate_interval_ms=) (default "
+                                  f"{QUEUE_ROTATE_MS}: terminal history readable for the run; awa's own "
+                                  "1000 prunes it within seconds)",
+               "storage": "queue (default: awa 0.6's, a worker started before the first insert) or "
+                          "canonical (the jobs queued before any worker started: awa stays in canonical "
+                          "storage)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        for key, default in (("max_workers", MAX_WORKERS), ("queue_rotate_ms", QUEUE_ROTATE_MS)):
-            v = self.options.get(key, str(default))
-            if not (v.isdigit() and int(v) >= 1):
-                raise UsageError(f"design awa: {key}={v!r}; a whole number of at least 1")
-        self.max_workers = int(self.options.get("max_workers", MAX_WORKERS))
-        self.rotate_ms = int(self.options.get("queue_rotate_ms", QUEUE_ROTATE_MS))
-        self.storage = self.options.get("storage", "queue")
-        if self.storage not in STORAGES:
-            raise UsageError(f"design awa: storage={self.storage!r}; one of {', '.join(STORAGES)}")
+        self.max_workers = self.whole("max_workers", MAX_WORKERS)
+        self.rotate_ms = self.whole("queue_rotate_ms", QUEUE_ROTATE_MS)
+        self.storage = self.choice("storage", STORAGES)
         self.queue = "pgjc"
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
         _ROLES[conn.info.dbname] = worker_role  # a design object of the other storage may reset here
-        _in_child({"do": "migrate", "url": _admin_url(conn)})
-        _in_child({"do": "first-start", "url": _admin_url(conn)})  # queue storage's tables, in both storages
+        _in_child({"do": "migrate", "url": url(admin_dsn(conn))})
+        # queue storage's tables, in both storages
+        _in_child({"do": "first-start", "url": url(admin_dsn(conn))})
         self._grant(conn)
 
     def _grant(self, conn) -> None:
-        role = sql.Identifier(_ROLES[conn.info.dbname])
-        # Hazards (awa fails them unseen): an insert makes its lane's sequences (queue_claim_seq_*), granted
-        # by default; a retry re-enqueues through ensure_lane (queue_storage.rs:3298), whose
+        role = _ROLES[conn.info.dbname]
+        # Hazards (awa fails them unseen): an insert makes its lane's sequences (queue_claim_seq_*),
+        # granted by default; a retry re-enqueues through ensure_lane (queue_storage.rs:3298), whose
         # ensure_lane_sequences runs CREATE SEQUENCE IF NOT EXISTS: without CREATE no retry is promoted.
-        for what, objects in (("select, insert, update, delete, truncate", "tables"), ("execute", "functions"),
-                              ("usage, select, update", "sequences")):
-            conn.execute(sql.SQL(f"grant {what} on all {objects} in schema awa to {{}}").format(role))
-            conn.execute(sql.SQL(f"alter default privileges in schema awa grant {what} on {objects} to {{}}").format(role))
-        conn.execute(sql.SQL("grant usage, create on schema awa to {}").format(role))
+        for what, objects in (("select, insert, update, delete, truncate", "tables"),
+                              ("execute", "functions"), ("usage, select, update", "sequences")):
+            grant(conn, role, what, ["awa"], on=f"all {objects} in schema")
+            conn.execute(sql.SQL(f"alter default privileges in schema awa grant {what} on {objects} "
+                                 "to {}").format(sql.Identifier(role)))
+        grant(conn, role, "usage, create", ["awa"], on="schema")
 
     def for_run(self, schedule):
         run = super().for_run(schedule)
@@ -222,52 +215,21 @@ class Awa(hosted.HostedDesign):
         elif state != ("active", "queue_storage"):
             # A fresh install, or a canonical run's database: its first worker's start switches it.
             conn.execute(Q.reset_canonical)  # the admin connection is in autocommit: nothing held open
-            _in_child({"do": "first-start", "url": _admin_url(conn)})
+            _in_child({"do": "first-start", "url": url(admin_dsn(conn))})
             if tuple(conn.execute(Q.storage_state).fetchone()) != ("active", "queue_storage"):
                 raise RuntimeError("awa's first start left the database out of queue storage")
             self._grant(conn)  # the queue-storage tables its first start made
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        jobs = list(jobs)  # awa's own insert, one job at a time (docs' quick start), in a child interpreter
-        answer = _in_child({"do": "insert", "url": _admin_url(conn), "queue": self.queue,
+        jobs = list(jobs)  # awa's own insert, one job at a time (docs' quick start), in a child
+        answer = _in_child({"do": "insert", "url": url(admin_dsn(conn)), "queue": self.queue,
                             "max_attempts": max_attempts, "jobs": [hosted.job_args(j) for j in jobs]})
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, answer["ids"], strict=True)])
 
-    def pending(self, conn) -> int:
-        return conn.execute(Q.pending, {"queue": self.queue}).fetchone()[0]
-
-    def final_states(self, conn) -> list[dict]:
-        staleness = self.intervals(self.schedule)["heartbeat staleness"] if self.schedule is not None else None
-        out = []
-        for job, tenant, state, attempt, error, expired in conn.execute(Q.final_states, {"staleness": staleness}):
-            out.append({"id": job, "tenant_id": tenant, "status": STATUS.get(state, state or "absent"),
-                        "attempts": attempt, "last_error": error, "lease_expired": expired})
-        return out
-
-    def accepted_finishes(self, conn) -> dict[int, dict]:
-        """awa's record of each job (``awa.jobs``): one ``errors`` entry per failure it accepted
-        (``attempt``, ``at`` on the worker's clock, ``lifecycle_error`` / ``executor.rs``) -- a rescue's
-        entry is its recovery, ``requeued`` -- and, for ``completed``, the success at ``finalized_at``.
-        A finish from a replaced run_lease touches no row, so it leaves no entry (refused)."""
+    def sql_params(self) -> dict:
         clock = "worker" if self.storage == "queue" else "database"  # finalized_at: Utc::now() / now()
-        out = {}
-        for job, state, attempt, lease, finalized, errors in conn.execute(Q.finishes):
-            if state is None:  # no row of it left (pruned by the queue ring): awa's record says nothing
-                continue
-            finishes = []
-            for e in errors or []:
-                text = str(e.get("error", ""))
-                at = datetime.datetime.fromisoformat(e["at"]) if e.get("at") else None
-                rescue = text.startswith(RESCUES)
-                finishes.append({"outcome": "requeued" if rescue else "failure", "what": text[:60], "at": at,
-                                 "clock": "worker", "attempt": e.get("attempt")})
-            if state == "completed":
-                finishes.append({"outcome": "success", "what": "completed", "at": finalized, "clock": clock,
-                                 "attempt": attempt})
-            texts = "; ".join(f"{e.get('attempt')}: {str(e.get('error', ''))[:40]}" for e in errors or []) or "none"
-            out[job] = {"finishes": finishes, "recorded": f"awa.jobs state {state}, attempt {attempt}, "
-                                                          f"run_lease {lease}, errors [{texts}]"}
-        return out
+        return {"queue": self.queue, "staleness": self.intervals(self.schedule).get("heartbeat staleness"),
+                "clock": clock}
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
@@ -283,12 +245,14 @@ class Awa(hosted.HostedDesign):
         @client.task(PgjcJob, kind=KIND, queue=self.queue)
         async def handle(job):
             try:
-                await asyncio.to_thread(hosted.run_job, ctx, dataclasses.asdict(job.args), attempt=job.attempt)
+                args = dataclasses.asdict(job.args)
+                await asyncio.to_thread(hosted.run_job, ctx, args, attempt=job.attempt)
             finally:
                 if not ctx.may_dequeue():  # the budget is spent: awa's own graceful shutdown
                     loop.call_soon_threadsafe(stop.set)
 
-        queue = {"name": self.queue, "max_workers": self.max_workers, "deadline_duration_ms": _ms(t["deadline"])}
+        queue = {"name": self.queue, "max_workers": self.max_workers,
+                 "deadline_duration_ms": _ms(t["deadline"])}
         # The queue ring's rotation decides how long terminal history stays readable (module docstring);
         # the claim ring keeps its own documented 1000 ms (it follows the queue ring's unless set).
         await client.start([queue], **{kw: _ms(t[name]) for name, kw in MS.items()},

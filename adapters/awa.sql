@@ -29,38 +29,49 @@ delete from awa.runtime_storage_backends where backend = 'queue_storage';
 -- (jobs_compat() reads ready_entries past the claim head, deferred_jobs, leases, terminal_jobs,
 -- dlq_entries: a receipt claim lives in lease_claims until it materializes or closes).
 with v as (select id, state from awa.jobs where queue = %(queue)s)
-select (select count(*) from v where state in ('available', 'scheduled', 'retryable', 'running', 'waiting_external'))
+select (select count(*) from v
+         where state in ('available', 'scheduled', 'retryable', 'running', 'waiting_external'))
      + (select count(distinct c.job_id) from awa.lease_claims c
          where c.queue = %(queue)s and not exists (select 1 from v where v.id = c.job_id));
 
 -- name: final_states
 -- One row per schedule job; a job awa.jobs does not show but lease_claims holds is running (its
--- newest claim). lease_expired: a running job whose heartbeat is older than the heartbeat staleness
--- the workers run with (%(staleness)s s), as the rescues test it: COALESCE(attempt_state.heartbeat_at,
--- claimed_at) for a receipt claim (queue_storage.rs, rescue_stale_receipt_claims_for_slot_tx).
-select m.job_id, (coalesce(j.args, r.args) ->> 'tenant')::int, coalesce(j.state::text, c.state), coalesce(j.attempt, c.attempt),
-       coalesce(to_jsonb(j.errors), r.payload -> 'errors') -> -1 ->> 'error',
+-- newest claim); in neither: absent. attempts: awa's attempt (claims, rescued ones included).
+-- lease_expired: a running job whose heartbeat is older than the heartbeat staleness the workers run
+-- with (%(staleness)s s), as the rescues test it: COALESCE(attempt_state.heartbeat_at, claimed_at) for a
+-- receipt claim (queue_storage.rs, rescue_stale_receipt_claims_for_slot_tx).
+select m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id,
+       coalesce(j.state::text, c.state, 'absent') as status, coalesce(j.attempt, c.attempt) as attempts,
+       coalesce(to_jsonb(j.errors), r.payload -> 'errors') -> -1 ->> 'error' as last_error,
        case when coalesce(j.state::text, c.state) = 'running'
-            then coalesce(j.heartbeat_at, a.heartbeat_at, c.claimed_at) < now() - make_interval(secs => %(staleness)s::float8) end
+            then coalesce(j.heartbeat_at, a.heartbeat_at, c.claimed_at)
+                 < now() - make_interval(secs => %(staleness)s::float8)
+       end as lease_expired
   from job_map m
   left join awa.jobs j on j.id = m.library_id::bigint
-  left join lateral (select 'running' as state, lc.job_id, lc.attempt, lc.run_lease, lc.claimed_at from awa.lease_claims lc
-                      where j.id is null and lc.job_id = m.library_id::bigint order by lc.run_lease desc limit 1) c on true
+  left join lateral (select 'running' as state, lc.job_id, lc.attempt, lc.run_lease, lc.claimed_at
+                       from awa.lease_claims lc
+                      where j.id is null and lc.job_id = m.library_id::bigint
+                      order by lc.run_lease desc limit 1) c on true
   left join awa.attempt_state a on a.job_id = c.job_id and a.run_lease = c.run_lease
-  left join lateral (select re.args, re.payload from awa.ready_entries re where re.job_id = m.library_id::bigint
+  left join lateral (select re.args, re.payload from awa.ready_entries re
+                      where re.job_id = m.library_id::bigint
                       order by re.ready_generation desc, re.lane_seq desc limit 1) r on true
  order by m.job_id;
 
--- name: finishes
+-- name: accepted_finishes
 -- What awa recorded of every schedule job: its state, attempt, run_lease, finalized_at, and its
 -- errors (one jsonb entry per failure or rescue: error, attempt, at; lifecycle_error in awa-model) --
--- of a job running on a receipt claim, those its newest ready row carries.
-select m.job_id, coalesce(j.state::text, c.state), coalesce(j.attempt, c.attempt), coalesce(j.run_lease, c.run_lease),
-       j.finalized_at, coalesce(to_jsonb(j.errors), r.payload -> 'errors', '[]'::jsonb)
+-- of a job running on a receipt claim, those its newest ready row carries; clock: whose clock
+-- finalized_at is on (%(clock)s: the run's storage). adapters/finishes.py reads them.
+select m.job_id as id, coalesce(j.state::text, c.state) as state, coalesce(j.attempt, c.attempt) as attempt,
+       coalesce(j.run_lease, c.run_lease) as run_lease, j.finalized_at,
+       coalesce(to_jsonb(j.errors), r.payload -> 'errors', '[]'::jsonb) as errors, %(clock)s::text as clock
   from job_map m
   left join awa.jobs j on j.id = m.library_id::bigint
   left join lateral (select 'running' as state, lc.attempt, lc.run_lease from awa.lease_claims lc
-                      where j.id is null and lc.job_id = m.library_id::bigint order by lc.run_lease desc limit 1) c on true
+                      where j.id is null and lc.job_id = m.library_id::bigint
+                      order by lc.run_lease desc limit 1) c on true
   left join lateral (select re.payload from awa.ready_entries re where re.job_id = m.library_id::bigint
                       order by re.ready_generation desc, re.lane_seq desc limit 1) r on true
  order by m.job_id;

@@ -47,16 +47,13 @@ violated at every time scale below 2. (2) With no ``worker_concurrency`` one exe
 workflow; a job that kills it takes the others down with it, and each recovery claim counts against every
 one of them, so a fault-free job can be dead-lettered beside a poison one.
 
-Statuses (``workflow_status.status``): ENQUEUED, DELAYED -> queued; PENDING -> running; SUCCESS -> done;
-ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED -> dead. ``attempts`` is ``recovery_attempts``: the
-dispatches DBOS counted, durably. Step retries inside one dispatch are in no table.
-``lease_expired``: None (no lease). Timing (:data:`TIMING`): the schedule's poll is the queue's 1 s
-``polling_interval_sec``; the rest keep their ratios to it.
+``attempts`` is ``recovery_attempts``: the dispatches DBOS counted, durably. Step retries inside one
+dispatch are in no table. ``lease_expired``: None (no lease). Timing (:data:`TIMING`): the schedule's
+poll is the queue's 1 s ``polling_interval_sec``; the rest keep their ratios to it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 
@@ -65,11 +62,11 @@ import sqlalchemy as sa
 from psycopg import conninfo
 
 from ..core import sqlfile
-from ..core.errors import UsageError
 from ..workers import hosted
+from ..workers.hosted.declared import DeclaredDesign, admin_dsn
 from ..workers.hosted.timing import FIXED, Interval, Intervals
 
-Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "finishes")
+Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "accepted_finishes")
 
 APP = "pg-job-chaos"  # DBOSConfig name: 3-256 of [a-z0-9-_] (_dbos_config.py:510)
 SCHEMA = "dbos"  # DBOS's default system schema; dbos.sql names it
@@ -78,16 +75,15 @@ WORKFLOW = "pgjc_job"
 STEP = "pgjc_body"
 BACKOFF = 2.0  # @DBOS.step backoff_rate default (_dbos.py:1406): a factor, not an interval
 
-# Real seconds a restarted worker takes to recover: fork, DBOS(config), DBOS.launch() (its migrations check,
-# version row, recovery, threads) and the first poll -- not a setting. Measured here: 0.52-0.85 s from
-# worker-start to the first job's start, one worker, idle machine (median 0.62 s); more with four runs at once.
+# Real seconds a restarted worker takes to recover: fork, DBOS(config), DBOS.launch() (its migrations
+# check, version row, recovery, threads) and the first poll -- not a setting. Measured here: 0.52-0.85 s
+# from worker-start to the first job's start, one worker, idle machine (median 0.62 s); more with four
+# runs at once.
 LAUNCH = 2.0
 
-STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "done", "ERROR": "dead",
-          "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
-
 TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals=(
-    Interval("queue polling interval", 1.0, anchor="poll", setting="register_queue(polling_interval_sec=1.0)"),
+    Interval("queue polling interval", 1.0, anchor="poll",
+             setting="register_queue(polling_interval_sec=1.0)"),
     Interval("step retry interval", 1.0, anchor="poll", setting="@DBOS.step(interval_seconds=1.0)"),
     Interval("notification listener polling interval", 1.0, anchor="poll",
              setting="notification_listener_polling_interval_sec=1.0"),
@@ -102,11 +98,9 @@ TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals
 ))
 
 
-def url(dsn: str, password: str | None = None) -> str:
+def url(dsn: str) -> str:
     """A libpq DSN as the SQLAlchemy URL DBOS takes (its other keys as the URL's query: psycopg's kwargs)."""
     p = {k: str(v) for k, v in conninfo.conninfo_to_dict(dsn).items()}
-    if password:
-        p["password"] = password
     port = p.pop("port", None)
     u = sa.engine.URL.create("postgresql", username=p.pop("user", None), password=p.pop("password", None),
                              host=p.pop("host", None), port=int(port) if port else None,
@@ -119,24 +113,24 @@ def executor_id(identity: str) -> str:
     return identity.split(".", 1)[0]
 
 
-class Dbos(hosted.HostedDesign):
+class Dbos(DeclaredDesign):
     name = "dbos"
     library = "dbos"
+    STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "done",
+              "ERROR": "dead", "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
+    SQL = Q
     TIMING = TIMING
     # Not a ratio of DBOS's intervals (all floats): a crash loop costs max_attempts + 1 launches (LAUNCH,
     # 1-3 s real with the search's parallel slots, measured) and must fit the run's 60-lease deadline. At
     # time scale 0.1 (6 s) it did not (terminal-states "the run ended: deadline" in 2 of 50 runs); at 0.25
     # the deadline is 15 s, plus the stretch.
     min_time_scale = 0.25
-    OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts dispatches) "
-                                        "or dbos (DBOS's default, 100)"}
+    OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts "
+                                        "dispatches) or dbos (DBOS's default, 100)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        recovery = self.options.get("max_recovery_attempts", "schedule")
-        if recovery not in ("schedule", "dbos"):
-            raise UsageError(f"design dbos: max_recovery_attempts={recovery!r}; expected schedule or dbos")
-        self.recovery_limit = recovery
+        self.recovery_limit = self.choice("max_recovery_attempts", ("schedule", "dbos"))
 
     def stall_extra(self, schedule) -> float:
         """DBOS recovers only when a dead worker's slot launches again: the run's stall and deadline
@@ -148,21 +142,17 @@ class Dbos(hosted.HostedDesign):
         """DBOS counts recoveries past the first dispatch (``_core.py:1317``: dead at ``> limit + 1``)."""
         from dbos._registrations import DEFAULT_MAX_RECOVERY_ATTEMPTS
 
-        return max(0, max_attempts - 1) if self.recovery_limit == "schedule" else DEFAULT_MAX_RECOVERY_ATTEMPTS
+        if self.recovery_limit == "dbos":
+            return DEFAULT_MAX_RECOVERY_ATTEMPTS
+        return max(0, max_attempts - 1)
 
     # --- the supervisor's side (admin connection) -------------------------------------------------
-    def _admin_url(self, conn) -> str:
-        return url(conn.info.dsn, conn.info.password)
-
     def install(self, conn, *, worker_role: str) -> None:
-        dbos.DBOS.migrate(self._admin_url(conn), schema=SCHEMA, application_role=worker_role)
-
-    def reset(self, conn) -> None:
-        conn.execute(Q.reset)
+        dbos.DBOS.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         t = self.intervals(self.schedule)
-        client = dbos.DBOSClient(system_database_url=self._admin_url(conn), dbos_system_schema=SCHEMA,
+        client = dbos.DBOSClient(system_database_url=url(admin_dsn(conn)), dbos_system_schema=SCHEMA,
                                  application_name=APP, system_database_pool_size=1)
         try:
             client.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
@@ -177,29 +167,9 @@ class Dbos(hosted.HostedDesign):
             client.destroy()
         hosted.record_ids(conn, pairs)
 
-    def pending(self, conn) -> int:
-        return conn.execute(Q.pending).fetchone()[0]
-
     def final_states(self, conn) -> list[dict]:
-        tenants = {j.id: j.tenant for j in self.schedule.jobs} if self.schedule is not None else {}
-        out = []
-        for job, status, attempts, error, _executor in conn.execute(Q.final_states):
-            out.append({"id": job, "tenant_id": tenants.get(job), "status": STATUS.get(status, status or "absent"),
-                        "attempts": attempts, "last_error": _error_text(error), "lease_expired": None})
-        return out
-
-    def accepted_finishes(self, conn) -> dict[int, dict]:
-        """The workflow's terminal outcome, the one finish DBOS records per workflow (SUCCESS or ERROR,
-        fenced by owner_xid), at ``completed_at`` (the server's clock). A dead-letter
-        (MAX_RECOVERY_ATTEMPTS_EXCEEDED) is the dispatcher's, no execution's finish: recorded, not a finish."""
-        out = {}
-        for job, status, attempts, completed, ok, failed in conn.execute(Q.finishes):
-            at = dt.datetime.fromtimestamp(completed / 1000, dt.UTC) if completed is not None else None
-            outcome = {"SUCCESS": "success", "ERROR": "failure"}.get(status)
-            finishes = [{"outcome": outcome, "what": f"workflow_status {status}", "at": at}] if outcome else []
-            out[job] = {"finishes": finishes, "recorded": f"workflow_status {status}, recovery_attempts {attempts}; "
-                                                          f"operation_outputs {ok} ok, {failed} failed"}
-        return out
+        """The declared rows, DBOS's serialized error read as text (:func:`_error_text`)."""
+        return [{**r, "last_error": _error_text(r["last_error"])} for r in super().final_states(conn)]
 
     # --- the worker's side (forked worker process) ------------------------------------------------
     def run_worker(self, ctx) -> None:
@@ -240,7 +210,8 @@ class Dbos(hosted.HostedDesign):
             DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"])
             stop.wait()
         finally:
-            # waits (1 s steps, _dbos.py:1137) for the workflow whose step spent the budget to record its outcome
+            # waits (1 s steps, _dbos.py:1137) for the workflow whose step spent the budget to record
+            # its outcome
             DBOS.destroy(workflow_completion_timeout_sec=5)
 
 

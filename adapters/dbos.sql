@@ -23,23 +23,32 @@ select count(*)
  where w.status in ('ENQUEUED', 'DELAYED', 'PENDING');
 
 -- name: final_states
--- One row per schedule job: DBOS's status, recovery_attempts (the claims: _sys_db.py start_queued_workflows
--- adds 1 per dispatch), the error it recorded (workflow_output.error, serialized by DBOS), the executor.
-select m.job_id, w.status, w.recovery_attempts, o.error, w.executor_id
+-- One row per schedule job: DBOS's status ('absent': no workflow row), recovery_attempts (the claims:
+-- _sys_db.py start_queued_workflows adds 1 per dispatch), the error it recorded (workflow_output.error,
+-- serialized by DBOS: adapters/dbos.py reads it). No lease: lease_expired is left out (None).
+select m.job_id as id, coalesce(w.status, 'absent') as status, w.recovery_attempts as attempts,
+       o.error as last_error
   from job_map m
   left join dbos.workflow_status w on w.workflow_uuid = m.library_id
   left join dbos.workflow_output o on o.workflow_uuid = m.library_id
  order by m.job_id;
 
--- name: finishes
--- What DBOS accepted per schedule job: the workflow's terminal outcome (update_workflow_outcome, fenced by
--- status = 'PENDING' and the claim's owner_xid) at completed_at (epoch ms of the server's now()), and the
--- checkpoints of its steps (operation_outputs: one row per step, its output or its final error).
-select m.job_id, w.status, w.recovery_attempts, w.completed_at,
-       (select count(*) from dbos.operation_outputs s
-         where s.workflow_uuid = m.library_id and s.error is null) as steps_ok,
-       (select count(*) from dbos.operation_outputs s
-         where s.workflow_uuid = m.library_id and s.error is not null) as steps_failed
+-- name: accepted_finishes
+-- What DBOS accepted per schedule job: the workflow's terminal outcome, the one finish it records
+-- (update_workflow_outcome, fenced by status = 'PENDING' and the claim's owner_xid) at completed_at
+-- (epoch ms of the server's now()), and the checkpoints of its steps (operation_outputs: one row per
+-- step, its output or its final error). A dead-letter (MAX_RECOVERY_ATTEMPTS_EXCEEDED) is the
+-- dispatcher's, no execution's finish: recorded, not a finish.
+select m.job_id as id,
+       case w.status when 'SUCCESS' then 'success' when 'ERROR' then 'failure' end as outcome,
+       'workflow_status ' || w.status as what, to_timestamp(w.completed_at / 1000.0) as at,
+       null::int as attempt,
+       format('workflow_status %s, recovery_attempts %s; operation_outputs %s ok, %s failed',
+              coalesce(w.status, 'None'), coalesce(w.recovery_attempts::text, 'None'),
+              (select count(*) from dbos.operation_outputs s
+                where s.workflow_uuid = m.library_id and s.error is null),
+              (select count(*) from dbos.operation_outputs s
+                where s.workflow_uuid = m.library_id and s.error is not null)) as recorded
   from job_map m
   left join dbos.workflow_status w on w.workflow_uuid = m.library_id
  order by m.job_id;

@@ -5,11 +5,8 @@ On Python 3.11 Django 6 (``django.tasks``) is out: Django 5.2 with the framework
 What runs is the library's own code, configured as its README configures it, never patched (lines of
 the installed ``django_tasks_db`` 0.13.0 and ``django_tasks`` 0.12.0):
 
-- settings (:func:`settings_for`, ``settings.configure``): ``INSTALLED_APPS`` ``django_tasks`` and
-  ``django_tasks_db`` (their READMEs), ``TASKS = {"default": {"BACKEND":
-  "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}`` as its README has it, one database
-  (``django.db.backends.postgresql``, psycopg 3) and Django's defaults otherwise (``CONN_MAX_AGE`` 0,
-  ``DEBUG`` off, so no autoreload). ``LOGGING_CONFIG`` None: the harness owns the process's logging.
+- settings (:func:`settings_for`): its README's, one database (psycopg 3), Django's defaults otherwise
+  (``CONN_MAX_AGE`` 0, ``DEBUG`` off); ``LOGGING_CONFIG`` None: the harness owns the process's logging.
 - schema: its migrations by ``migrate`` (``call_command``) as the owner, in a child interpreter; the
   worker role gets DML on its table (``django_tasks_database_dbtaskresult``), no more.
 - enqueue: ``harness_job.enqueue(**args)`` (``django_tasks/base.py`` ``Task.enqueue`` ->
@@ -44,7 +41,6 @@ What it does under faults, from its source (no retry, no recovery, no fence):
 Cost: Django's default ``CONN_MAX_AGE`` 0 and ``close_old_connections`` at each turn of the loop
 (``db_worker.py:108``, ``155``): a new session per task and idle poll (measured: 28 for 20 jobs, 2 workers).
 
-Statuses (``TaskResultStatus``): READY -> queued, RUNNING -> running, SUCCESSFUL -> done, FAILED -> dead.
 Attempts: the library keeps no counter; ``worker_ids`` gets one entry per claim (``models.py:262``) and
 ``TaskContext.attempt`` is its length (``django_tasks/base.py:335-363``): what the body is told and
 what ``final_states`` reports. ``lease_expired`` is None: the library has no lease.
@@ -63,15 +59,15 @@ import threading
 
 import django_tasks  # noqa: F401 -- the library at import: --design without it is a usage error
 import django_tasks_db  # noqa: F401
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
 from ..core import procs, sqlfile
 from ..workers import hosted
+from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 
-Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states", "finishes")
-
-STATUS = {"READY": "queued", "RUNNING": "running", "SUCCESSFUL": "done", "FAILED": "dead"}
+Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states",
+                 "accepted_finishes")
 
 TIMING = Intervals("django-tasks-db", anchors={"poll": "interval"}, intervals=(
     Interval("interval", 1.0, anchor="poll", setting="db_worker --interval 1"),
@@ -229,16 +225,15 @@ def _migrate(dsn: str) -> None:
     r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sys.path), "migrate", str(os.getpid())],
                        input=json.dumps({"dsn": dsn}) + "\n", capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
-        raise RuntimeError(f"django-tasks-db migrate failed (exit {r.returncode}): {r.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"django-tasks-db migrate failed (exit {r.returncode}): "
+                           f"{r.stderr.strip()[-2000:]}")
 
 
-def _dsn(conn) -> str:
-    return conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)
-
-
-class DjangoTasks(hosted.HostedDesign):
+class DjangoTasks(DeclaredDesign):
     name = "django-tasks-db"
     library = "django-tasks-db"
+    STATUS = {"READY": "queued", "RUNNING": "running", "SUCCESSFUL": "done", "FAILED": "dead"}
+    SQL = Q
     TIMING = TIMING
 
     def __init__(self, **options: str):
@@ -247,14 +242,9 @@ class DjangoTasks(hosted.HostedDesign):
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
-        _migrate(_dsn(conn))
-        role = sql.Identifier(worker_role)
-        for (table,) in conn.execute(Q.grantable).fetchall():
-            conn.execute(sql.SQL("grant select, insert, update, delete on {} to {}").format(
-                sql.Identifier(table), role))
-
-    def reset(self, conn) -> None:
-        conn.execute(Q.reset)
+        _migrate(admin_dsn(conn))
+        tables = [table for (table,) in conn.execute(Q.grantable).fetchall()]
+        grant(conn, worker_role, "select, insert, update, delete", tables)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         """Through the task's own ``enqueue`` in the enqueuer's child interpreter (committed there,
@@ -262,28 +252,8 @@ class DjangoTasks(hosted.HostedDesign):
         jobs = list(jobs)
         if not jobs:
             return
-        ids = self.enqueuer.enqueue(_dsn(conn), [hosted.job_args(j) for j in jobs])
+        ids = self.enqueuer.enqueue(admin_dsn(conn), [hosted.job_args(j) for j in jobs])
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
-
-    def pending(self, conn) -> int:
-        return conn.execute(Q.pending).fetchone()[0]
-
-    def final_states(self, conn) -> list[dict]:
-        return [{"id": job, "tenant_id": tenant, "status": STATUS.get(status, status or "absent"),
-                 "attempts": claims, "last_error": error, "lease_expired": None}
-                for job, tenant, status, claims, error in conn.execute(Q.final_states)]
-
-    def accepted_finishes(self, conn) -> dict[int, dict]:
-        """The row keeps its one finish (``models.py:265-299``): status and ``finished_at``, the worker's
-        ``timezone.now()``; a RUNNING or READY row has none."""
-        out = {}
-        for job, status, at, claims, workers, error in conn.execute(Q.finishes):
-            outcome = {"SUCCESSFUL": "success", "FAILED": "failure"}.get(status)
-            finishes = [{"outcome": outcome, "what": f"status {status}", "at": at, "clock": "worker",
-                         "attempt": claims}] if outcome else []  # undated (no finished_at): by its attempt
-            out[job] = {"finishes": finishes, "recorded": f"dbtaskresult status {status}, worker_ids {workers}"
-                                                          + (f", exception {error}" if error else "")}
-        return out
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
@@ -293,5 +263,5 @@ class DjangoTasks(hosted.HostedDesign):
         _WORKER["ctx"] = ctx
         from django.core.management import call_command
 
-        call_command("db_worker", interval=self.intervals(ctx.schedule)["interval"], worker_id=ctx.identity,
-                     max_tasks=ctx.schedule.dequeues)
+        interval = self.intervals(ctx.schedule)["interval"]
+        call_command("db_worker", interval=interval, worker_id=ctx.identity, max_tasks=ctx.schedule.dequeues)

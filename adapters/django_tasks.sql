@@ -31,19 +31,25 @@ select count(*)
                        and a.application_name = (t.worker_ids ->> -1) || '/queue'));
 
 -- name: final_states
--- One row per schedule job: its status, the claims (worker_ids, one entry per claim: models.py:262),
--- the exception class of a failure (models.py:287).
-select m.job_id, (t.args_kwargs -> 'kwargs' ->> 'tenant')::int, t.status,
-       coalesce(jsonb_array_length(t.worker_ids), 0), nullif(t.exception_class_path, '')
+-- One row per schedule job: its status ('absent': no row), the claims (worker_ids, one entry per claim:
+-- models.py:262), the exception class of a failure (models.py:287). No lease: lease_expired left out.
+select m.job_id as id, (t.args_kwargs -> 'kwargs' ->> 'tenant')::int as tenant_id,
+       coalesce(t.status, 'absent') as status, coalesce(jsonb_array_length(t.worker_ids), 0) as attempts,
+       nullif(t.exception_class_path, '') as last_error
   from job_map m
   left join django_tasks_database_dbtaskresult t on t.id::text = m.library_id
  order by m.job_id;
 
--- name: finishes
+-- name: accepted_finishes
 -- What the row keeps of its finish: set_successful / set_failed (models.py:265-299) overwrite status
--- and finished_at (the worker's timezone.now()); no history, one finish at most.
-select m.job_id, t.status, t.finished_at, coalesce(jsonb_array_length(t.worker_ids), 0),
-       t.worker_ids::text, nullif(t.exception_class_path, '')
+-- and finished_at (the worker's timezone.now()); no history, one finish at most, by the attempt it
+-- ran as (the claims). A RUNNING or READY row has none.
+select m.job_id as id,
+       case t.status when 'SUCCESSFUL' then 'success' when 'FAILED' then 'failure' end as outcome,
+       'status ' || t.status as what, t.finished_at as at, 'worker' as clock,
+       coalesce(jsonb_array_length(t.worker_ids), 0) as attempt,
+       format('dbtaskresult status %s, worker_ids %s', t.status, t.worker_ids)
+         || coalesce(', exception ' || nullif(t.exception_class_path, ''), '') as recorded
   from job_map m
   join django_tasks_database_dbtaskresult t on t.id::text = m.library_id
  order by m.job_id;

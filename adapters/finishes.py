@@ -1,9 +1,12 @@
-"""What each hosted library itself accepted, from its own tables: the adapters' ``accepted_finishes``.
+"""What a hosted library accepted, where one row a finish cannot say it: the adapters' ``FINISHES``.
 
-Each function reads one library's tables on the admin connection after a run and answers in the shape
-``workers/hosted/protocol.py`` documents -- per schedule job, every finish the library recorded (outcome, its
-own name for it, when) and one line of what it recorded -- for ``library-one-finish``. What each
-library keeps (the installed packages, read; lines of the pinned versions):
+Each adapter's ``accepted_finishes`` statement (in its ``.sql``) reads the library's own tables on the
+admin connection after a run; where the library keeps one finish a row, the rows are the answer
+(``workers/hosted/declared.py``, :func:`~workers.hosted.declared.accepted`: dbos, django-tasks-db, the
+contract's queues). The libraries below keep a stream or a list instead; each function turns its rows
+(``{column: value}``, in the statement's order) into the shape ``workers/hosted/protocol.py`` documents
+-- per schedule job, every finish the library recorded (outcome, its own name for it, when) and one
+line of what it recorded -- for ``library-one-finish``. What each keeps (lines of the pinned versions):
 
 procrastinate 3.10.0
     ``procrastinate_events``: one row per status transition, written by a trigger at ``now()``
@@ -31,74 +34,117 @@ chancy 0.26.0
     worker's clock: ``executors/base.py:99``, ``Executor.on_job_completed``); each entry of ``errors``
     one accepted failure with the 0-based ``attempt`` it ran as (``executors/base.py:128``; dated only
     for the final ``failed``).
+awa 0.6.9
+    ``awa.jobs``: one ``errors`` entry per failure it accepted (``attempt``, ``at`` on the worker's
+    clock, ``lifecycle_error`` / ``executor.rs``) -- a rescue's entry is its recovery, ``requeued`` --
+    and, for ``completed``, the success at ``finalized_at`` (the worker's ``Utc::now()`` in queue
+    storage, the server's ``now()`` in canonical). A finish from a replaced ``run_lease`` touches no
+    row, so it leaves no entry (refused). A job no longer in its tables (pruned) is left out.
 """
 
 from __future__ import annotations
 
-from ..core import sqlfile
-
-Q = sqlfile.load(__file__, "finishes.sql", "procrastinate", "pgqueuer", "chancy")
+import datetime
+from collections.abc import Iterable, Mapping
 
 # procrastinate_events type -> outcome ("cancelled" is decided by the job's final status)
-PROCRASTINATE = {"succeeded": "success", "failed": "failure", "aborted": "failure", "deferred_for_retry": "requeued"}
+PROCRASTINATE = {"succeeded": "success", "failed": "failure", "aborted": "failure",
+                 "deferred_for_retry": "requeued"}
 # pgqueuer_log status -> outcome (a 'queued' row with a traceback is a retry: a failure)
 PGQUEUER = {"successful": "success", "exception": "failure", "failed": "failure"}
+# The errors awa's rescues write (queue_storage.rs:12990-13150, maintenance.rs:1250-1360): a recovery.
+AWA_RESCUES = ("heartbeat stale", "receipt claim stale", "hard deadline exceeded", "rescued as duplicate")
+
+Rows = Iterable[Mapping]
 
 
-def _group(rows) -> dict[int, list[tuple]]:
-    out: dict[int, list[tuple]] = {}
-    for job, *rest in rows:
-        out.setdefault(job, []).append(tuple(rest))
+def _group(rows: Rows) -> dict[int, list[Mapping]]:
+    out: dict[int, list[Mapping]] = {}
+    for r in rows:
+        out.setdefault(r["id"], []).append(r)
     return out
 
 
-def procrastinate(conn) -> dict[int, dict]:
+def procrastinate(rows: Rows) -> dict[int, dict]:
+    """Rows ``id, status, attempts, event, at``: every event of a job, its final status and attempts."""
     out = {}
-    for job, rows in _group(conn.execute(Q.procrastinate)).items():
-        status, attempts = rows[0][0], rows[0][1]
-        events = [(kind, at) for _, _, kind, at in rows if kind is not None]
+    for job, events in _group(rows).items():
+        status, attempts = events[0]["status"], events[0]["attempts"]
+        kinds = [(r["event"], r["at"]) for r in events if r["event"] is not None]
         finishes = []
-        for kind, at in events:
+        for kind, at in kinds:
             outcome = PROCRASTINATE.get(kind)
             if kind == "cancelled":  # todo -> cancelled / failed / succeeded: the final status says which
                 outcome = {"succeeded": "success", "failed": "failure"}.get(status)
                 kind = f"cancelled (todo -> {status})"
             if outcome:
                 finishes.append({"outcome": outcome, "what": kind, "at": at})
-        recorded = ", ".join(k for k, _ in events) or "no event"
+        recorded = ", ".join(k for k, _ in kinds) or "no event"
         out[job] = {"finishes": finishes,
                     "recorded": f"procrastinate_events {recorded}; status {status}, attempts {attempts}"}
     return out
 
 
-def pgqueuer(conn) -> dict[int, dict]:
+def pgqueuer(rows: Rows) -> dict[int, dict]:
+    """Rows ``id, status, at, traceback`` (whether the row has one): every pgqueuer_log row of a job."""
     out = {}
-    for job, rows in _group(conn.execute(Q.pgqueuer)).items():
-        rows = [r for r in rows if r[0] is not None]
-        finishes = []
-        names = []
-        for status, at, traceback in rows:
-            retry = status == "queued" and traceback
-            names.append("queued (retry)" if retry else status)
-            outcome = "failure" if retry else PGQUEUER.get(status)
+    for job, logged in _group(rows).items():
+        finishes, names = [], []
+        for r in logged:
+            if r["status"] is None:
+                continue
+            retry = r["status"] == "queued" and r["traceback"]
+            names.append("queued (retry)" if retry else r["status"])
+            outcome = "failure" if retry else PGQUEUER.get(r["status"])
             if outcome:
-                finishes.append({"outcome": outcome, "what": "retry_job" if retry else status, "at": at})
+                what = "retry_job" if retry else r["status"]
+                finishes.append({"outcome": outcome, "what": what, "at": r["at"]})
         out[job] = {"finishes": finishes, "recorded": f"pgqueuer_log {', '.join(names) or 'no row'}"}
     return out
 
 
-def chancy(conn) -> dict[int, dict]:
+def chancy(rows: Rows) -> dict[int, dict]:
+    """Rows ``id, state, attempts, max_attempts, errors, completed_at``: a job's chancy_jobs row."""
     out = {}
-    for job, state, attempts, max_attempts, errors, completed_at in conn.execute(Q.chancy):
-        errors = list(errors or [])
+    for r in rows:
+        state, attempts, errors = r["state"], r["attempts"], list(r["errors"] or [])
         finishes = [{"outcome": "failure", "what": f"errors[{i}]", "at": None, "clock": "worker",
-                     "attempt": e["attempt"] + 1 if isinstance(e, dict) and isinstance(e.get("attempt"), int) else None}
-                    for i, e in enumerate(errors)]
+                     "attempt": _one_based(e)} for i, e in enumerate(errors)]
         if state == "failed" and finishes:  # the last error is the final failure: completed_at dates it
-            finishes[-1].update(what=f"errors[{len(errors) - 1}], state failed", at=completed_at)
+            finishes[-1].update(what=f"errors[{len(errors) - 1}], state failed", at=r["completed_at"])
         elif state == "succeeded":
-            finishes.append({"outcome": "success", "what": "state succeeded", "at": completed_at, "clock": "worker",
-                             "attempt": attempts})
-        out[job] = {"finishes": finishes, "recorded": f"chancy_jobs state {state}, attempts {attempts}, "
-                                                      f"{len(errors)} errors, max_attempts {max_attempts}"}
+            finishes.append({"outcome": "success", "what": "state succeeded", "at": r["completed_at"],
+                             "clock": "worker", "attempt": attempts})
+        recorded = (f"chancy_jobs state {state}, attempts {attempts}, {len(errors)} errors, "
+                    f"max_attempts {r['max_attempts']}")
+        out[r["id"]] = {"finishes": finishes, "recorded": recorded}
     return out
+
+
+def awa(rows: Rows) -> dict[int, dict]:
+    """Rows ``id, state, attempt, run_lease, finalized_at, errors, clock`` (finalized_at's clock)."""
+    out = {}
+    for r in rows:
+        state, attempt, errors = r["state"], r["attempt"], r["errors"] or []
+        if state is None:  # no row of it left (pruned by the queue ring): awa's record says nothing
+            continue
+        finishes = []
+        for e in errors:
+            text = str(e.get("error", ""))
+            at = datetime.datetime.fromisoformat(e["at"]) if e.get("at") else None
+            outcome = "requeued" if text.startswith(AWA_RESCUES) else "failure"
+            finishes.append({"outcome": outcome, "what": text[:60], "at": at, "clock": "worker",
+                             "attempt": e.get("attempt")})
+        if state == "completed":
+            finishes.append({"outcome": "success", "what": "completed", "at": r["finalized_at"],
+                             "clock": r["clock"], "attempt": attempt})
+        texts = "; ".join(f"{e.get('attempt')}: {str(e.get('error', ''))[:40]}" for e in errors) or "none"
+        recorded = f"awa.jobs state {state}, attempt {attempt}, run_lease {r['run_lease']}, errors [{texts}]"
+        out[r["id"]] = {"finishes": finishes, "recorded": recorded}
+    return out
+
+
+def _one_based(error: object) -> int | None:
+    """The 1-based attempt of a chancy ``errors`` entry, which keeps it 0-based (None: it keeps none)."""
+    attempt = error.get("attempt") if isinstance(error, dict) else None
+    return attempt + 1 if isinstance(attempt, int) else None

@@ -1,4 +1,4 @@
-"""graphile-worker (graphile/worker, npm ``graphile-worker`` 0.17.3) hosted through the worker contract in Node.
+"""graphile-worker (graphile/worker, npm ``graphile-worker`` 0.17.3) through the worker contract in Node.
 
 The queue's code is graphile-worker's own, run by ``adapters/node/graphile-worker.js`` as its README
 configures it (``docs/reference/contract.md`` for the contract; :mod:`workers.hosted.contract` for the
@@ -31,13 +31,10 @@ their owner reads them; graphile's worker runs its own migrations, as their owne
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 from ..workers.hosted import timing
 from ..workers.hosted.contract import ContractDesign
-
-SCRIPT = Path(__file__).parent / "node" / "graphile-worker.js"
 
 TIMING = timing.Intervals("graphile-worker", anchors={"lease": "lock timeout"}, intervals=(
     # The schedule's lease is its stall timeout, and graphile's is 4 hours in SQL (resetLockedAt.js,
@@ -63,15 +60,9 @@ TIMING = timing.Intervals("graphile-worker", anchors={"lease": "lock timeout"}, 
 class GraphileWorker(ContractDesign):
     """graphile-worker 0.17.3 in Node, through the contract (``adapters/node/graphile-worker.js``)."""
 
-    name = "graphile-worker"
-    library = "graphile-worker"
-    OPTIONS: dict[str, str] = {}
+    name = library = "graphile-worker"
     TIMING = TIMING
+    SCRIPT = Path(__file__).parent / "node" / "graphile-worker.js"  # run by node
     # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale
     # breaks a ratio that a larger one keeps.
     min_time_scale = TIMING.min_time_scale()
-
-    def __init__(self, **options: str):
-        node = shutil.which("node")
-        self.COMMAND = (node or "node", str(SCRIPT))
-        super().__init__(**options)

@@ -29,7 +29,6 @@ from ..core.errors import UsageError
 from ..workers.hosted import timing
 from ..workers.hosted.contract import ContractDesign
 
-SCRIPT = Path(__file__).parent / "python" / "oban-worker.py"
 REQUIREMENTS = Path(__file__).parent / "python" / "oban-requirements.txt"
 ENV = "PGJC_PYTHON312"
 
@@ -59,18 +58,16 @@ def python312() -> str | None:
 class Oban(ContractDesign):
     """oban-py 0.7.0 in Python 3.12, through the contract."""
 
-    name = "oban"
-    library = "oban"
-    OPTIONS: dict[str, str] = {}
+    name = library = "oban"
+    SCRIPT = Path(__file__).parent / "python" / "oban-worker.py"  # run by Python 3.12 (client)
     TIMING = TIMING
     # Below it oban's loops spin: the stager would poll more often than every 3 ms, the refresher
     # every 50 ms, in their documented ratios to a lease under 1 s.
     min_time_scale = 1.0
 
-    def __init__(self, **options: str):
+    def client(self) -> tuple[str, ...]:
         python = python312()
         if python is None:
-            raise UsageError(f"design oban: oban-py needs Python 3.12; none found (set {ENV}, or install one "
-                             f"with pyenv, then pip install -r {REQUIREMENTS})")
-        self.COMMAND = (python, str(SCRIPT))
-        super().__init__(**options)
+            raise UsageError(f"design oban: oban-py needs Python 3.12; none found (set {ENV}, or install "
+                             f"one with pyenv, then pip install -r {REQUIREMENTS})")
+        return (python, str(self.SCRIPT))

@@ -21,17 +21,15 @@ Status mapping: ``created``, ``retry`` -> ``queued``; ``active`` -> ``running``;
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from ..workers.hosted import timing
 from ..workers.hosted.contract import ContractDesign
 
-SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"
-
 TIMING = timing.Intervals("pg-boss", anchors={"lease": "expiration"}, intervals=(
     # expireInSeconds is cast ::int (plans.js insertJob): whole seconds, at least 1
-    timing.Interval("expiration", 900.0, kind=timing.WAIT, grid=timing.WHOLE, setting="send(.., {expireInSeconds: 900})"),
+    timing.Interval("expiration", 900.0, kind=timing.WAIT, grid=timing.WHOLE,
+                    setting="send(.., {expireInSeconds: 900})"),
     # at least 1 s: rarer than documented only delays when an expired job comes back (the run's
     # limits stretch by it); reported, never raising the scale
     timing.Interval("maintenance interval", 120.0, grid=timing.WHOLE, recovery=True, bound=None,
@@ -44,14 +42,8 @@ TIMING = timing.Intervals("pg-boss", anchors={"lease": "expiration"}, intervals=
 class PgBoss(ContractDesign):
     """pg-boss 10.4.2 in Node, through the contract (``adapters/node/pg-boss.js``)."""
 
-    name = "pg-boss"
-    library = "pg-boss"
-    OPTIONS: dict[str, str] = {}
+    name = library = "pg-boss"
+    SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"  # run by node
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 1: the whole-second expiration is the lease
-
-    def __init__(self, **options: str):
-        node = shutil.which("node")
-        self.COMMAND = (node or "node", str(SCRIPT))
-        super().__init__(**options)
 

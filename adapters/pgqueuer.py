@@ -11,73 +11,33 @@ What runs is pgqueuer's own code, configured as its documentation says (``docs/g
 - worker: ``QueueManager.run`` (the loop ``PgQueuer.run`` starts; no scheduler is needed) on one
   ``psycopg.AsyncConnection`` (``PsycopgDriver``, autocommit, ``application_name`` ``<identity>/queue``),
   at pgqueuer's default concurrency: ``batch_size=10``, ``max_concurrent_tasks`` unlimited -- a worker
-  picks up to ten jobs a dequeue and runs every job it picked at once. The lowest pgqueuer allows,
-  what this adapter ran before, is ``--design-option batch_size=1 --design-option max_concurrent_tasks=2``
-  (``qm.py`` ``QueueManager.run`` raises unless ``max_concurrent_tasks >= 2 * batch_size``).
-  The task is ``async`` (sync entrypoints are rejected, ``core/executors.py``; the default
-  ``EntrypointExecutor`` under the retry one below) and runs the body with
-  ``asyncio.to_thread(hosted.run_job, ...)``.
-- retry policy, as ``docs/guides/retry.md`` documents it: ``DatabaseRetryEntrypointExecutor``
-  (``core/executors.py``), which turns an exception into ``RetryRequested`` until ``job.attempts >=
-  max_attempts`` -- its ``max_attempts`` counts *retries* (0-based ``job.attempts``), so it gets the
-  schedule's ``max_attempts - 1``. pgqueuer keeps no limit on the job: the limit is the worker's
-  configuration, read from the schedule.
+  picks up to ten jobs a dequeue and runs every job it picked at once. The lowest pgqueuer allows is
+  ``--design-option batch_size=1 --design-option max_concurrent_tasks=2`` (``qm.py``
+  ``QueueManager.run`` raises unless ``max_concurrent_tasks >= 2 * batch_size``). The task is ``async``
+  (sync entrypoints are rejected, ``core/executors.py``) and runs the body with ``asyncio.to_thread``.
+- retry policy, as ``docs/guides/retry.md`` documents it: ``DatabaseRetryEntrypointExecutor``, which
+  turns an exception into ``RetryRequested`` until ``job.attempts >= max_attempts`` -- its
+  ``max_attempts`` counts *retries* (0-based ``job.attempts``): the schedule's ``max_attempts - 1``.
+  pgqueuer keeps no limit on the job: the limit is the worker's configuration.
 - stalled-job recovery, as documented (``docs/guides/heartbeat.md``): ``heartbeat_timeout`` = the
-  schedule's lease. Heartbeats are sent by pgqueuer at half of it (``core/heartbeat.py``, via
-  ``HeartbeatBuffer`` flushing every timeout/8, ``core/buffers.py``); any worker's dequeue re-picks a
-  ``picked`` job whose heartbeat is older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The
-  schedule's own ``heartbeat`` knob has no counterpart in pgqueuer and is not used. (pgqueuer 1.6.0 has
-  no ``retry_timer``: ``heartbeat_timeout`` is its only re-pick threshold.)
+  schedule's lease. pgqueuer beats at half of it (``core/heartbeat.py``, through ``HeartbeatBuffer``
+  flushing every timeout/8, ``core/buffers.py``); any worker's dequeue re-picks a ``picked`` job whose
+  heartbeat is older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The schedule's own
+  ``heartbeat`` knob has no counterpart in pgqueuer. (1.6.0 has no ``retry_timer``.)
 
-Timing (``workers/hosted/timing.py``, :data:`TIMING`): each interval keeps the ratio of its default to the
-30 s ``heartbeat_timeout``, the schedule's lease L:
+Timing (:data:`TIMING`; the table: ``docs/reference/adapters.md``): each interval keeps the ratio of
+its default to the 30 s ``heartbeat_timeout``, the schedule's lease.
 
-=========================  ================  ==============  ==============  ===========================
-setting                    library default   docs' advice    ours (lease L)  why
-=========================  ================  ==============  ==============  ===========================
-``heartbeat_timeout``      30 s              30 s            L               the anchor: stale after L
-heartbeat interval, flush  timeout / 2, / 8  --              L / 2, L / 8    pgqueuer's own ratios
-``dequeue_timeout``        30 s              30 s            L               1 : 1, the recovery period
-log aggregation interval   30 s              30 s            L               ratio 1 : 1
-retry ``initial_delay``    1 s               1 s             L / 30          ratio 1 : 30, doubling
-retry ``max_delay``        5 min             5 min           10 L            ratio 10 : 1
-notify wait                1 s, fixed        --              1 s             bound 3x: time scale >= 10
-status log flush 0.1 s,    fixed             --              as pgqueuer's   fixed: reported, not
-min dequeue poll 0.1 s,                                                      raising the time scale
-listener health check 10 s
-``batch_size``             10                10              10              the library's default
-``max_concurrent_tasks``   unlimited         --              unlimited       the library's default
-retry ``max_attempts``     5 (retries)       --              max_attempts-1  the schedule's limit
-=========================  ================  ==============  ==============  ===========================
-
-Statuses (``pgqueuer_status``): a job's row stays in ``pgqueuer`` while it is ``queued`` / ``picked``
-(or ``failed`` when held, ``on_failure='hold'``, not used here); when it ends, ``log_jobs`` deletes the
-row and ``pgqueuer_log`` keeps the outcome. ``final_states`` reads the row, else the job's last
-terminal log row:
-
-================  =========  ====================================================================
-pgqueuer          harness    why
-================  =========  ====================================================================
-queued            queued     waiting, or waiting for a retry (``retry_job`` re-queues in place)
-picked            running    a worker holds it (``lease_expired``: heartbeat older than the
-                             ``heartbeat_timeout`` the workers run with, as ``next_stale`` judges)
-successful        done       the task returned
-exception         dead       terminal failure (retries spent), row deleted
-failed            dead       held terminal failure (only with ``on_failure='hold'``)
-canceled          dead       cancelled (``mark_job_as_cancelled``); not done by the harness
-deleted           dead       removed unrun (``clear_queue``); not done by the harness
-anything else     as is      reported ``unknown`` by the properties, never guessed
-================  =========  ====================================================================
-
-``attempts``: pgqueuer's own counter is ``pgqueuer.attempts``, the retries so far (0 on the first
-execution; ``retry_job`` adds 1). Executions it counted = that counter + 1 once the job has been
-picked: for a row still queued, ``attempts``; for a row picked, ``attempts + 1``; for a finished job
-(row gone), the retry records in ``pgqueuer_log`` (``status='queued'`` with a traceback) + 1 (a job
-``deleted`` unpicked: 0). A stale re-pick (its worker died or stalled) increments nothing --
-pgqueuer has no re-pick counter (its ``docs/guides/reliability.md``, "Poison jobs") -- so such
-executions are not counted, and ``attempts-counted`` says so. pgqueuer_log's ``picked`` rows do
-record every claim, re-picks included, but pgqueuer counts nothing from them; neither does this
-adapter. The body is told ``attempt = job.attempts + 1``.
+Statuses: a job's row stays in ``pgqueuer`` while it is ``queued`` / ``picked`` (or ``failed`` when
+held, ``on_failure='hold'``, not used here); when it ends, ``log_jobs`` deletes the row and
+``pgqueuer_log`` keeps the outcome: ``final_states`` reads the row, else the job's last terminal log
+row (:data:`PgQueuer.STATUS`). ``attempts``: pgqueuer's own counter is ``pgqueuer.attempts``, the
+retries so far (``retry_job`` adds 1); the executions it counted are that + 1 once the job was
+picked, or, for a finished job, its retry records in ``pgqueuer_log`` + 1 (``pgqueuer.sql``). A stale
+re-pick (its worker died or stalled) increments nothing -- pgqueuer has no re-pick counter
+(``docs/guides/reliability.md``, "Poison jobs"), so such executions are not counted, and
+``attempts-counted`` says so; its ``picked`` log rows record every claim, but pgqueuer counts nothing
+from them, and neither does this adapter. The body is told ``attempt = job.attempts + 1``.
 
 Not the library's: a side table (``adapters/pgqueuer.sql``) with the tenant of each job (the log
 keeps no payload, and the row is deleted when the job ends).
@@ -99,52 +59,52 @@ from datetime import timedelta
 # libraries extra is then a usage error (workers.load_design) before any server starts.
 import pgqueuer  # noqa: F401
 import psycopg
-from psycopg import conninfo, sql
+from psycopg import sql
 
 from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
+from ..workers.hosted.declared import DeclaredDesign, admin_dsn
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
+from . import finishes
 
 Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
-                 "final_states")
+                 "final_states", "accepted_finishes")
 
 ENTRYPOINT = "pgjc"
 
-STATUS = {
-    "queued": "queued",
-    "picked": "running",
-    "successful": "done",
-    "exception": "dead",
-    "failed": "dead",
-    "canceled": "dead",
-    "deleted": "dead",
-}
-
 TABLES = ("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules")
-SEQUENCES = ("pgqueuer_id_seq", "pgqueuer_log_id_seq", "pgqueuer_statistics_id_seq", "pgqueuer_schedules_id_seq")
+SEQUENCES = tuple(f"{t}_id_seq" for t in TABLES)
 
 # pgqueuer's intervals (core/qm.py QueueManager.run and its fields, core/buffers.py, core/executors.py,
 # adapters/drivers/psycopg.py), kept in their ratios to heartbeat_timeout = the lease. A stale job is
-# re-picked by a dequeue: an idle worker dequeues on a NOTIFY or after dequeue_timeout, its recovery period.
-# The notify wait: every statement goes through one connection whose NOTIFY watcher holds its lock in
-# notifies(timeout=1.0), so a heartbeat flush may wait 1 s. A beat lands at most T/2 + 1.2*T/8 (the
-# jittered flush) + 1 s after the last; through one failed flush at 0.8 T + 2 s, which pgqueuer's design
-# keeps within T (qm.py: "T/8 keeps a live job within 0.8 T through one failed flush"): T >= 10 s, 3x the
-# documented 1 s : 30 s. Measured: at T = 1 s 12 of 20 fault-free jobs ran twice (each once with the wait
-# cut to 0.02 s, a diagnosis never shipped); at T = 3 s each once, a beat 2.95 s after the last.
+# re-picked by a dequeue: an idle worker dequeues on a NOTIFY or after dequeue_timeout, its recovery
+# period. The notify wait: every statement goes through one connection whose NOTIFY watcher holds its
+# lock in notifies(timeout=1.0), so a heartbeat flush may wait 1 s. A beat lands at most T/2 + 1.2*T/8
+# (the jittered flush) + 1 s after the last; through one failed flush at 0.8 T + 2 s, which pgqueuer's
+# design keeps within T (qm.py: "T/8 keeps a live job within 0.8 T through one failed flush"):
+# T >= 10 s, 3x the documented 1 s : 30 s. Measured: at T = 1 s 12 of 20 fault-free jobs ran twice
+# (each once with the wait cut to 0.02 s, a diagnosis never shipped); at T = 3 s each once, a beat
+# 2.95 s after the last.
 TIMING = Intervals("pgqueuer", anchors={"lease": "heartbeat timeout"}, intervals=(
     Interval("heartbeat timeout", 30.0, kind=WAIT, setting="QueueManager.run(heartbeat_timeout=30 s)"),
     Interval("heartbeat interval", 15.0, setting="Heartbeat(heartbeat_timeout / 2), set by pgqueuer"),
-    Interval("heartbeat flush", 3.75, setting="HeartbeatBuffer(timeout=heartbeat_timeout / 8), set by pgqueuer"),
-    Interval("dequeue timeout", 30.0, kind=WAIT, recovery=True, setting="QueueManager.run(dequeue_timeout=30 s)"),
+    Interval("heartbeat flush", 3.75,
+             setting="HeartbeatBuffer(timeout=heartbeat_timeout / 8), set by pgqueuer"),
+    Interval("dequeue timeout", 30.0, kind=WAIT, recovery=True,
+             setting="QueueManager.run(dequeue_timeout=30 s)"),
     Interval("log aggregation interval", 30.0, setting="QueueManager.run(log_aggregation_interval=30 s)"),
-    Interval("retry initial delay", 1.0, kind=WAIT, setting="DatabaseRetryEntrypointExecutor(initial_delay=1 s)"),
+    Interval("retry initial delay", 1.0, kind=WAIT,
+             setting="DatabaseRetryEntrypointExecutor(initial_delay=1 s)"),
     Interval("retry max delay", 300.0, kind=WAIT, setting="DatabaseRetryEntrypointExecutor(max_delay=5 min)"),
-    Interval("notify wait", 1.0, grid=FIXED, kind=WAIT, bound=3.0, setting="watch_notifies: notifies(timeout=1.0)"),
-    Interval("status log flush", 0.1, grid=FIXED, kind=WAIT, bound=None, setting="JobStatusLogBuffer timeout 0.1 s"),
-    Interval("minimum dequeue poll", 0.1, grid=FIXED, bound=None, setting="QueueManager.min_dequeue_poll_interval"),
-    Interval("listener health check", 10.0, grid=FIXED, bound=None, setting="_run_periodic_health_check(10 s)"),
+    Interval("notify wait", 1.0, grid=FIXED, kind=WAIT, bound=3.0,
+             setting="watch_notifies: notifies(timeout=1.0)"),
+    Interval("status log flush", 0.1, grid=FIXED, kind=WAIT, bound=None,
+             setting="JobStatusLogBuffer timeout 0.1 s"),
+    Interval("minimum dequeue poll", 0.1, grid=FIXED, bound=None,
+             setting="QueueManager.min_dequeue_poll_interval"),
+    Interval("listener health check", 10.0, grid=FIXED, bound=None,
+             setting="_run_periodic_health_check(10 s)"),
 ))
 
 
@@ -158,9 +118,20 @@ def _positive(name: str, value: str) -> float:
     return x
 
 
-class PgQueuer(hosted.HostedDesign):
+class PgQueuer(DeclaredDesign):
     name = "pgqueuer"
     library = "pgqueuer"
+    STATUS = {
+        "queued": "queued",  # waiting, or waiting for a retry (retry_job re-queues in place)
+        "picked": "running",  # a worker holds it (or held it, and its heartbeat is stale)
+        "successful": "done",  # the task returned
+        "exception": "dead",  # terminal failure (retries spent), row deleted
+        "failed": "dead",  # held terminal failure (only with on_failure='hold')
+        "canceled": "dead",  # cancelled (mark_job_as_cancelled); not done by the harness
+        "deleted": "dead",  # removed unrun (clear_queue); not done by the harness
+    }  # anything else ("absent": no row, no terminal record) passed through: unknown, never guessed
+    SQL = Q
+    FINISHES = staticmethod(finishes.pgqueuer)  # pgqueuer_log, per job
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 10: the fixed 1 s notify wait (TIMING, "notify wait")
     OPTIONS = {
@@ -180,7 +151,7 @@ class PgQueuer(hosted.HostedDesign):
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
-        asyncio.run(self._install(conninfo.make_conninfo(conn.info.dsn, password=conn.info.password)))
+        asyncio.run(self._install(admin_dsn(conn)))
         conn.execute(Q.create_side_tables)
         role = sql.Identifier(worker_role)
         tables = sql.SQL(", ").join(map(sql.Identifier, TABLES))
@@ -199,9 +170,6 @@ class PgQueuer(hosted.HostedDesign):
             if not await queries.schema_is_installed():  # a database cloned from a template has it
                 await queries.install()
 
-    def reset(self, conn) -> None:
-        conn.execute(Q.reset)
-
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
         from pgqueuer.adapters.persistence.queries import SyncQueries
@@ -210,34 +178,16 @@ class PgQueuer(hosted.HostedDesign):
         if not jobs:
             return
         payloads = [json.dumps(hosted.job_args(j)).encode() for j in jobs]
-        ids = SyncQueries(SyncPsycopgDriver(conn)).enqueue([ENTRYPOINT] * len(jobs), payloads, [0] * len(jobs))
+        queries = SyncQueries(SyncPsycopgDriver(conn))
+        ids = queries.enqueue([ENTRYPOINT] * len(jobs), payloads, [0] * len(jobs))
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
         with conn.cursor() as cur:
             cur.executemany(Q.record_job, [{"job": j.id, "library_id": lib, "tenant": j.tenant}
                                            for j, lib in zip(jobs, ids, strict=True)])
 
-    def pending(self, conn) -> int:
-        return conn.execute(Q.pending).fetchone()[0]
-
-    def final_states(self, conn) -> list[dict]:
-        out = []
-        for (job, tenant, q_status, q_attempts, log_status, retries, _picks, error,
-             lease_expired) in conn.execute(Q.final_states, {"timeout": self._timeout()}):
-            if q_status is not None:
-                status = q_status
-                attempts = q_attempts + (1 if q_status == "picked" else 0)
-            elif log_status is not None:
-                status = log_status
-                attempts = retries + (0 if log_status == "deleted" and not _picks else 1)
-            else:  # neither a row nor a terminal record: nothing to map
-                status, attempts = "absent", None
-            out.append({"id": job, "tenant_id": tenant, "status": STATUS.get(status, status),
-                        "attempts": attempts, "last_error": error, "lease_expired": lease_expired})
-        return out
-
-    def _timeout(self) -> float | None:
+    def sql_params(self) -> dict:
         """The heartbeat_timeout the workers run with, real seconds (the lease, from ``for_run``)."""
-        return self.heartbeat_timeout or self.lease
+        return {"timeout": self.heartbeat_timeout or self.lease}
 
     def timing_notes(self, schedule) -> list[str]:
         lease, given = schedule.seconds(schedule.timing.lease), self.heartbeat_timeout
@@ -246,9 +196,8 @@ class PgQueuer(hosted.HostedDesign):
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
-        if not self.ready(ctx):  # the pool opened once here rather than by two task threads at once
-            return
-        asyncio.run(self._run(ctx))
+        if self.ready(ctx):  # the pool opened once here rather than by two task threads at once
+            asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
         from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
@@ -291,7 +240,3 @@ class PgQueuer(hosted.HostedDesign):
             )
         finally:
             await aconn.close()
-
-    def accepted_finishes(self, conn) -> dict[int, dict]:
-        from . import finishes  # pgqueuer_log per job (adapters/finishes.py)
-        return finishes.pgqueuer(conn)

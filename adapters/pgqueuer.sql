@@ -23,10 +23,13 @@ select count(*) from pgqueuer where status in ('queued', 'picked');
 
 -- name: final_states
 -- One row per schedule job: its row in pgqueuer when it is still there, else the last terminal
--- status pgqueuer_log has for it; retries as pgqueuer counts them (the 'queued' log rows that
--- retry_job writes with a traceback; enqueue's own 'queued' row has none); the last error recorded;
--- for a picked job, whether its heartbeat is older than the heartbeat_timeout the workers run with
--- (%(timeout)s seconds, NULL when unknown) -- what build_dequeue_query's next_stale tests.
+-- status pgqueuer_log has for it ('absent': neither). attempts: the executions pgqueuer counted --
+-- for a row, its attempts (the retries so far) plus one once picked; for a finished job (row gone),
+-- the retries (the 'queued' log rows retry_job writes with a traceback; enqueue's own 'queued' row
+-- has none) plus one, none for a job deleted unpicked; a stale re-pick counts nothing in pgqueuer.
+-- The last error recorded; for a picked job, whether its heartbeat is older than the
+-- heartbeat_timeout the workers run with (%(timeout)s seconds, NULL when unknown) -- what
+-- build_dequeue_query's next_stale tests.
 with terminal as (
     select distinct on (job_id) job_id, status::text as status
       from pgqueuer_log
@@ -46,10 +49,12 @@ with terminal as (
      where traceback is not null
      order by job_id, id desc
 )
-select m.job_id, j.tenant_id,
-       q.status::text as queue_status, q.attempts as queue_attempts,
-       t.status as log_status, coalesce(r.n, 0) as retries, coalesce(p.n, 0) as picks,
-       e.error,
+select m.job_id as id, j.tenant_id, coalesce(q.status::text, t.status, 'absent') as status,
+       case when q.status is not null then q.attempts + (q.status = 'picked')::int
+            when t.status is not null
+            then coalesce(r.n, 0) + (t.status <> 'deleted' or coalesce(p.n, 0) > 0)::int
+       end as attempts,
+       e.error as last_error,
        case when q.status = 'picked'
             then q.heartbeat < now() - make_interval(secs => %(timeout)s::float8) end as lease_expired
   from job_map m
@@ -60,3 +65,13 @@ select m.job_id, j.tenant_id,
   left join picks p on p.job_id = m.library_id::bigint
   left join errors e on e.job_id = m.library_id::bigint
  order by m.job_id;
+
+-- name: accepted_finishes
+-- Every pgqueuer_log row of a schedule job, in its order: enqueue ('queued', no traceback), every
+-- claim ('picked', re-picks included: qb.py build_dequeue_query's log_pick), every retry ('queued'
+-- with a traceback: build_retry_job_query) and the finish (build_log_job_query: written only when
+-- its DELETE found the row), each at now() (adapters/finishes.py reads them).
+select m.job_id as id, l.status::text as status, l.created as at, l.traceback is not null as traceback
+  from job_map m
+  left join pgqueuer_log l on l.job_id = m.library_id::bigint
+ order by m.job_id, l.id;

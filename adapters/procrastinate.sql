@@ -35,15 +35,30 @@ select count(*)
                 or coalesce(w.last_heartbeat < now() - make_interval(secs => %(stale)s), false))));
 
 -- name: final_states
--- One row per schedule job. stale: the condition of procrastinate's own select_stalled_jobs_by_heartbeat
--- (queries.sql) for a doing job -- no worker row, or a heartbeat older than the threshold the workers
--- used (the lease, from for_run); null when the job is not doing or the threshold is unknown.
-select m.job_id, j.args ->> 'tenant', j.status::text, j.attempts,
+-- One row per schedule job. attempts: procrastinate's count of the executions that ended, plus the one
+-- in progress for a doing job (procrastinate itself treats it as attempt attempts + 1, retry.py).
+-- lease_expired: the condition of procrastinate's own select_stalled_jobs_by_heartbeat (queries.sql)
+-- for a doing job -- no worker row, or a heartbeat older than the threshold the workers used (the
+-- lease, from for_run); null when the job is not doing or the threshold is unknown. procrastinate
+-- stores no error text (only procrastinate_events types): last_error is null.
+select m.job_id as id, (j.args ->> 'tenant')::int as tenant_id, j.status::text as status,
+       j.attempts + (j.status = 'doing')::int as attempts, null::text as last_error,
        case when j.status = 'doing' and %(stale)s::float8 is not null
             then j.worker_id is null
                  or coalesce(w.last_heartbeat < now() - make_interval(secs => %(stale)s::float8), false)
-       end
+       end as lease_expired
   from job_map m
   join procrastinate_jobs j on j.id::text = m.library_id
   left join procrastinate_workers w on w.id = j.worker_id
  order by m.job_id;
+
+-- name: accepted_finishes
+-- Every event procrastinate's triggers wrote for a schedule job (schema.sql,
+-- procrastinate_trigger_function_status_events_update_v1: one row per status transition, at now()),
+-- in its order, with the job's final status and attempts (adapters/finishes.py reads them).
+-- 'scheduled' is no transition: left out.
+select m.job_id as id, j.status::text as status, j.attempts, e.type::text as event, e.at
+  from job_map m
+  join procrastinate_jobs j on j.id::text = m.library_id
+  left join procrastinate_events e on e.job_id = j.id and e.type is distinct from 'scheduled'
+ order by m.job_id, e.id;

@@ -33,10 +33,10 @@ function options(extra = {}) {
 // when it succeeds (dist/sql/completeJobs.js) and, here, at no other time (no jobKey, no admin
 // function called); its count goes with the row. So the install keeps a shadow table of deleted jobs,
 // the harness's own instrumentation (graphile keeps no record of a completed job): an AFTER DELETE
-// trigger copies the row's own attempts at its deletion (never the harness's count). A mapped job in neither table is
-// 'missing', a state the harness does not map: the properties that read it say unknown. A locked row
-// is running; an unlocked one with attempts >= max_attempts failed for good (is_available,
-// sql/000011.sql:67).
+// trigger copies the row's own attempts at its deletion (never the harness's count). A mapped job in
+// neither table is 'missing', a state the harness does not map: the properties that read it say
+// unknown. A locked row is running; an unlocked one with attempts >= max_attempts failed for good
+// (is_available, sql/000011.sql:67).
 const DELETED = 'pgjc_graphile_deleted'; // in the owner's current schema, beside job_map
 const FINAL_STATES = `
   select m.library_id,
@@ -63,9 +63,10 @@ const ACCEPTED_FINISHES = `
          case when d.id is not null then 'deleted (completeJobs)' else 'attempts spent (failJobs)' end,
          d.deleted_at, coalesce(d.attempts, j.attempts)::int,
          case when d.id is not null then format('deleted on success at attempt %s', d.attempts)
-              when j.id is not null then format('jobs row, attempts %s of %s, %s, last_error %s', j.attempts,
-                                                j.max_attempts, case when j.locked_at is null then 'unlocked' else 'locked' end,
-                                                coalesce(left(j.last_error, 60), 'none'))
+              when j.id is not null
+              then format('jobs row, attempts %s of %s, %s, last_error %s', j.attempts, j.max_attempts,
+                          case when j.locked_at is null then 'unlocked' else 'locked' end,
+                          coalesce(left(j.last_error, 60), 'none'))
               else 'no row' end
     from job_map m
     left join ${SCHEMA}.jobs j on j.id::text = m.library_id
@@ -74,9 +75,11 @@ const ACCEPTED_FINISHES = `
 
 const commands = {
   describe() {
-    const version = require('graphile-worker/package.json').version;
     contract.emit({
-      kind: 'descriptor', contract: contract.CONTRACT, system: 'graphile-worker', version, runtime: `node ${process.versions.node}`,
+      kind: 'descriptor', contract: contract.CONTRACT, system: 'graphile-worker',
+      version: require('graphile-worker/package.json').version, runtime: `node ${process.versions.node}`,
+      status: { waiting: 'queued', locked: 'running', completed: 'done', failed: 'dead' },
+      finish_history: 'last', // a retried failure leaves only last_error
       sql: {
         reset: `truncate ${SCHEMA}._private_jobs, ${SCHEMA}._private_job_queues, ${DELETED}`,
         // A locked job counts: a live worker finishes it, or resetLockedAt frees a dead one's after 4 h.
@@ -84,8 +87,6 @@ const commands = {
         final_states: FINAL_STATES,
         accepted_finishes: ACCEPTED_FINISHES,
       },
-      finish_history: 'last', // a retried failure leaves only last_error
-      status: { waiting: 'queued', locked: 'running', completed: 'done', failed: 'dead' },
     });
   },
   async install() {
@@ -102,16 +103,18 @@ const commands = {
     // qualified by the owner's schema. The trigger fires in the worker role's sessions and writes as
     // its definer, the owner: the worker role gets no privilege on the table.
     const own = (await conn.query('select quote_ident(current_schema()) as s')).rows[0].s;
-    await conn.query(`create table if not exists ${own}.${DELETED} (id bigint primary key, attempts int not null,
-                                                                    deleted_at timestamptz not null default now());
+    await conn.query(`create table if not exists ${own}.${DELETED} (
+        id bigint primary key, attempts int not null, deleted_at timestamptz not null default now());
       create or replace function ${own}.${DELETED}() returns trigger language plpgsql
         security definer set search_path = pg_catalog as $f$
       begin
-        insert into ${own}.${DELETED} (id, attempts) values (old.id, old.attempts) on conflict (id) do nothing;
+        insert into ${own}.${DELETED} (id, attempts) values (old.id, old.attempts)
+          on conflict (id) do nothing;
         return null;
       end $f$;
       drop trigger if exists ${DELETED} on ${SCHEMA}._private_jobs;
-      create trigger ${DELETED} after delete on ${SCHEMA}._private_jobs for each row execute function ${own}.${DELETED}();
+      create trigger ${DELETED} after delete on ${SCHEMA}._private_jobs
+        for each row execute function ${own}.${DELETED}();
       revoke all on function ${own}.${DELETED}() from public`);
     await conn.query(`do $$
       declare r record;
@@ -119,8 +122,8 @@ const commands = {
         execute format('alter schema ${SCHEMA} owner to %s', $r$${role}$r$);
         for r in select c.relname, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
                   where n.nspname = '${SCHEMA}' and c.relkind in ('r', 'v') loop
-          execute format('alter %s ${SCHEMA}.%I owner to %s', case r.relkind when 'v' then 'view' else 'table' end,
-                         r.relname, $r$${role}$r$);
+          execute format('alter %s ${SCHEMA}.%I owner to %s',
+                         case r.relkind when 'v' then 'view' else 'table' end, r.relname, $r$${role}$r$);
         end loop;
         for r in select p.oid::regprocedure as f from pg_proc p join pg_namespace n on n.oid = p.pronamespace
                   where n.nspname = '${SCHEMA}' loop

@@ -28,18 +28,23 @@ const commands = {
   describe() {
     const version = require('pg-boss/package.json').version;
     contract.emit({
-      kind: 'descriptor', contract: contract.CONTRACT, system: 'pg-boss', version, runtime: `node ${process.versions.node}`,
+      kind: 'descriptor', contract: contract.CONTRACT, system: 'pg-boss', version,
+      runtime: `node ${process.versions.node}`,
       sql: {
         reset: `truncate ${SCHEMA}.job, ${SCHEMA}.archive`,
         pending: `select count(*) from ${SCHEMA}.job where name = '${QUEUE}' and state < 'completed'`,
         // attempts: executions pg-boss counted -- retry_count goes up at each fetch after the first
         // (plans.js fetchNextJob); 0 for a job never fetched.
-        final_states: `select id::text, state::text, case when started_on is null then 0 else retry_count + 1 end,
-                              output->>'message', case when state = 'active' then started_on + expire_in < now() end
+        final_states: `select id::text, state::text,
+                              case when started_on is null then 0 else retry_count + 1 end,
+                              output->>'message',
+                              case when state = 'active' then started_on + expire_in < now() end
                        from ${SCHEMA}.job where name = '${QUEUE}'
                        union all
-                       select id::text, state::text, case when started_on is null then 0 else retry_count + 1 end,
-                              output->>'message', null from ${SCHEMA}.archive where name = '${QUEUE}'`,
+                       select id::text, state::text,
+                              case when started_on is null then 0 else retry_count + 1 end,
+                              output->>'message', null
+                       from ${SCHEMA}.archive where name = '${QUEUE}'`,
         // what pg-boss accepted: it keeps the last finish only (completeJobs / failJobs overwrite
         // state, completed_on and output): a completion is one success at completed_on, a final
         // failure one failure; the failures it retried leave no row (docs/reference/contract.md)
@@ -47,11 +52,15 @@ const commands = {
             case state when 'completed' then 'success' when 'failed' then 'failure' end, 'state ' || state,
             case when state in ('completed', 'failed') then completed_on end,
             case when started_on is null then null else retry_count + 1 end,
-            format('pgboss.${t} state %s, retry_count %s (pg-boss keeps its last finish only)', state, retry_count)
+            format('pgboss.${t} state %s, retry_count %s (pg-boss keeps its last finish only)',
+                   state, retry_count)
           from ${SCHEMA}.${t} where name = '${QUEUE}'`).join(' union all '),
       },
       finish_history: 'last', // completeJobs / failJobs overwrite state, completed_on and output
-      status: { created: 'queued', retry: 'queued', active: 'running', completed: 'done', failed: 'dead', cancelled: 'dead' },
+      status: {
+        created: 'queued', retry: 'queued', active: 'running', completed: 'done', failed: 'dead',
+        cancelled: 'dead',
+      },
     });
   },
   async install() {
@@ -90,7 +99,8 @@ const commands = {
     const t = client.intervals;
     const b = boss({ maintenanceIntervalSeconds: t['maintenance interval'] });
     await b.start();
-    await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: Math.max(0.5, t['polling interval']) },
+    const polling = Math.max(0.5, t['polling interval']);
+    await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: polling },
       async ([job]) => client.runJob(job.data, job.retryCount + 1));
     while (client.mayDequeue()) await contract.sleep(client.seconds.poll * 1000);
     await b.offWork(QUEUE); // the dequeue budget spent: take no more

@@ -41,10 +41,11 @@ class HostedJob:
 def describe():
     t = f"{PREFIX}.oban_jobs"
     pgjc_contract.emit({
-        "kind": "descriptor", "contract": pgjc_contract.CONTRACT, "system": "oban", "version": oban.__version__,
-        "runtime": f"python {sys.version.split()[0]}",
+        "kind": "descriptor", "contract": pgjc_contract.CONTRACT, "system": "oban",
+        "version": oban.__version__, "runtime": f"python {sys.version.split()[0]}",
         "sql": {"reset": f"truncate {t}",
-                "pending": f"select count(*) from {t} where state in ('available', 'scheduled', 'retryable', 'executing')",
+                "pending": f"select count(*) from {t} "
+                           "where state in ('available', 'scheduled', 'retryable', 'executing')",
                 "final_states": f"select id::text, state::text, attempt, errors->-1->>'error', null from {t}",
                 # What oban accepted (docs/reference/contract.md): every error its ack appended
                 # (ack_job.sql, fenced by attempted_at; _executor.py _format_error names the attempt)
@@ -60,11 +61,12 @@ def describe():
                                   null::timestamptz as at, (e.v->>'attempt')::int as attempt, e.i as ord
                              from jsonb_array_elements(j.errors) with ordinality e(v, i)
                            union all
-                           select 'success', 'state completed', j.completed_at at time zone 'UTC', j.attempt, 1e9
+                           select 'success', 'state completed', j.completed_at at time zone 'UTC',
+                                  j.attempt, 1e9
                             where j.state = 'completed') f on true
                      order by j.id, f.ord"""},
-        "status": {"available": "queued", "scheduled": "queued", "retryable": "queued", "executing": "running",
-                   "completed": "done", "discarded": "dead", "cancelled": "dead"}})
+        "status": {"available": "queued", "scheduled": "queued", "retryable": "queued",
+                   "executing": "running", "completed": "done", "discarded": "dead", "cancelled": "dead"}})
 
 
 async def _pool(**kw):
@@ -82,7 +84,8 @@ async def install():
     async with pool.connection() as conn:
         # oban's worker: its jobs, producers and leaders tables, its enum types, its notifications
         await conn.execute(f"grant usage on schema {PREFIX} to {role}")
-        await conn.execute(f"grant select, insert, update, delete on all tables in schema {PREFIX} to {role}")
+        await conn.execute(f"grant select, insert, update, delete on all tables in schema {PREFIX} "
+                           f"to {role}")
         await conn.execute(f"grant usage on all sequences in schema {PREFIX} to {role}")
     await pool.close()
     pgjc_contract.emit({"kind": "installed"})
@@ -92,7 +95,8 @@ async def enqueue():
     req = json.load(sys.stdin)
     pool = await _pool()
     async with Oban(pool=pool, prefix=PREFIX) as o:  # client mode: no queues
-        ids = [[a["job"], (await o.enqueue(HostedJob.new(a, max_attempts=req["max_attempts"]))).id] for a in req["jobs"]]
+        ids = [[a["job"], (await o.enqueue(HostedJob.new(a, max_attempts=req["max_attempts"]))).id]
+               for a in req["jobs"]]
     await pool.close()
     pgjc_contract.emit({"kind": "enqueued", "ids": ids})
 

@@ -201,39 +201,50 @@ def test_reading_a_design_that_cannot_tell_or_fails():
     assert DesignHandle.of(Quiet()).hosted and not load_design("lease").hosted
 
 
-class Rows:
-    def __init__(self, rows):
-        self.rows = rows
-
-    def execute(self, *_):
-        return iter(self.rows)
+def rows(columns: str, *values: tuple) -> list[dict]:
+    """Rows of an adapter's accepted_finishes statement, as the declared design hands them over."""
+    return [dict(zip(columns.split(), v, strict=True)) for v in values]
 
 
 def test_what_each_library_recorded_becomes_finishes():
     t = [datetime(2025, 1, 1, 0, 0, s, tzinfo=UTC) for s in range(6)]
-    p = readers.procrastinate(Rows([
+    p = readers.procrastinate(rows(
+        "id status attempts event at",
         (1, "succeeded", 2, "deferred", t[0]), (1, "succeeded", 2, "started", t[1]),
         (1, "succeeded", 2, "deferred_for_retry", t[2]), (1, "succeeded", 2, "started", t[3]),
         (1, "succeeded", 2, "succeeded", t[4]),
         (2, "succeeded", 1, "deferred", t[0]), (2, "succeeded", 1, "cancelled", t[5]),
-        (3, "todo", 0, None, None)]))
+        (3, "todo", 0, None, None)))
     assert [(f["outcome"], f["what"]) for f in p[1]["finishes"]] == [("requeued", "deferred_for_retry"),
                                                                      ("success", "succeeded")]
     assert p[1]["recorded"] == f"{RECORDED}; status succeeded, attempts 2"
     assert p[2]["finishes"] == [{"outcome": "success", "what": "cancelled (todo -> succeeded)", "at": t[5]}]
     assert p[3] == {"finishes": [], "recorded": "procrastinate_events no event; status todo, attempts 0"}
-    q = readers.pgqueuer(Rows([(1, "queued", t[0], False), (1, "picked", t[1], False), (1, "queued", t[2], True),
-                              (1, "picked", t[3], False), (1, "successful", t[4], False), (2, None, None, None)]))
+    q = readers.pgqueuer(rows("id status at traceback", (1, "queued", t[0], False), (1, "picked", t[1], False),
+                              (1, "queued", t[2], True), (1, "picked", t[3], False),
+                              (1, "successful", t[4], False), (2, None, None, None)))
     assert [(f["outcome"], f["what"]) for f in q[1]["finishes"]] == [("failure", "retry_job"), ("success", "successful")]
     assert q[1]["recorded"] == "pgqueuer_log queued, picked, queued (retry), picked, successful"
     assert q[2] == {"finishes": [], "recorded": "pgqueuer_log no row"}
-    c = readers.chancy(Rows([(1, "succeeded", 2, 3, [{"attempt": 0, "traceback": "x"}], t[5]),
-                             (2, "failed", 1, 1, [{"attempt": 0}], t[4]), (3, "running", 0, 4, [], None)]))
+    c = readers.chancy(rows("id state attempts max_attempts errors completed_at",
+                            (1, "succeeded", 2, 3, [{"attempt": 0, "traceback": "x"}], t[5]),
+                            (2, "failed", 1, 1, [{"attempt": 0}], t[4]), (3, "running", 0, 4, [], None)))
     assert [(f["outcome"], f["at"], f["attempt"]) for f in c[1]["finishes"]] == [("failure", None, 1),
                                                                                   ("success", t[5], 2)]
     assert [(f["outcome"], f["at"], f["what"]) for f in c[2]["finishes"]] == [("failure", t[4],
                                                                                "errors[0], state failed")]
     assert c[3]["finishes"] == [] and c[3]["recorded"] == "chancy_jobs state running, attempts 0, 0 errors, max_attempts 4"
+    a = readers.awa(rows(
+        "id state attempt run_lease finalized_at errors clock",
+        (1, "completed", 2, 7, t[3], [{"error": "boom", "attempt": 1, "at": t[1].isoformat()}], "worker"),
+        (2, "retryable", 2, 9, None, [{"error": "heartbeat stale (rescued)", "attempt": 1, "at": None}], "database"),
+        (3, None, None, None, None, [], "worker")))
+    assert a[1]["finishes"] == [
+        {"outcome": "failure", "what": "boom", "at": t[1], "clock": "worker", "attempt": 1},
+        {"outcome": "success", "what": "completed", "at": t[3], "clock": "worker", "attempt": 2}]
+    assert a[1]["recorded"] == "awa.jobs state completed, attempt 2, run_lease 7, errors [1: boom]"
+    assert [(f["outcome"], f["at"]) for f in a[2]["finishes"]] == [("requeued", None)]  # a rescue: a recovery
+    assert 3 not in a  # pruned: awa's record says nothing
 
 
 def test_a_death_of_the_library_itself_is_no_failure_it_received():
