@@ -7,9 +7,9 @@ Such a result keeps its verdict -- it is still violated -- and gains a ``cause``
 follows from, or ``budget`` when it follows from how the run ended and nothing else explains it. Its
 evidence leads with the cause, so a matrix cell never restates a root cause as a new finding.
 
-A hosted design's body (``workers/hosted.py``) commits its ``job_runs`` row and sends its effect
-before the library's own finish runs: a violation of ``single-commit``, ``at-most-once-effects`` or
-``no-stale-effect`` there is at-least-once by design, which no fence of the library's could prevent.
+A hosted design's body (``workers/hosted/protocol.py``) commits its ``job_runs`` row and sends its
+effect before the library's own finish runs: a violation of ``single-commit``, ``at-most-once-effects``
+or ``no-stale-effect`` there is at-least-once by design, which no fence of the library's could prevent.
 It gains the cause ``at-least-once``, and its evidence says so and what ``library-one-finish`` -- the
 library's own record -- found, naming the design (a library's name or your own queue's).
 """

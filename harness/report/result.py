@@ -126,7 +126,8 @@ class Report:
         out = []
         if self.no_strike:
             out.append(f"NO FAULT COULD STRIKE: no execution of {', '.join(self.suites)} reached a strike point in "
-                       f"{self.runs} runs (does its worker run the harness's job body? see workers/hosted.py); "
+                       f"{self.runs} runs (does its worker run the harness's job body? see "
+                       "workers/hosted/protocol.py); "
                        "the run fails")
         if self.strict and self.undecided():
             out.append(f"--strict: {', '.join(self.undecided())} could not decide; the run fails")

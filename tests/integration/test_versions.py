@@ -81,7 +81,7 @@ def test_a_run_records_its_server_and_a_saved_schedule_replays_on_it(versioned, 
     assert history.server["pg_version"] == versioned.major
     assert set(history.server["settings"]) == {"fsync", "synchronous_commit", "full_page_writes"}
     saved = tmp_path / "s.json"
-    saved.write_text(json.dumps(history.schedule))
+    saved.write_text(history.schedule.to_json())
     out = tmp_path / "out.json"
     r = run_cli("replay", str(saved), "-q", "--json", str(out), timeout=300)
     assert r.returncode == 0, r.stderr
