@@ -46,4 +46,8 @@ def test_each_queues_tables_come_from_its_timing(name):
     at_one = cls.TIMING.values(Schedule(jobs=(JobSpec(1),), time_scale=1.0))
     for i, row in zip(cls.TIMING.intervals, real[2:], strict=False):
         assert row.split(" | ")[column].startswith(hook._num(at_one[i.name])), row
-    assert f"| `{name}` |" in hook.summary()
+    try:
+        summary = hook.summary()  # every queue's row: imports every adapter
+    except ImportError as exc:
+        pytest.skip(f"its own tables held; the summary needs {exc.name} (pip install -e '.[libraries]')")
+    assert f"| `{name}` |" in summary
