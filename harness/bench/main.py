@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psycopg
 
+from ...core.db import one
 from ...core.schedule import JobSpec, Schedule
 from ...faults import parse_faults
 from ...workers import load_design
@@ -50,11 +51,11 @@ def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
     with psycopg.connect(dsn, **connect) as conn:
         t0 = time.perf_counter()
         for _ in range(jobs):
-            job_id, tenant, attempt, _payload = conn.execute(LEASE.claim, {"lease": lease}).fetchone()
+            job_id, tenant, attempt, _payload = one(conn.execute(LEASE.claim, {"lease": lease}))
             conn.commit()
             conn.execute(inherited_tenant(f"bare {job_id} {attempt}")).fetchone()
             conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
-            run = conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}).fetchone()[0]
+            run = one(conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}))[0]
             conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()
             conn.execute(LEASE.finish, {"id": job_id})
             conn.execute(BODY.finish_run, {"run": run})
@@ -70,7 +71,9 @@ def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
     from ..net.proxy import Proxies
 
     target = conninfo.conninfo_to_dict(database.worker_dsn)
-    proxies = Proxies(target.get("host", "127.0.0.1"), int(target.get("port", 5432)), 1)
+    # a parsed DSN's values are text (conninfo_to_dict types them as it takes them: str | int | None)
+    host, port = str(target.get("host", "127.0.0.1")), int(str(target.get("port", 5432)))
+    proxies = Proxies(host, port, 1)
     via = conninfo.make_conninfo(database.worker_dsn, host="127.0.0.1", port=str(proxies.ports[1]))
     unprepared = {"prepare_threshold": None} if database.pooler else {}
     pairs = []
@@ -232,7 +235,8 @@ def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | N
     if prop is not None:
         hit = next((r for r in res.runs if prop in r.violated), None)
         first = f"{sum(r.seconds for r in res.runs[:res.runs.index(hit) + 1]):.1f} s" if hit else "NOT FOUND"
-        size = len(res.smallest_for(prop).schedule.jobs) if hit else "-"
+        smallest = res.smallest_for(prop)  # a run when there is a hit
+        size = len(smallest.schedule.jobs) if smallest is not None else "-"
     else:
         first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
         size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"

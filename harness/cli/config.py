@@ -77,8 +77,9 @@ def locate(explicit: str | None, no_config: bool, start: Path) -> tuple[Path, di
         if table is None:
             raise UsageError(f"--config {explicit}: the file has no [tool.{TABLE}] table")
         return path.resolve(), table
-    path = find(start.resolve())
-    return (path, read(path)) if path is not None else None
+    found = find(start.resolve())
+    table = read(found) if found is not None else None  # None too if the file lost it since find() read it
+    return (found, table) if found is not None and table is not None else None
 
 
 def settings(parsers: dict[str, argparse.ArgumentParser]) -> dict[str, dict[str, argparse.Action]]:
@@ -143,7 +144,7 @@ def _convert(action: argparse.Action, key: str, value: Any, where: str, base: Pa
     if not isinstance(value, str):
         want = "a string or a list of strings" if key in LISTS else "a string"
         raise UsageError(f"{where}: expected {want}")
-    if action.type is not None:
+    if callable(action.type):  # argparse also takes a registered type's name: no flag here gives one
         try:
             return action.type(value)
         except (argparse.ArgumentTypeError, ValueError) as exc:

@@ -58,7 +58,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
 
 
-def parser() -> argparse.ArgumentParser:
+class Program(_Parser):
+    """The program's parser; ``commands``: the subcommands' parsers the settings file is for."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+
+def parser() -> Program:
     common = _Parser(add_help=False)
     common.add_argument("--postgres", default="local", metavar="SPEC", help="local (default) | a DSN | docker[:IMAGE]")
     common.add_argument("--pg-bin", metavar="DIR", help="directory with initdb and postgres (local back end)")
@@ -116,7 +122,7 @@ def parser() -> argparse.ArgumentParser:
     designed.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
                           help="passed to the design's class or factory as a keyword argument (repeatable)")
 
-    p = _Parser(prog=PROG, description=(
+    p = Program(prog=PROG, description=(
         "Chaos harness for PostgreSQL job workers: searches for schedules of faults that break a design's "
         "guarantees. Without a subcommand, 'search'."))
     _version(p)

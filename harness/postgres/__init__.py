@@ -12,15 +12,20 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.cleanup import Cleanup
+from ...core.db import one
 from ...core.errors import HarnessError
 from ..janitor import Janitor
 from . import dataset as db
 from . import dsn as dsn_backend
 from . import pgbouncer
 from .spec import ServerSpec, parse_spec
+
+if TYPE_CHECKING:
+    from .docker import DockerServer
+    from .local import LocalServer
 
 __all__ = ["Database", "ServerSpec", "provision", "parse_spec"]
 
@@ -80,6 +85,7 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
     janitor = Janitor()
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
+        server: LocalServer | DockerServer | None
         if kind == "local":
             from . import local
 
@@ -96,6 +102,7 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             cleanup.push("stopping the server", lambda: server.stop(janitor))
             base_dsn, where = server.admin_dsn, server.describe()
         else:
+            assert arg is not None  # parse_spec: a connection string is its own argument
             base_dsn, where = arg, f"PostgreSQL at {dsn_backend.where(arg)}"
         suffix = secrets.token_hex(4)
         database, role, password = f"pgjc_{suffix}", f"pgjc_{suffix}_worker", secrets.token_hex(16)
@@ -116,7 +123,7 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         worker_dsn = dsn_backend.with_db(base_dsn, dbname=database, user=role, password=password)
         with dsn_backend.connect_admin(admin_dsn) as conn:
             version = conn.info.server_version
-            reported = {k: conn.execute("select current_setting(%s)", (k,)).fetchone()[0]
+            reported = {k: one(conn.execute("select current_setting(%s)", (k,)))[0]
                         for k in dict.fromkeys((*REPORTED_SETTINGS, *spec.settings))}
         if spec.pg_version is not None and version // 10000 != spec.pg_version:
             raise HarnessError(f"the server at {where} is PostgreSQL {version // 10000}, not the major version "

@@ -154,7 +154,7 @@ def reachable_copy(b: Binaries, user: str | None, progress=None) -> Binaries:
         total = sum(len(files) for part in parts for _, _, files in os.walk(root / part))
         copied = 0
 
-        def copy(src, dst):
+        def copy_one(src, dst):
             nonlocal copied
             copied += 1
             if progress is not None and (copied % COPY_STEP == 0 or copied == total):
@@ -164,7 +164,7 @@ def reachable_copy(b: Binaries, user: str | None, progress=None) -> Binaries:
 
         try:
             for part in parts:
-                shutil.copytree(root / part, tmp / part, symlinks=True, copy_function=copy)
+                shutil.copytree(root / part, tmp / part, symlinks=True, copy_function=copy_one)
             os.chmod(tmp, 0o755)
             try:
                 os.rename(tmp, dest)

@@ -149,6 +149,7 @@ def start(image: str | None = None, *, janitor=None, settings: dict[str, str] | 
     for k, v in (settings or {}).items():  # after the defaults: the last -c of a name wins
         command += ["-c", f"{k}={v}"]
     host_port = None
+    network: dict[str, object]  # the keywords of containers.run that place it on a network
     if c.networks.list(names=["bridge"]):
         network = {"ports": {"5432/tcp": ("127.0.0.1", None)}}
     else:  # no bridge: the host's network, and only its loopback

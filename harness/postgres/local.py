@@ -77,7 +77,7 @@ def _owner_alive(run_dir: Path) -> bool:
 
 def sweep() -> list[str]:
     """Stop servers and remove run directories left by dead harness processes. Returns what it removed."""
-    removed = []
+    removed: list[str] = []
     if not RUNS_DIR.is_dir():
         return removed
     for run_dir in RUNS_DIR.glob("run-*"):
