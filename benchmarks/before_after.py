@@ -30,9 +30,9 @@ def once(checkout: Path, args: list[str], scratch: Path) -> dict:
     out = scratch / "result.json"
     env = dict(os.environ, PYTHONPATH=str(checkout), XDG_CACHE_HOME=str(scratch / "cache"))
     t = time.monotonic()
-    r = subprocess.run([sys.executable, str(checkout / "run.py"), *args, "--seed", "1", "-q", "--json", str(out),
-                        "--out", str(scratch / "out")], cwd=scratch, env=env, capture_output=True, text=True,
-                       timeout=1800)
+    r = subprocess.run([sys.executable, str(checkout / "run.py"), *args, "--seed", "1", "-q", "--json",
+                        str(out), "--out", str(scratch / "out")], cwd=scratch, env=env, capture_output=True,
+                       text=True, timeout=1800)
     seconds = time.monotonic() - t
     if r.returncode not in (0, 1):
         raise SystemExit(f"{checkout}: exit {r.returncode}\n{r.stderr[-2000:]}")
@@ -51,8 +51,8 @@ def main() -> int:
     args = argv[cut + 1:] or DEFAULT
     with tempfile.TemporaryDirectory(prefix="pgjc-before-") as tmp:
         before = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), ns.ref], check=True,
-                       capture_output=True)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), ns.ref],
+                       check=True, capture_output=True)
         try:
             sides: dict[str, list[dict]] = {"before": [], "after": []}
             for i in range(ns.pairs):
@@ -61,14 +61,14 @@ def main() -> int:
                     scratch.mkdir()
                     sides[side].append(once(checkout, args, scratch))
                     r = sides[side][-1]
-                    print(f"pair {i + 1} {side:<6} {r['seconds']:6.1f} s, {r['small_scope']} small-scope runs, "
-                          f"exit {r['exit']}", flush=True)
+                    print(f"pair {i + 1} {side:<6} {r['seconds']:6.1f} s, {r['small_scope']} small-scope "
+                          f"runs, exit {r['exit']}", flush=True)
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)], check=False,
-                           capture_output=True)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
+                           check=False, capture_output=True)
     med = {s: statistics.median(r["seconds"] for r in rs) for s, rs in sides.items()}
-    print(f"{' '.join(args)}: before ({ns.ref}) median {med['before']:.1f} s, after median {med['after']:.1f} s: "
-          f"{med['after'] / med['before']:.2f}x")
+    print(f"{' '.join(args)}: before ({ns.ref}) median {med['before']:.1f} s, "
+          f"after median {med['after']:.1f} s: {med['after'] / med['before']:.2f}x")
     return 0
 
 

@@ -177,10 +177,12 @@ def drive(args) -> int:
     summary = {
         "summary": f"{len(broke)} of {len(outcomes)} trials lost later records (parent or survivors)",
         "parent_lost": sum(1 for o in broke if isinstance(o["failed"], dict) and o["failed"]["parent_lost"]),
-        "wlock_leaked": sum(1 for o in broke if isinstance(o["failed"], dict) and o["failed"]["wlock_leaked"]),
+        "wlock_leaked": sum(1 for o in broke
+                            if isinstance(o["failed"], dict) and o["failed"]["wlock_leaked"]),
         "exit_hung": sum(1 for o in outcomes if o["exit_hung"]),
-        "median_round_of_failure": sorted(o["failed"]["round"] for o in broke if isinstance(o["failed"], dict))[
-            len(broke) // 2] if broke else None,
+        "median_round_of_failure": (
+            sorted(o["failed"]["round"] for o in broke if isinstance(o["failed"], dict))[len(broke) // 2]
+            if broke else None),
         "params": {k: getattr(args, k) for k in ("trials", "children", "rounds", "size", "wait", "how")},
     }
     print(json.dumps(summary), flush=True)

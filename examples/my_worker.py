@@ -73,7 +73,8 @@ class MyWorker(hosted.HostedDesign):
         import psycopg
 
         poll = float(self.options.get("poll", ctx.poll))
-        with psycopg.connect(ctx.worker_dsn, autocommit=True, application_name=f"{ctx.identity}/queue") as conn:
+        with psycopg.connect(ctx.worker_dsn, autocommit=True,
+                             application_name=f"{ctx.identity}/queue") as conn:
             while ctx.may_dequeue():
                 row = conn.execute(CLAIM).fetchone()
                 if row is None:

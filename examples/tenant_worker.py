@@ -33,12 +33,14 @@ create table if not exists tenant_jobs (
 CLAIM = """
 update tenant_jobs set status = 'running', attempts = attempts + 1, claimed_at = now()
  where id = (select id from tenant_jobs
-              where status = 'queued' or (status = 'running' and claimed_at < now() - make_interval(secs => %(lease)s)
-                                          and attempts < max_attempts)
+              where status = 'queued'
+                 or (status = 'running' and claimed_at < now() - make_interval(secs => %(lease)s)
+                     and attempts < max_attempts)
               order by id limit 1 for update skip locked)
 returning id, args, attempts"""
 SWEEP = """update tenant_jobs set status = 'failed', last_error = 'lease expired at max attempts'
- where status = 'running' and claimed_at < now() - make_interval(secs => %(lease)s) and attempts >= max_attempts"""
+ where status = 'running' and claimed_at < now() - make_interval(secs => %(lease)s)
+   and attempts >= max_attempts"""
 DONE = "update tenant_jobs set status = 'done' where id = %s"
 FAILED = """update tenant_jobs set last_error = %s,
        status = case when attempts >= max_attempts then 'failed' else 'queued' end where id = %s"""
@@ -107,12 +109,14 @@ class TenantWorker(hosted.HostedDesign):
 
     def enqueue(self, conn, jobs, *, max_attempts):
         for job in jobs:
-            (my_id,) = conn.execute("insert into tenant_jobs (args, max_attempts) values (%s, %s) returning id",
-                                    [hosted.Jsonb(hosted.job_args(job)), max_attempts]).fetchone()
+            (my_id,) = conn.execute(
+                "insert into tenant_jobs (args, max_attempts) values (%s, %s) returning id",
+                [hosted.Jsonb(hosted.job_args(job)), max_attempts]).fetchone()
             hosted.record_ids(conn, [(job.id, my_id)])
 
     def pending(self, conn):  # queued, or running (taken back after a lease, or swept)
-        return conn.execute("select count(*) from tenant_jobs where status in ('queued', 'running')").fetchone()[0]
+        return conn.execute(
+            "select count(*) from tenant_jobs where status in ('queued', 'running')").fetchone()[0]
 
     def final_states(self, conn):
         ids = hosted.schedule_ids(conn)

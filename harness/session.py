@@ -51,13 +51,14 @@ def check_server(database: Database, fault_names) -> None:
              if database.settings.get(k) != v]
     if unmet:
         names = ", ".join(f.name for f in faults if f.needs_durable_settings)
-        raise UsageError(f"the {names} fault needs the server on {', '.join(unmet)}; this session's was started "
-                         f"without (on {database.server}): provision it for those faults "
+        raise UsageError(f"the {names} fault needs the server on {', '.join(unmet)}; this session's was "
+                         f"started without (on {database.server}): provision it for those faults "
                          "(harness.session.for_faults), as the pytest plugin does")
 
 
 @contextlib.contextmanager
-def runner_for(spec: ServerSpec, progress, fault_names=(), *, parallel: int = 1, designs=()) -> Iterator[Runner]:
+def runner_for(spec: ServerSpec, progress, fault_names=(), *, parallel: int = 1,
+               designs=()) -> Iterator[Runner]:
     """A database provisioned from *spec* with what *fault_names* need of it (:func:`for_faults`) and
     its runner; with *parallel* > 1 also that many slots (cloned
     first: a template database must have no session open), as ``runner.slots``. *designs*: the

@@ -45,7 +45,8 @@ __all__ = [
 
 _HOME = {
     "ChaosResult": "results", "ChaosViolation": "results", "ChaosSession": "session", "Settings": "session",
-    "schedules": "strategy", "Schedule": "core.schedule", "JobSpec": "core.schedule", "Event": "core.schedule",
+    "schedules": "strategy", "Schedule": "core.schedule", "JobSpec": "core.schedule",
+    "Event": "core.schedule",
     "HostedDesign": "workers.hosted", "run_job": "workers.hosted", "claimed": "workers.hosted",
     "job_args": "workers.hosted", "QueueDesign": "workers.base", "load_design": "workers",
     "PROPERTIES": "properties",

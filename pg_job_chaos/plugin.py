@@ -49,7 +49,8 @@ OPTIONS = {  # name: (type, default, help)
     "out": (str, "chaos-out", "where counterexample schedules are saved (relative to the rootdir)"),
     "html": (str, "", "a directory for one HTML page per violating search (relative to the rootdir)"),
     "budget": (float, "", "seconds after which a chaos search starts no new schedule (default: none)"),
-    "fail_on": (str, "", "only these properties (names or groups: safety, liveness, resources) fail assert_held"),
+    "fail_on": (str, "", "only these properties (names or groups: safety, liveness, resources) "
+                         "fail assert_held"),
     "allow": (str, "", "these properties' violations do not fail assert_held (names or groups)"),
 }
 TRUE = ("1", "true", "yes", "on")
@@ -151,8 +152,8 @@ def chaos_session(pytestconfig: pytest.Config, _chaos_servers):
         try:
             return property_gate(fail_on, allow)
         except UsageError as exc:
-            raise pytest.UsageError(str(exc).replace("--fail-on", "--chaos-fail-on").replace("--allow",
-                                                                                           "--chaos-allow")) from None
+            raise pytest.UsageError(str(exc).replace("--fail-on", "--chaos-fail-on")
+                                    .replace("--allow", "--chaos-allow")) from None
 
     examples, scale = option(pytestconfig, "examples"), option(pytestconfig, "time_scale")
     if examples is not None and examples < 1 or scale is not None and scale <= 0:

@@ -41,7 +41,8 @@ class ChaosResult:
     notes: list[str] = field(default_factory=list)
     strict: bool = False  # assert_held's default: --chaos-strict
     page: Path | None = None  # the HTML page written for it (--chaos-html)
-    failures: list[str] = field(default_factory=list)  # the run failed besides a property: no fault could strike
+    # the run failed besides a property: no fault could strike
+    failures: list[str] = field(default_factory=list)
     report: object | None = None  # the harness.report.result.Report it was made from
     gate: tuple[str, ...] | None = None  # the properties assert_held() checks by default (None: every one)
 
@@ -98,8 +99,8 @@ class ChaosResult:
         missing = [n for n in names if self.properties[n].status != VIOLATED]
         if missing:
             raise ChaosViolation(f"{self.title}: expected {', '.join(missing)} to be violated; "
-                                 + "; ".join(f"{n}: {self.properties[n].status} ({self.properties[n].evidence})"
-                                             for n in missing))
+                                 + "; ".join(f"{n}: {self.properties[n].status} "
+                                             f"({self.properties[n].evidence})" for n in missing))
 
     def explain(self, names: list[str] | None = None) -> str:
         """The failure message: each property's evidence, the schedule, where it was saved, how to
@@ -117,7 +118,8 @@ class ChaosResult:
         lines += [f"  {x}" for x in notes]
         if self.schedule is not None:
             lines.append(f"counterexample{' (FLAKY: did not fail again on replay)' if self.flaky else ''}: "
-                         f"{_count(len(self.schedule.jobs), 'job')}, {_count(self.schedule.workers, 'worker')}")
+                         f"{_count(len(self.schedule.jobs), 'job')}, "
+                         f"{_count(self.schedule.workers, 'worker')}")
             lines.append(self.schedule.to_json())
             if self.file is not None:
                 lines.append(f"saved to {self.file}")

@@ -52,13 +52,14 @@ class ChaosSession:
 
     def with_defaults(self, **defaults) -> ChaosSession:
         """A session whose :meth:`search` and :meth:`run` use *defaults* for arguments not given."""
-        known = {"design", "faults", "tenant_mode", "examples", "time_scale", "seed", "workers", "design_options",
-                 "budget"}
+        known = {"design", "faults", "tenant_mode", "examples", "time_scale", "seed", "workers",
+                 "design_options", "budget"}
         bad = sorted(set(defaults) - known)
         if bad:
             raise UsageError(f"chaos_config: unknown option {bad[0]!r}; options: {', '.join(sorted(known))}")
         merged = {**self.settings.defaults, **defaults}
-        return ChaosSession(self.runner, dataclasses.replace(self.settings, defaults=merged), servers=self.servers)
+        return ChaosSession(self.runner, dataclasses.replace(self.settings, defaults=merged),
+                            servers=self.servers)
 
     def _on(self, fault_names) -> ChaosSession:
         """This session, or one like it on the server *fault_names* need (:attr:`servers`); without
@@ -109,14 +110,14 @@ class ChaosSession:
         mode = self._opt(tenant_mode, "tenant_mode", "local")
         n = self._opt(examples, "examples", self.settings.examples)
         seed = self._opt(seed, "seed", self.settings.seed)
-        out = search(self.runner.run, faults=fault_list, design=handle, tenant_mode=mode, examples=n, seed=seed,
-                     time_scale=self._opt(time_scale, "time_scale", self.settings.time_scale),
+        out = search(self.runner.run, faults=fault_list, design=handle, tenant_mode=mode, examples=n,
+                     seed=seed, time_scale=self._opt(time_scale, "time_scale", self.settings.time_scale),
                      workers=self._opt(workers, "workers", None),
                      budget=self._opt(budget, "budget", self.settings.budget), gate=self.settings.gate)
-        report = build.search_report(out, faults=fault_list, design=handle.spec, tenant_mode=mode, examples=n, seed=seed,
-                                     server=self.runner.database.environment(), stamp=self.runner.stamp,
-                                     out_dir=self.settings.out, strict=self.settings.strict,
-                                     gate=self.settings.gate)
+        report = build.search_report(out, faults=fault_list, design=handle.spec, tenant_mode=mode,
+                                     examples=n, seed=seed, server=self.runner.database.environment(),
+                                     stamp=self.runner.stamp, out_dir=self.settings.out,
+                                     strict=self.settings.strict, gate=self.settings.gate)
         return self._result(report)
 
     def _result(self, report) -> ChaosResult:
@@ -134,7 +135,8 @@ class ChaosSession:
         on = self._on(schedule.faults())
         if on is not self:
             return on.run(schedule, design=design, save=save)
-        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
+        schedule = schedule.replace(
+            design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         results = check(history)
         title = f"{schedule.design} ({schedule.tenant_mode}), one schedule"
@@ -155,7 +157,8 @@ class ChaosSession:
         on = self._on(schedule.faults())
         if on is not self:
             return on.replay(file, design=design)
-        schedule = schedule.replace(design=self._design(design or schedule.design, schedule.design_options).spec)
+        schedule = schedule.replace(
+            design=self._design(design or schedule.design, schedule.design_options).spec)
         history = self.runner.run(schedule)
         report = build.replay_report(history, check(history), schedule, file, strict=self.settings.strict,
                                      gate=self.settings.gate)

@@ -19,10 +19,12 @@ URL = os.environ.get("DATABASE_URL", "")
 
 
 def describe():
-    pgjc_contract.emit({"kind": "descriptor", "contract": pgjc_contract.CONTRACT, "system": "contract-reference",
-                        "version": "1", "runtime": f"python {sys.version.split()[0]}",
+    pgjc_contract.emit({"kind": "descriptor", "contract": pgjc_contract.CONTRACT,
+                        "system": "contract-reference", "version": "1",
+                        "runtime": f"python {sys.version.split()[0]}",
                         "sql": {k: SQL[k] for k in ("reset", "pending", "final_states")},
-                        "status": {"queued": "queued", "running": "running", "done": "done", "failed": "dead"}})
+                        "status": {"queued": "queued", "running": "running", "done": "done",
+                                   "failed": "dead"}})
 
 
 def install():
@@ -36,8 +38,9 @@ def install():
 def enqueue():
     req = json.load(sys.stdin)
     with psycopg.connect(URL) as conn:
-        ids = [[a["job"], conn.execute(SQL["enqueue"], {"args": Jsonb(a), "max_attempts": req["max_attempts"]})
-                .fetchone()[0]] for a in req["jobs"]]
+        ids = [[a["job"], conn.execute(SQL["enqueue"],
+                                       {"args": Jsonb(a), "max_attempts": req["max_attempts"]}).fetchone()[0]]
+               for a in req["jobs"]]
     pgjc_contract.emit({"kind": "enqueued", "ids": ids})
 
 

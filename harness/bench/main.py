@@ -120,12 +120,14 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--libraries", action="store_true",
                    help="only the hosted queue libraries beside lease-heartbeat (harness/bench/libraries.py)")
     p.add_argument("--matrix", metavar="DIR",
-                   help="with --libraries: instead, one compare matrix of every hosted library beside lease-heartbeat "
-                        "and lease-outbox, grouped by time scale, saved in DIR (harness/bench/matrix.py)")
+                   help="with --libraries: instead, one compare matrix of every hosted library beside "
+                        "lease-heartbeat and lease-outbox, grouped by time scale, saved in DIR "
+                        "(harness/bench/matrix.py)")
     p.add_argument("--matrix-examples", type=int, default=3, metavar="N",
                    help="with --matrix: examples a design (default 3)")
     p.add_argument("--matrix-budget", type=float, default=600.0, metavar="SECONDS",
-                   help="with --matrix: seconds of new schedules each design's search starts at most (default 600)")
+                   help="with --matrix: seconds of new schedules each design's search starts at most "
+                        "(default 600)")
     p.set_defaults(command=command)
 
 
@@ -149,7 +151,8 @@ def command(args, progress) -> int:
     with provision(args.server) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
-        print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms", file=out)
+        print(f"database reset (truncate jobs, job_runs): median {statistics.median(resets) * 1000:.2f} ms",
+              file=out)
 
         five = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 6)), workers=2, design="lease",
                         time_scale=scale)
@@ -157,11 +160,12 @@ def command(args, progress) -> int:
         t0 = time.perf_counter()
         for _ in range(n):
             runner.run(five)
-        print(f"fault-free examples per second (5 jobs, 2 workers, lease): {n / (time.perf_counter() - t0):.2f}",
-              file=out)
+        print(f"fault-free examples per second (5 jobs, 2 workers, lease): "
+              f"{n / (time.perf_counter() - t0):.2f}", file=out)
 
         jobs = 200 if args.quick else 1000
-        sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
+        sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
+                                    for i in range(1, jobs + 1)),
                          workers=1, design="lease", time_scale=scale)
         ratios = []
         for _ in range(3):  # alternate, and take the median: this machine is noisy
@@ -176,17 +180,19 @@ def command(args, progress) -> int:
             ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
         ratio, harness_per_job, bare, whole = sorted(ratios)[1]
         print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of 3 alternating pairs): harness "
-              f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), bare "
-              f"psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
+              f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), "
+              f"bare psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.25x; all: "
               f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
 
         if database.pooler is not None:
             pooler_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
         proxy_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)
         jobs = 100 if args.quick else 500
-        print(f"\nper job, fault-free, no supervisor ({jobs} jobs, 1 worker, time scale {scale:g}):", file=out)
+        print(f"\nper job, fault-free, no supervisor ({jobs} jobs, 1 worker, time scale {scale:g}):",
+              file=out)
         for design in COST_DESIGNS:
-            c = design_cost(runner, database.admin_dsn, database.worker_dsn, design, jobs=jobs, time_scale=scale)
+            c = design_cost(runner, database.admin_dsn, database.worker_dsn, design, jobs=jobs,
+                            time_scale=scale)
             print(f"  {design:<16} latency {c['latency_ms']:.2f} ms per job (one execution, median "
                   f"{c['execution_ms']:.2f} ms), {c['transactions']:.2f} transactions per job", file=out)
 
@@ -216,8 +222,8 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
     for n in (1, 2) if quick else (1, 2, 4, 8):
         with Slots(database, n, [handle]) as slots, Runner(database, [handle]) as runner:
             t0 = time.perf_counter()
-            res = search(runner.run, faults=parse_faults(faults), design=handle, tenant_mode="local", examples=1,
-                         seed=1, time_scale=scale, run_many=slots.run_many, parallel=n)
+            res = search(runner.run, faults=parse_faults(faults), design=handle, tenant_mode="local",
+                         examples=1, seed=1, time_scale=scale, run_many=slots.run_many, parallel=n)
             seconds = time.perf_counter() - t0
         verdicts = {r.label: sorted(r.violated) for r in res.runs if r.label}
         baseline = baseline or verdicts
@@ -225,7 +231,8 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
         rate = 60 * res.small_scope_runs / seconds
         base_rate = base_rate or rate
         print(f"  N={n}: {res.small_scope_runs} schedules in {seconds:5.1f} s = {rate:5.1f}/min "
-              f"({rate / base_rate:.1f}x); verdicts differing from N=1: {', '.join(differ) or 'none'}", file=out)
+              f"({rate / base_rate:.1f}x); verdicts differing from N=1: {', '.join(differ) or 'none'}",
+              file=out)
 
 
 def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | None, examples: int,
@@ -241,7 +248,8 @@ def _search_case(runner, out, design: str, faults: str, mode: str, prop: str | N
         first = f"{res.first_failure_seconds:.1f} s" if res.first_failure_seconds is not None else "none"
         size = len(res.counterexample.schedule.jobs) if res.counterexample else "-"
     per_minute = 60 * len(res.runs) / res.seconds if res.seconds else 0
-    print(f"  {design.rpartition(':')[2]:<26} {faults or '-':<8} {prop or mode:<20} first counterexample {first:>9}, "
+    print(f"  {design.rpartition(':')[2]:<26} {faults or '-':<8} {prop or mode:<20} "
+          f"first counterexample {first:>9}, "
           f"{res.small_scope_runs} small-scope + {examples} examples + shrink {res.seconds:6.1f} s, "
           f"{len(res.runs):3} runs ({per_minute:.0f}/min), shrunk to {size} jobs", file=out)
     if res.statement_points:  # what the pass struck between (smallscope.ranked): a missed race shows here

@@ -31,14 +31,15 @@ from ...core.errors import UsageError
 
 TABLE = "pg-job-chaos"
 COMMANDS = ("search", "replay", "compare")  # the subcommands the file's settings are for
-NOT_SETTINGS = ("help", "version", "list_faults", "config", "no_config")  # flags that are actions, not settings
+# flags that are actions, not settings
+NOT_SETTINGS = ("help", "version", "list_faults", "config", "no_config")
 LISTS = ("faults", "fail_on", "allow", "designs")  # comma-separated on the command line; a TOML list here too
 PATHS = ("out", "json", "junit", "html", "pg_bin", "example_db")
 SCHEDULE_KEYS = ("design", "design_option", "time_scale", "tenant_mode", "pg_version", "pooler")
 # How the usage errors that name no flag name these settings (the catalogue's, the tenant modes', a design's,
 # the server spec's fields: harness.postgres.ServerSpec)
-WORDS = {"faults": "unknown fault", "tenant_mode": "tenant mode", "designs": "--design ", "postgres": "(postgres)",
-         "pg_bin": "(pg_bin)", "pg_version": "(pg_version)", "pooler": "(pooler)"}
+WORDS = {"faults": "unknown fault", "tenant_mode": "tenant mode", "designs": "--design ",
+         "postgres": "(postgres)", "pg_bin": "(pg_bin)", "pg_version": "(pg_version)", "pooler": "(pooler)"}
 
 
 def find(start: Path) -> Path | None:
@@ -110,7 +111,8 @@ def defaults(table: dict[str, Any], path: Path, parsers: dict[str, argparse.Argu
             names = ", ".join(sorted(k.replace("_", "-") for k in known))
             raise UsageError(f"{path}: [tool.{TABLE}] unknown key {raw!r}; known keys: {names}")
         if key in seen:
-            raise UsageError(f"{path}: [tool.{TABLE}] sets {key.replace('_', '-')} twice ({seen[key]!r} and {raw!r})")
+            raise UsageError(f"{path}: [tool.{TABLE}] sets {key.replace('_', '-')} twice "
+                             f"({seen[key]!r} and {raw!r})")
         seen[key] = raw
         action = next(iter(known[key].values()))
         converted = _convert(action, key, value, f"{path}: [tool.{TABLE}] {raw} = {value!r}", path.parent)
@@ -188,4 +190,5 @@ def blame(message: str, path: Path | None, keys: list[str]) -> str:
     if path is None:
         return ""
     named = [k for k in keys if f"--{k.replace('_', '-')}" in message or WORDS.get(k, "\0") in message]
-    return f" ({', '.join(k.replace('_', '-') for k in named)} from [tool.{TABLE}] in {path})" if named else ""
+    return (f" ({', '.join(k.replace('_', '-') for k in named)} from [tool.{TABLE}] in {path})"
+            if named else "")

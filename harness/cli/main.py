@@ -11,7 +11,8 @@ Without a subcommand, ``python run.py --design lease --faults crash,overrun`` is
 flags ``--replay FILE`` and ``--compare`` name their subcommands.
 
 Exit codes (:mod:`core.errors`): 0 every property held, 1 a property violated (with ``--strict``:
-or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on stderr, never a traceback.
+or could not decide), 2 usage error, 3 the harness itself failed. A user's mistake is one line on
+stderr, never a traceback.
 
 Settings: ``[tool.pg-job-chaos]`` in the project's ``pyproject.toml`` gives search, replay and compare
 their defaults, below the flags given (:mod:`.config`, :func:`parse`).
@@ -66,16 +67,19 @@ class Program(_Parser):
 
 def parser() -> Program:
     common = _Parser(add_help=False)
-    common.add_argument("--postgres", default="local", metavar="SPEC", help="local (default) | a DSN | docker[:IMAGE]")
+    common.add_argument("--postgres", default="local", metavar="SPEC",
+                        help="local (default) | a DSN | docker[:IMAGE]")
     common.add_argument("--pg-bin", metavar="DIR", help="directory with initdb and postgres (local back end)")
     common.add_argument("--pg-version", type=int, metavar="N",
                         help="the server's major version: 17 (the wheel's 17.10, default) or 15 (Debian's "
                              "postgresql-15); a replay defaults to its schedule's")
     common.add_argument("--pooler", metavar="SPEC",
-                        help="pgbouncer[:transaction|session[:N]]: PgBouncer (N server connections, default 5) between "
-                             "the workers and the server (default: none, direct; a replay: its schedule's)")
+                        help="pgbouncer[:transaction|session[:N]]: PgBouncer (N server connections, "
+                             "default 5) between the workers and the server (default: none, direct; a "
+                             "replay: its schedule's)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    common.add_argument("-v", "--verbose", action="count", default=0, help="supervisor logs on stderr (-vv: debug)")
+    common.add_argument("-v", "--verbose", action="count", default=0,
+                        help="supervisor logs on stderr (-vv: debug)")
     _version(common)
 
     runs = _Parser(add_help=False)  # what search, replay and compare share
@@ -87,36 +91,44 @@ def parser() -> Program:
     runs.add_argument("--junit", metavar="FILE", help="write one JUnit test case per property")
     runs.add_argument("--strict", action="store_true",
                       help="a property that could not decide (unknown) fails the run too (exit 1)")
-    runs.add_argument("--html", metavar="FILE", help="write one self-contained HTML page: tables and timelines")
+    runs.add_argument("--html", metavar="FILE",
+                      help="write one self-contained HTML page: tables and timelines")
     runs.add_argument("--fail-on", metavar="PROPS",
-                      help="only these properties fail the run (names or groups: safety, liveness, resources, all; "
-                           "comma-separated; default all); the search shrinks only their violations")
+                      help="only these properties fail the run (names or groups: safety, liveness, "
+                           "resources, all; comma-separated; default all); the search shrinks only their "
+                           "violations")
     runs.add_argument("--allow", metavar="PROPS",
-                      help="these properties' violations are reported but do not fail the run (names or groups)")
+                      help="these properties' violations are reported but do not fail the run "
+                           "(names or groups)")
     where = runs.add_mutually_exclusive_group()
     where.add_argument("--config", metavar="FILE",
-                       help=f"read the settings of FILE's [tool.{config.TABLE}] (default: the first pyproject.toml "
-                            "with that table, from the current directory up); flags given win")
+                       help=f"read the settings of FILE's [tool.{config.TABLE}] (default: the first "
+                            "pyproject.toml with that table, from the current directory up); flags given win")
     where.add_argument("--no-config", action="store_true", help="read no pyproject.toml settings")
 
     drawn = _Parser(add_help=False)  # what search and compare draw schedules with
-    drawn.add_argument("--faults", default="", help="comma-separated faults, e.g. crash,overrun (see --list-faults)")
+    drawn.add_argument("--faults", default="",
+                       help="comma-separated faults, e.g. crash,overrun (see --list-faults)")
     drawn.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES,
                        help=f"schedules to generate (default {DEFAULT_EXAMPLES})")
     drawn.add_argument("--seed", type=int, help="Hypothesis seed, for a reproducible search")
     drawn.add_argument("--workers", type=int, help="fix the number of workers (default: searched, 1-3)")
     drawn.add_argument("--list-faults", action="store_true", help="list the fault catalogue and exit")
     drawn.add_argument("--budget", type=float, metavar="SECONDS",
-                       help="stop starting new schedules after this long (shrinking and the report still run)")
-    drawn.add_argument("--shard", type=_shard, metavar="I/N", help="run the I-th of N disjoint parts (1-based)")
+                       help="stop starting new schedules after this long (shrinking and the report still "
+                            "run)")
+    drawn.add_argument("--shard", type=_shard, metavar="I/N",
+                       help="run the I-th of N disjoint parts (1-based)")
     drawn.add_argument("--example-db", metavar="DIR|redis://HOST:PORT/DB",
-                       help="Hypothesis's example database (default ~/.cache/pg-job-chaos); a Redis URL shares "
-                            "it between shards")
+                       help="Hypothesis's example database (default ~/.cache/pg-job-chaos); a Redis URL "
+                            "shares it between shards")
     drawn.add_argument("--parallel", type=int, metavar="N",
                        help="schedules known in advance (small-scope pass, examples after the first failure, "
-                            "compare's replays) run N at a time, each slot its own database (default: 2 x cores, "
-                            "at most 8); Hypothesis's own generation and shrinking stay one at a time")
-    drawn.add_argument("--out", default="chaos-out", help="where counterexample schedules are saved (default ./chaos-out)")
+                            "compare's replays) run N at a time, each slot its own database (default: "
+                            "2 x cores, at most 8); Hypothesis's own generation and shrinking stay one at a "
+                            "time")
+    drawn.add_argument("--out", default="chaos-out",
+                       help="where counterexample schedules are saved (default ./chaos-out)")
 
     designed = _Parser(add_help=False)  # what search and check-design build their design with
     designed.add_argument("--design-option", action="append", default=[], metavar="KEY=VALUE",
@@ -129,8 +141,8 @@ def parser() -> Program:
     sub = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=_Parser)
     s = sub.add_parser("search", parents=[common, runs, drawn, designed],
                        help="search for a violating schedule (default)")
-    s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | package.module:attr | "
-                                    "path/to/file.py:attr (default lease)")
+    s.add_argument("--design", help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | "
+                                    "package.module:attr | path/to/file.py:attr (default lease)")
     s.set_defaults(command=commands.search)
     r = sub.add_parser("replay", parents=[common, runs], help="run one saved schedule and check it")
     r.add_argument("file", metavar="FILE")
@@ -215,7 +227,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = parser()
     args = p.parse_args(argv)
     args.config_file, args.config_keys = None, []
-    found = config.locate(args.config, args.no_config, Path.cwd()) if args.subcommand in config.COMMANDS else None
+    found = config.locate(args.config, args.no_config, Path.cwd()) \
+        if args.subcommand in config.COMMANDS else None
     if found is not None:
         path, table = found
         values = config.defaults(table, path, p.commands, args.subcommand)
@@ -233,7 +246,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def server_spec(args: argparse.Namespace) -> ServerSpec:
     """The server the command line names: ``--postgres``, ``--pg-bin``, ``--pg-version`` and ``--pooler``
     as one :class:`~harness.postgres.ServerSpec`; a :class:`UsageError` (naming the field) for a bad one."""
-    return ServerSpec(postgres=args.postgres, pg_bin=args.pg_bin, pg_version=args.pg_version, pooler=args.pooler)
+    return ServerSpec(postgres=args.postgres, pg_bin=args.pg_bin, pg_version=args.pg_version,
+                      pooler=args.pooler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         _logging(args.verbose)
         if args.verbose and args.config_file is not None:
             print(f"pg-job-chaos: settings from {args.config_file} [tool.{config.TABLE}]: "
-                  f"{', '.join(k.replace('_', '-') for k in args.config_keys) or 'none used'}", file=sys.stderr)
+                  f"{', '.join(k.replace('_', '-') for k in args.config_keys) or 'none used'}",
+                  file=sys.stderr)
         # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
         with Progress(sys.stderr, quiet=args.quiet, bar=False if args.verbose else None) as progress:
             return args.command(args, progress)

@@ -20,7 +20,8 @@ from .. import scales
 from ..progress import step
 from .common import Context, print_to_stderr, table
 
-NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue")
+NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon",
+                          "rls-queue")
 
 _RUNNERS = {  # name -> (module, function)
     "leak": ("tenants", "leak"),
@@ -87,7 +88,8 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--plot", metavar="DIR", type=Path, help="write PNG charts (horizon, reset-cost, vacuum)")
     p.add_argument("--html", metavar="FILE", type=Path,
                    help="write one self-contained page: each report and its curves as inline images")
-    p.add_argument("--jobs", type=int, metavar="N", help="job count (horizon: queued jobs; vacuum: short jobs)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="job count (horizon: queued jobs; vacuum: short jobs)")
     p.add_argument("--time-scale", type=float, metavar="X",
                    help=f"multiply the article's durations (default {scales.EXPERIMENT:g}, "
                         f"{scales.EXPERIMENT_QUICK:g} with --quick)")
@@ -113,7 +115,8 @@ def command(args, progress) -> int:
             for i, name in enumerate(names):
                 step(progress, f"experiment {name} ({i + 1} of {len(names)})", done=i, total=len(names))
                 results[name] = run_experiment(name, database, quick=args.quick, jobs=args.jobs,
-                                               plot_dir=plot_dir, time_scale=args.time_scale, progress=progress)
+                                               plot_dir=plot_dir, time_scale=args.time_scale,
+                                               progress=progress)
                 print(render(results[name]), flush=True)
                 print(flush=True)
         if args.html is not None:

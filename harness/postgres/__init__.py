@@ -46,7 +46,8 @@ class Database:
     server: str  # one line for the user: what runs where
     server_version: int  # server_version_num, e.g. 171000
     janitor: Janitor | None = None
-    settings: dict[str, str] = field(default_factory=dict)  # the server's durability settings, as it reports them
+    # the server's durability settings, as it reports them
+    settings: dict[str, str] = field(default_factory=dict)
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
     control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
@@ -126,17 +127,17 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             reported = {k: one(conn.execute("select current_setting(%s)", (k,)))[0]
                         for k in dict.fromkeys((*REPORTED_SETTINGS, *spec.settings))}
         if spec.pg_version is not None and version // 10000 != spec.pg_version:
-            raise HarnessError(f"the server at {where} is PostgreSQL {version // 10000}, not the major version "
-                               f"asked for (pg_version {spec.pg_version})")
+            raise HarnessError(f"the server at {where} is PostgreSQL {version // 10000}, not the major "
+                               f"version asked for (pg_version {spec.pg_version})")
         unmet = [f"{k}={v} (it runs {reported[k]})" for k, v in spec.settings.items() if reported[k] != v]
         if unmet:
-            raise HarnessError(f"the server at {where} does not run on the settings the run needs (settings): "
-                               f"{', '.join(unmet)}")
+            raise HarnessError(f"the server at {where} does not run on the settings the run needs "
+                               f"(settings): {', '.join(unmet)}")
         db.install(admin_dsn, database=database, worker_role=role)  # after the checks: the data takes a while
         direct = worker_dsn
         if pooler is not None:
             bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
             worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
-        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler, direct,
-                       control=server if kind == "local" else None, spec=spec)
+        yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler,
+                       direct, control=server if kind == "local" else None, spec=spec)

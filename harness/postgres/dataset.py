@@ -38,7 +38,8 @@ def tenant_policy(conn: psycopg.Connection, setting: str) -> None:
 
 
 def create_role(conn: psycopg.Connection, role: str, password: str) -> None:
-    conn.execute(sql.SQL(Q.create_worker_role).format(worker=sql.Identifier(role), password=sql.Literal(password)))
+    conn.execute(sql.SQL(Q.create_worker_role).format(worker=sql.Identifier(role),
+                                                      password=sql.Literal(password)))
 
 
 def install(admin_dsn: str, *, database: str, worker_role: str) -> None:

@@ -115,7 +115,8 @@ class DockerServer:
         return f"host=127.0.0.1 port={self.port} user=postgres password={self.password} dbname=postgres"
 
     def describe(self) -> str:
-        return f"PostgreSQL in Docker container {self.container_id[:12]} ({self.image}) on 127.0.0.1:{self.port}"
+        return (f"PostgreSQL in Docker container {self.container_id[:12]} ({self.image}) "
+                f"on 127.0.0.1:{self.port}")
 
     def stop(self, janitor=None) -> None:
         remove_container(self.container_id)
@@ -181,7 +182,8 @@ def start(image: str | None = None, *, janitor=None, settings: dict[str, str] | 
                 except psycopg.OperationalError:
                     pass
             if ctr.status == "exited":
-                raise HarnessError(f"the {image} container exited: {ctr.logs(tail=3).decode(errors='replace')}")
+                raise HarnessError(f"the {image} container exited: "
+                                   f"{ctr.logs(tail=3).decode(errors='replace')}")
             time.sleep(0.5)
         raise HarnessError(f"the {image} container did not accept connections within {READY_TIMEOUT:.0f} s")
     except BaseException:

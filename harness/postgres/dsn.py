@@ -42,7 +42,8 @@ def create_database(dsn: str, database: str, role: str, password: str) -> None:
         try:
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(database)))
         except psycopg.Error as exc:
-            raise HarnessError(f"the role in the DSN cannot create a database at {where(dsn)}: {exc}") from None
+            raise HarnessError(f"the role in the DSN cannot create a database at {where(dsn)}: "
+                               f"{exc}") from None
         try:
             create_role(conn, role, password)
         except psycopg.Error as exc:

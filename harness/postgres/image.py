@@ -84,7 +84,8 @@ def context(bins: Binaries, into: Path) -> Path:
     if Path("/usr/share/zoneinfo").is_dir():
         shutil.copytree("/usr/share/zoneinfo", rootfs / "usr/share/zoneinfo", symlinks=True)
     (rootfs / "etc").mkdir(exist_ok=True)
-    (rootfs / "etc/passwd").write_text(f"root:x:0:0::/:/bin/sh\npostgres:x:{UID}:{GID}::/var/lib/postgresql:/bin/sh\n")
+    (rootfs / "etc/passwd").write_text(f"root:x:0:0::/:/bin/sh\n"
+                                       f"postgres:x:{UID}:{GID}::/var/lib/postgresql:/bin/sh\n")
     (rootfs / "etc/group").write_text(f"root:x:0:\npostgres:x:{GID}:\n")
     (rootfs / "tmp").mkdir()
     os.chmod(rootfs / "tmp", 0o1777)

@@ -60,7 +60,8 @@ def run_as_user() -> str | None:
             return name
         except KeyError:
             continue
-    raise HarnessError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+    raise HarnessError("running as root, and neither a 'postgres' nor a 'nobody' user exists "
+                       "to run PostgreSQL")
 
 
 def _owner_alive(run_dir: Path) -> bool:
@@ -127,7 +128,8 @@ class LocalServer:
 
     def describe(self) -> str:
         who = f" as user {self.user}" if self.user else ""
-        return f"local PostgreSQL {self.binaries.version} on 127.0.0.1:{self.port}{who} ({self.binaries.source})"
+        return (f"local PostgreSQL {self.binaries.version} on 127.0.0.1:{self.port}{who} "
+                f"({self.binaries.source})")
 
     def crash(self, janitor=None) -> None:
         """Stop in immediate mode (SIGQUIT), as a crash does: every session cut, no checkpoint; the
@@ -147,8 +149,9 @@ class LocalServer:
         log = self.run_dir / "postgres.log"
         with open(log, "ab") as logf:
             self.proc = subprocess.Popen(
-                list(self.args), user=self.user, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_tie_to_parent(os.getpid()), cwd=self.run_dir,
+                list(self.args), user=self.user, stdout=logf, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_tie_to_parent(os.getpid()),
+                cwd=self.run_dir,
             )
         if janitor is not None:
             self.janitor_keys = (janitor.register("postgres", pid=self.proc.pid), *self.janitor_keys[1:])
@@ -253,7 +256,8 @@ def _wait_ready(server: LocalServer, log: Path) -> None:
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise HarnessError(f"PostgreSQL exited with code {server.proc.returncode} at start: {' | '.join(tail)}")
+            raise HarnessError(f"PostgreSQL exited with code {server.proc.returncode} at start: "
+                               f"{' | '.join(tail)}")
         try:
             psycopg.connect(server.admin_dsn, connect_timeout=2).close()
             return

@@ -59,7 +59,8 @@ def parse(spec: str | None) -> str | None:
         return None
     name, _, rest = spec.partition(":")
     mode, _, size = rest.partition(":")
-    if name != "pgbouncer" or (mode and mode not in MODES) or (size and not (size.isdigit() and int(size) >= 1)):
+    if name != "pgbouncer" or (mode and mode not in MODES) \
+            or (size and not (size.isdigit() and int(size) >= 1)):
         raise UsageError(f"the pooler (pooler) {spec!r}: expected pgbouncer[:transaction|session[:N]] "
                          "(default transaction, N server connections, default 5)")
     return f"pgbouncer:{mode or 'transaction'}" + (f":{int(size)}" if size else "")
@@ -124,7 +125,8 @@ class Bouncer:
         return conninfo.make_conninfo(worker_dsn, host="127.0.0.1", port=str(self.port))
 
     def describe(self) -> str:
-        return f"PgBouncer {self.version} ({self.mode} mode, {self.pool_size} server connections) on 127.0.0.1:{self.port}"
+        return (f"PgBouncer {self.version} ({self.mode} mode, {self.pool_size} server connections) "
+                f"on 127.0.0.1:{self.port}")
 
     def stop(self, janitor=None) -> None:
         if self.proc.poll() is None:
@@ -167,7 +169,8 @@ def start(spec: str, *, server_dsn: str, worker_dsn: str, janitor=None) -> Bounc
         raise
 
 
-def _start(binary, mode_size: tuple[str, int], run_dir: Path, server: dict, worker: dict, user, janitor, keys, worker_dsn) -> Bouncer:
+def _start(binary, mode_size: tuple[str, int], run_dir: Path, server: dict, worker: dict, user, janitor, keys,
+           worker_dsn) -> Bouncer:
     mode, size = mode_size
     ini = run_dir / "pgbouncer.ini"
     logfile = run_dir / "pgbouncer.log"
@@ -176,13 +179,13 @@ def _start(binary, mode_size: tuple[str, int], run_dir: Path, server: dict, work
         ini.write_text(config(listen_port=port, server_host=server.get("host", "127.0.0.1"),
                               server_port=int(server.get("port", 5432)), database=worker["dbname"], mode=mode,
                               run_dir=run_dir, pool_size=size))
-        proc = subprocess.Popen([binary, str(ini)], user=user, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=_tie(os.getpid()),
-                                cwd=run_dir)
+        proc = subprocess.Popen([binary, str(ini)], user=user, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_tie(os.getpid()), cwd=run_dir)
         bouncer = Bouncer(proc, run_dir, port, mode, _version(binary), size)
         if janitor is not None:
-            bouncer.janitor_keys = (janitor.register("kill", pid=proc.pid, start=process_start_time(proc.pid)),
-                                    *keys)
+            bouncer.janitor_keys = (
+                janitor.register("kill", pid=proc.pid, start=process_start_time(proc.pid)), *keys)
         try:
             _wait_ready(bouncer, bouncer.dsn(worker_dsn), logfile)
             return bouncer

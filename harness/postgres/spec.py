@@ -37,11 +37,14 @@ class ServerSpec:
         if self.pg_bin and self.pg_version is not None:
             raise UsageError("a PostgreSQL binaries directory (pg_bin) and a major version (pg_version) both "
                              "pick the server: give one of them")
-        object.__setattr__(self, "pooler", pgbouncer.parse(self.pooler))  # canonical: equal specs compare equal
-        object.__setattr__(self, "settings", MappingProxyType({str(k): str(v) for k, v in self.settings.items()}))
+        # canonical: equal specs compare equal
+        object.__setattr__(self, "pooler", pgbouncer.parse(self.pooler))
+        object.__setattr__(self, "settings",
+                           MappingProxyType({str(k): str(v) for k, v in self.settings.items()}))
 
     def __hash__(self) -> int:
-        return hash((self.postgres, self.pg_bin, self.pg_version, self.pooler, tuple(sorted(self.settings.items()))))
+        return hash((self.postgres, self.pg_bin, self.pg_version, self.pooler,
+                     tuple(sorted(self.settings.items()))))
 
     @property
     def kind(self) -> str:
