@@ -5,7 +5,8 @@
   the row of a statement that always returns one;
 * :mod:`core.schedule` -- a run as plain data (jobs, events, timing), JSON round-trippable, and the
   named strike points of a job's life;
-* :mod:`core.execlog` -- the execution log, what each execution did in the world;
+* :mod:`core.execlog` -- the execution log, what each execution did in the world; :mod:`core.events`, the
+  names of its events and of the ways a run ends (one registry: a misspelt name raises);
 * :mod:`core.history` -- everything one run did, and the executions derived from it;
 * :mod:`core.logs`, :mod:`core.procs`, :mod:`core.cleanup` -- logging safe under SIGKILL, process
   helpers (die with the parent, process start time, stop a server), cleanup that keeps the first error.

@@ -4,6 +4,9 @@ how retries were spaced. Figures for the report and the search's coverage, never
 
 from __future__ import annotations
 
+from collections import Counter
+
+from .events import LogEvent
 from .history import Execution, History
 
 
@@ -14,22 +17,21 @@ def fault_fates(h: History) -> list[dict]:
     worker that died before the strike). Coverage, not a verdict: in a random schedule a fault
     that never fires is normal."""
     out = []
-    struck_jobs = {(r.get("job"), r.get("point")) for r in h.records if r.get("event") == "fault"}
-    struck_any = {r.get("job"): r.get("point") for r in h.records if r.get("event") == "fault"}
+    struck = [r for r in h.records if r.get("event") == LogEvent.FAULT]
+    struck_jobs = {(r.get("job"), r.get("point")) for r in struck}
+    struck_any = {r.get("job"): r.get("point") for r in struck}
     for j in h.schedule.jobs:
         if not j.fault:
             continue
         point = j.point
         hit = (j.id, point) in struck_jobs if point else j.id in struck_any
         changes_work = not hit and point is None and any(
-            r.get("event") == "started" and r.get("job") == j.id for r in h.records)
+            r.get("event") == LogEvent.STARTED and r.get("job") == j.id for r in h.records)
         fate = "struck" if hit or changes_work else "never reached"
         out.append({"fault": j.fault, "job": j.id, "point": point or struck_any.get(j.id) or "default",
                     "fate": fate})
-    reached: dict[tuple[int, str], int] = {}
-    for r in h.records:
-        if r.get("event") == "point":
-            reached[(r.get("job"), r.get("point"))] = reached.get((r.get("job"), r.get("point")), 0) + 1
+    # (job, point) -> how many times an execution reached it; job None: a statement point of no job
+    reached = Counter((r.get("job"), r.get("point")) for r in h.records if r.get("event") == LogEvent.POINT)
     injected = {(x.get("fault"), x.get("job"), x.get("point")) for x in h.injected}
     for e in h.schedule.events:
         key = (e.job, e.point)

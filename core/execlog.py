@@ -7,7 +7,8 @@ never depends on the database being up.
 
 Every line has: ``t`` (``time.monotonic()``, comparable across processes on one machine),
 ``wall`` (``time.time()``), ``worker`` (identity; a restarted worker is a new one), ``pid`` and
-``event``; job events add ``job`` and ``attempt``.
+``event`` (a :class:`core.events.LogEvent`: :meth:`ExecLog.write` refuses any other name); job events add
+``job`` and ``attempt``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from .events import EVENTS, LogEvent
 
 SUFFIX = ".events.jsonl"
 
@@ -27,6 +30,11 @@ class ExecLog:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def write(self, event: str, **fields) -> None:
+        """One record of *event*, a :class:`~core.events.LogEvent` (or its string): any other name is a
+        :class:`ValueError` here, where it is misspelt, not a record no reader ever matches."""
+        if not isinstance(event, str) or event not in EVENTS:
+            raise ValueError(f"{event!r} is not an execution-log event (core/events.py's LogEvent names "
+                             "them)")
         rec = {"t": time.monotonic(), "wall": time.time(), "worker": self.worker, "pid": os.getpid(),
                "event": event, **fields}
         # One write per line: O_APPEND makes each write land whole at the end of the file.
@@ -34,6 +42,9 @@ class ExecLog:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+_STARTED = f'"{LogEvent.STARTED}"'.encode()  # a cheap test before a line is parsed
 
 
 def path_for(run_dir: Path, worker: str) -> Path:
@@ -50,12 +61,12 @@ def started_count(run_dir: Path, job: int) -> int:
         except OSError:
             continue
         for line in data.splitlines():
-            if b'"started"' in line:
+            if _STARTED in line:
                 try:
                     r = json.loads(line)
                 except ValueError:
                     continue
-                n += r.get("event") == "started" and r.get("job") == job
+                n += r.get("event") == LogEvent.STARTED and r.get("job") == job
     return n
 
 

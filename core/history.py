@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .events import EndedBy, LogEvent, event_of
 from .schedule import Event, JobSpec, Schedule, Timing
 
-TERMINAL_EVENTS = {"finished": "ok", "failed": "fail", "fenced": "fail"}
+# How an execution ends, by its terminal event (Jepsen's outcomes: the module docstring).
+TERMINAL_EVENTS = {LogEvent.FINISHED: "ok", LogEvent.FAILED: "fail", LogEvent.FENCED: "fail"}
 
 # What a design's ``final_states`` may say of a job (``History.jobs``): waiting to run or to be retried,
 # taken by a worker, finished successfully, given up. A hosted library's statuses are mapped onto these.
@@ -83,13 +85,13 @@ class Effect:
     worker: str
     t: float
     key: str | None = None
-    answer: str | None = None  # "accepted" / "duplicate"; None: a keyed send that got no answer
+    answer: str | None = None  # LogEvent.ACCEPTED / DUPLICATE; None: a keyed send that got no answer
     relay: str | None = None  # who delivered it: "relay" (after its execution), "sweep"; None: the body
 
     @property
     def accepted(self) -> bool:
         """Whether the world took it: always without a key; with one, when the world said so."""
-        return self.key is None or self.answer == "accepted"
+        return self.key is None or self.answer == LogEvent.ACCEPTED
 
 
 def as_schedule(value: Schedule | dict) -> Schedule:
@@ -113,7 +115,8 @@ def as_schedule(value: Schedule | dict) -> Schedule:
 
 @dataclass
 class History:
-    schedule: Schedule  # a dict (Schedule.to_dict(): the runner's, a saved history's) is made one: as_schedule
+    # a dict (Schedule.to_dict(): the runner's, a saved history's) is made one: as_schedule
+    schedule: Schedule
     design: str
     tenant_mode: str
     records: list[dict]
@@ -122,7 +125,7 @@ class History:
     exits: list[WorkerExit]
     injected: list[dict] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
-    ended_by: str = "unknown"  # quiescent / workers-exhausted / deadline
+    ended_by: str = EndedBy.UNKNOWN  # one of core/events.py's EndedBy: quiescent, deadline, ...
     t0: float = 0.0
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -139,52 +142,55 @@ class History:
         """Every execution, in start order. A worker may run several jobs at once (a hosted library
         with a concurrency above one): its records are told apart by job. An execution with no
         terminal event ends when its worker exited (outcome ``info``), when the library's child process
-        it ran in was seen gone (``process-exit``), or at the end of the run."""
+        it ran in was seen gone (``process-exit``), or at the end of the run. A record whose event is not
+        one of ``core/events.py``'s is a :class:`ValueError` here and in every reader below that dispatches
+        on events: none passes over a name it does not know."""
         exit_at = self._death_times()
-        current: dict[tuple[str, int], Execution] = {}
+        current: dict[tuple[str, int | None], Execution] = {}  # job None: a record of no job
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
-            w, ev = r.get("worker"), r.get("event")
-            if ev == "started":
-                ex = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
-                               fault=r.get("fault"), lease_until=r.get("lease_until"),
-                               own_tenant=bool(r.get("own_tenant")), pid=r.get("pid"))
+            w, ev = r["worker"], event_of(r)
+            if ev == LogEvent.STARTED:
+                new = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
+                                fault=r.get("fault"), lease_until=r.get("lease_until"),
+                                own_tenant=bool(r.get("own_tenant")), pid=r.get("pid"))
                 prev = current.get((w, r["job"]))
                 if prev is not None and prev.end is None:  # the same job again with no end: cannot happen
                     prev.end = r["t"]
-                current[(w, r["job"])] = ex
-                out.append(ex)
+                current[(w, r["job"])] = new
+                out.append(new)
                 continue
-            if ev == "process-exit":  # a library's child the job ran in is gone (workers/hosted/spawned.py)
-                for key, ex in list(current.items()):
-                    if key[0] == w and ex.pid == r.get("exited") and ex.end is None:
-                        ex.end = max(ex.start, r.get("since", r["t"]))  # died in (since, t]
-                        ex.error = f"its process (pid {r.get('exited')}) ended"
+            # a library's child the job ran in is gone (workers/hosted/spawned.py)
+            if ev == LogEvent.PROCESS_EXIT:
+                for key, gone in list(current.items()):
+                    if key[0] == w and gone.pid == r.get("exited") and gone.end is None:
+                        gone.end = max(gone.start, r.get("since", r["t"]))  # died in (since, t]
+                        gone.error = f"its process (pid {r.get('exited')}) ended"
                         # the library saw it fail only if it lived on (not when the process was the library)
-                        ex.process_ended = not r.get("library")
+                        gone.process_ended = not r.get("library")
                 continue
             ex = current.get((w, r.get("job")))
             if ex is None:
                 continue
-            if ev == "tenant-inherited":
+            if ev == LogEvent.TENANT_INHERITED:
                 ex.inherited, ex.inherited_read = r.get("value"), True
                 ex.inherited_from, ex.server_pid = r.get("last") or None, r.get("backend")
-            elif ev == "tenant-seen":
+            elif ev == LogEvent.TENANT_SEEN:
                 ex.seen, ex.seen_read, ex.server_pid = r.get("value"), True, r.get("backend")
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
-            elif ev == "rows-visible":
+            elif ev == LogEvent.ROWS_VISIBLE:
                 ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
-            elif ev == "effect" and r.get("key") is None:  # a relay's keyed send: see effects()
+            elif ev == LogEvent.EFFECT and r.get("key") is None:  # a relay's keyed send: see effects()
                 ex.effects += 1
                 ex.effect_times.append(r["t"])
-            elif ev == "fault":
+            elif ev == LogEvent.FAULT:
                 ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
             elif ev in TERMINAL_EVENTS and ex.end is None:
                 ex.end, ex.outcome = r["t"], TERMINAL_EVENTS[ev]
-                ex.fenced = ev == "fenced" or ex.fenced
-                if ev == "failed":
+                ex.fenced = ev == LogEvent.FENCED or ex.fenced
+                if ev == LogEvent.FAILED:
                     ex.error = r.get("error")
-                if ev == "fenced":
+                if ev == LogEvent.FENCED:
                     ex.error = "fenced out"
         for ex in out:
             if ex.end is None:
@@ -197,17 +203,17 @@ class History:
         :meth:`executions`, a send is kept even when its worker is not executing the job: a relay
         delivers rows other executions committed."""
         out: list[Effect] = []
-        pending: dict[tuple[str, str], list[Effect]] = {}
+        pending: dict[tuple[str, str | None], list[Effect]] = {}
         for r in sorted(self.records, key=lambda r: r["t"]):
-            ev = r.get("event")
-            if ev == "effect":
-                e = Effect(r.get("job"), r.get("attempt"), r.get("worker"), r["t"], r.get("key"),
+            ev = event_of(r)
+            if ev == LogEvent.EFFECT:
+                e = Effect(r["job"], r.get("attempt"), r["worker"], r["t"], r.get("key"),
                            relay=r.get("relay"))
                 out.append(e)
                 if e.key is not None:
                     pending.setdefault((e.worker, e.key), []).append(e)
-            elif ev in ("accepted", "duplicate"):
-                waiting = pending.get((r.get("worker"), r.get("key"))) or []
+            elif ev in (LogEvent.ACCEPTED, LogEvent.DUPLICATE):
+                waiting = pending.get((r["worker"], r.get("key"))) or []
                 if waiting:
                     waiting.pop(0).answer = ev
         return out
@@ -218,7 +224,8 @@ class History:
         its last record right before, and one the supervisor killed died when it was killed."""
         last: dict[str, float] = {}
         for r in self.records:
-            last[r.get("worker")] = max(last.get(r.get("worker"), r["t"]), r["t"])
+            w = r["worker"]
+            last[w] = max(last.get(w, r["t"]), r["t"])
         killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == "kill"}
         out = {}
         for x in self.exits:
@@ -235,9 +242,10 @@ class History:
         supervisor's ``point`` records and the faults that struck."""
         out: set[str] = set()
         for r in self.records:
-            if r.get("event") in TERMINAL_EVENTS:
+            ev = event_of(r)
+            if ev in TERMINAL_EVENTS:
                 out.update(r.get("points") or ())
-            elif r.get("event") in ("point", "fault") and r.get("point"):
+            elif ev in (LogEvent.POINT, LogEvent.FAULT) and r.get("point"):
                 out.add(r["point"])
         return out
 
@@ -253,13 +261,14 @@ class History:
         ``(point, bound)``, bound when the statement belonged to a job."""
         out: dict[tuple[str, bool], None] = {}
         for r in sorted(self.records, key=lambda r: r["t"]):
-            if r.get("event") == "statement" and r.get("point"):
+            if event_of(r) == LogEvent.STATEMENT and r.get("point"):
                 out[(r["point"], bool(r.get("bound")))] = None
         return list(out)
 
-    def job_faults(self) -> dict[int, set[str]]:
-        """Faults each job carries or is targeted by (job faults and supervisor events)."""
-        out: dict[int, set[str]] = {}
+    def job_faults(self) -> dict[int | None, set[str]]:
+        """Faults each job carries or is targeted by (job faults and supervisor events); None: a
+        supervisor event at a statement point of no job."""
+        out: dict[int | None, set[str]] = {}
         for j in self.schedule.jobs:
             if j.fault:
                 out.setdefault(j.id, set()).add(j.fault)

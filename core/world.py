@@ -18,9 +18,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from .events import LogEvent
 from .execlog import ExecLog
-
-ACCEPTED, DUPLICATE = "accepted", "duplicate"
 
 
 class World:
@@ -33,12 +32,13 @@ class World:
     def send(self, log: ExecLog, *, job: int, attempt: int, key: str, **fields) -> bool:
         """Send one keyed effect of *job*: True when the world accepted it (first time it saw *key*),
         False when it acknowledged a repeat. Both the send and the answer are logged."""
-        log.write("effect", job=job, attempt=attempt, key=key, **fields)
+        log.write(LogEvent.EFFECT, job=job, attempt=attempt, key=key, **fields)
         name = hashlib.sha256(key.encode()).hexdigest()  # any key is a safe file name this way
         try:
             os.close(os.open(self.dir / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
             accepted = True
         except FileExistsError:
             accepted = False
-        log.write(ACCEPTED if accepted else DUPLICATE, job=job, attempt=attempt, key=key, **fields)
+        log.write(LogEvent.ACCEPTED if accepted else LogEvent.DUPLICATE,
+                  job=job, attempt=attempt, key=key, **fields)
         return accepted

@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 
 from ..core.cleanup import Cleanup
+from ..core.events import LogEvent
 from ..core.history import History
 from ..core.schedule import Schedule
 from ..faults.catalogue import entries
@@ -122,10 +123,11 @@ class Runner:
         for r in runs:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None
+        timeouts = [r for r in result.records if r.get("event") == LogEvent.POINT_TIMEOUT]
         notes = list(result.notes) + [
             f"{r['worker']} waited {schedule.timing.strike_wait:g} s at job {r.get('job')} {r.get('point')} "
             "for the supervisor and went on without it (a strike may be missing)"
-            for r in result.records if r.get("event") == "point-timeout"] + ([unread] if unread else [])
+            for r in timeouts] + ([unread] if unread else [])
         return History(
             schedule=schedule, design=design.name, tenant_mode=schedule.tenant_mode,
             records=result.records, jobs=jobs, runs=runs, exits=result.exits, injected=result.injected,

@@ -20,8 +20,8 @@ from . import checks, effects, health, library, outcome, tenant  # noqa: F401 --
 from .core import HELD, REGISTRY, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
 from .explain import explain
 
-__all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate", "undecided_names",
-           "violated_names", "worst"]
+__all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate",
+           "undecided_names", "violated_names", "worst"]
 
 # Every property module registers its properties (``@decides(name, group=..., position=...)``) as it
 # is imported: all of them are imported above, so the registry is complete here.
@@ -55,7 +55,8 @@ def _names(spec: str | Iterable[str], flag: str) -> list[str]:
     return out
 
 
-def gate(fail_on: str | Iterable[str] | None = None, allow: str | Iterable[str] | None = None) -> tuple[str, ...]:
+def gate(fail_on: str | Iterable[str] | None = None,
+         allow: str | Iterable[str] | None = None) -> tuple[str, ...]:
     """The properties whose violation fails a run: *fail_on* (names or groups, comma-separated; default
     all) less *allow*, in :data:`PROPERTIES` order. Raises :class:`~core.errors.UsageError` for a name that
     is neither, and when nothing would be left to fail a run."""

@@ -31,7 +31,8 @@ def rows_undecidable(h: History, name: str) -> Result | None:
         if status not in JOB_STATES:
             return unknown(name, f"job {row.get('id')} has status {status!r}, not one of "
                                  f"{', '.join(JOB_STATES)} (the design's final_states did not map it)")
-        if attempts is not None and (not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0):
+        not_count = not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0
+        if attempts is not None and not_count:
             return unknown(name, f"job {row.get('id')} has attempts {attempts!r}, not a count")
     return None
 

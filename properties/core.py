@@ -29,7 +29,8 @@ class Result:
     count: int = 0  # how many offending things (jobs, executions, samples...)
     jobs: tuple[int, ...] = ()  # offending job ids, sorted
     evidence: str = ""  # ONE line in the user's terms
-    cause: str = ""  # the property this violation follows from, "budget" or "at-least-once" (properties/explain.py)
+    # the property this violation follows from, "budget" or "at-least-once" (properties/explain.py)
+    cause: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in _RANK:
@@ -72,8 +73,8 @@ def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
     """Per property, the verdict over many runs of a search (properties in first-seen order).
 
     Violated if any run violated it (count, jobs, evidence and cause from the *first* violating run
-    that no other property explains, else the first; the evidence prefixed "in N of M runs: "); else unknown if any run could not decide; else held.
-    M counts the runs that checked the property.
+    that no other property explains, else the first; the evidence prefixed "in N of M runs: "); else
+    unknown if any run could not decide; else held. M counts the runs that checked the property.
     """
     names: dict[str, None] = {}
     for results in runs:
@@ -169,7 +170,8 @@ def decides(name: str, *, group: str, position: int) -> Callable:
         if not name or not group:
             raise ValueError(f"{where}: a property needs a name and a group")
         if name in REGISTRY:
-            raise ValueError(f"property {name!r} is registered twice: by {_where(REGISTRY[name])} and {where}")
+            raise ValueError(f"property {name!r} is registered twice: by {_where(REGISTRY[name])} "
+                             f"and {where}")
         same = [p for p in REGISTRY.values() if p.position == position]
         if same:
             raise ValueError(f"property {name!r} ({where}) takes position {position} of {same[0].name!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import combinations
 
+from ..core.events import LogEvent
 from ..core.history import Effect, History
 from .checks import by_job, overlap, plural, who
 from .core import Result, decides, held, violated
@@ -31,7 +32,7 @@ def accepted_for(sends: list[Effect]) -> int:
     """How many of one key's *sends* the world took: its ``accepted`` answers, and at least one when
     none was answered at all (a sender that died between its send and the answer may have
     landed it: counted, never assumed away)."""
-    return max(sum(e.answer == "accepted" for e in sends), 1 if sends else 0)
+    return max(sum(e.answer == LogEvent.ACCEPTED for e in sends), 1 if sends else 0)
 
 
 @decides("at-most-once-effects", group="safety", position=4)
@@ -92,12 +93,14 @@ def no_stale_effect(h: History, name: str) -> Result:
     for job, execs in sorted(groups.items()):
         for ex in execs:
             sent += len(ex.effect_times)
-            newer = [o for o in execs if o is not ex and ex.start < o.start < max(ex.effect_times, default=ex.start)]
+            last_sent = max(ex.effect_times, default=ex.start)
+            newer = [o for o in execs if o is not ex and ex.start < o.start < last_sent]
             if not newer:
                 continue
             first = min(newer, key=lambda o: o.start)
             late = max(ex.effect_times) - first.start
-            lines.append(f"job {job}: {who(ex)} sent its effect {late * 1000:.0f} ms after {who(first)} started")
+            lines.append(f"job {job}: {who(ex)} sent its effect {late * 1000:.0f} ms after {who(first)} "
+                         "started")
             jobs.append(job)
     for e in (e for e in h.effects() if e.key is not None):
         sent += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..core.events import EndedBy
 from ..core.history import History
 from .core import HELD, VIOLATED, Result
 
@@ -72,11 +73,12 @@ def explain(h: History, results: dict[str, Result]) -> dict[str, Result]:
             continue
         root = next((results[x] for x in roots if x in results and results[x].status == VIOLATED), None)
         same_jobs = root is not None and set(r.jobs) & set(root.jobs)
-        if root is not None and (same_jobs or h.ended_by == "workers-exhausted"):
+        if root is not None and (same_jobs or h.ended_by == EndedBy.WORKERS_EXHAUSTED):
             whose = f"job {_jobs(root.jobs)}'s" if root.jobs else "a"
             out[name] = dataclasses.replace(
-                r, cause=root.name, evidence=f"consequence of {whose} crash loop, see {root.name}: {r.evidence}")
-        elif h.ended_by == "workers-exhausted":
+                r, cause=root.name,
+                evidence=f"consequence of {whose} crash loop, see {root.name}: {r.evidence}")
+        elif h.ended_by == EndedBy.WORKERS_EXHAUSTED:
             out[name] = dataclasses.replace(
                 r, cause=BUDGET, evidence=f"the run ended when its worker budget was spent: {r.evidence}")
     return out

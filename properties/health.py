@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..core.events import EndedBy, LogEvent
 from ..core.history import Execution, History
 from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
@@ -23,6 +24,9 @@ HORIZON_LEASE_FRACTION = 0.5
 # Connections a worker may open beyond its pool size without a terminate fault: one reconnect after
 # a connection the pool found broken (psycopg_pool replaces it).
 RECONNECT_SLACK = 1
+
+# How a run ended that a violation's evidence need not mention (any other end may explain the state).
+_SAID = (EndedBy.QUIESCENT, EndedBy.UNKNOWN)
 
 
 @decides("progress", group="liveness", position=7)
@@ -52,7 +56,7 @@ def progress(h: History, name: str) -> Result:
         lines.append(f"job {job} (no fault) {ended}{after}")
         jobs.append(job)
     if lines:
-        if h.ended_by not in ("quiescent", "unknown"):
+        if h.ended_by not in _SAID:
             lines[0] += f" (the run ended: {h.ended_by})"
         return violated(name, lines, jobs)
     return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
@@ -78,7 +82,7 @@ def terminal_states(h: History, name: str) -> Result:
         lines.append(f"job {row['id']} {how}, attempts {row.get('attempts')}")
         jobs.append(row["id"])
     if lines:
-        if h.ended_by not in ("quiescent", "unknown"):  # say how the run ended: it may explain the state
+        if h.ended_by not in _SAID:  # say how the run ended: it may explain the state
             lines[0] += f" (the run ended: {h.ended_by})"
         return violated(name, lines, jobs)
     counts = Counter(row.get("status") for row in h.jobs)
@@ -104,11 +108,13 @@ def bounded_blast_radius(h: History, name: str) -> Result:
         most = max_attempts_of(h, job)
         return min(most, strikes[job]) if most is not None and job in strikes else most
 
-    lines, jobs, missing = over_limits(
-        deaths, limit,
-        lambda job, n, most: f"job {job} killed {plural(n, 'worker process', 'worker processes')} "
-                             + (f"(its transient fault strikes only {plural(most, 'execution')})" if job in strikes and most == strikes[job]
-                                and most < (max_attempts_of(h, job) or 0) else f"(max_attempts {most})"))
+    def line(job: int, n: int, most: int) -> str:
+        killed = f"job {job} killed {plural(n, 'worker process', 'worker processes')}"
+        if job in strikes and most == strikes[job] and most < (max_attempts_of(h, job) or 0):
+            return f"{killed} (its transient fault strikes only {plural(most, 'execution')})"
+        return f"{killed} (max_attempts {most})"
+
+    lines, jobs, missing = over_limits(deaths, limit, line)
     if lines:
         return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
     if missing:
@@ -160,23 +166,24 @@ def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None
 @decides("pool-hygiene", group="resources", position=11)
 def pool_hygiene(h: History, name: str) -> Result:
     """Violated by every worker that opened more than ``pool_size`` + :data:`RECONNECT_SLACK` +
-    (terminate and lost-commit-reply faults aimed at it) + (sessions the server cut, per its ``session-cut`` records) +
-    (server restarts: each breaks every connection) connections, and by every record whose error mentions a
-    prepared statement. Count: such workers plus such records. Unknown when no connection was
-    recorded (and no prepared-statement error)."""
+    (terminate and lost-commit-reply faults aimed at it) + (sessions the server cut, per its
+    ``session-cut`` records) + (server restarts: each breaks every connection) connections, and by every
+    record whose error mentions a prepared statement. Count: such workers plus such records. Unknown when
+    no connection was recorded (and no prepared-statement error)."""
     # A connection of the worker's own (the heartbeat's, "purpose") has a budget of one per purpose,
     # like a pool of one: counted under "<worker>/<purpose>".
     # A child process the library spawned to run jobs in (chancy's process executor) has a pool of
     # its own (workers/hosted/spawned.py): counted under "<worker>[pid N]".
-    children = {r.get("pid") for r in h.records if r.get("event") == "spawned-child"}
-    connects = Counter(r.get("worker") + (f"[pid {r['pid']}]" if r.get("pid") in children else "")
+    children = {r.get("pid") for r in h.records if r.get("event") == LogEvent.SPAWNED_CHILD}
+    connects = Counter(r["worker"] + (f"[pid {r['pid']}]" if r.get("pid") in children else "")
                        + (f"/{r['purpose']}" if r.get("purpose") else "")
-                       for r in h.records if r.get("event") == "connect")
+                       for r in h.records if r.get("event") == LogEvent.CONNECT)
     # A session the server cut (a design's own timeouts, logged "session-cut") is a terminate the
     # design chose: its reconnect is budgeted the same way.
     # A lost-commit-reply cuts the one connection it strikes, as a terminate does.
-    terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") in ("terminate", "lost-commit-reply"))
-    terminated.update(r.get("worker") for r in h.records if r.get("event") == "session-cut")
+    cutting = ("terminate", "lost-commit-reply")
+    terminated = Counter(i.get("worker") for i in h.injected if i.get("fault") in cutting)
+    terminated.update(r.get("worker") for r in h.records if r.get("event") == LogEvent.SESSION_CUT)
     # faults whose catalogue entry breaks every session (restarts), each breaking every connection
     restarts = sum(f.breaks_every_session for f in entries(i.get("fault") for i in h.injected))
     pool = h.schedule.pool_size
@@ -197,7 +204,7 @@ def pool_hygiene(h: History, name: str) -> Result:
         return Result(name, VIOLATED, len(greedy) + len(broken),
                       tuple(r["job"] for r in broken if r.get("job") is not None), evidence)
     if not connects:
-        if any(r.get("own_tenant") for r in h.records if r.get("event") == "started"):
+        if any(r.get("own_tenant") for r in h.records if r.get("event") == LogEvent.STARTED):
             return unknown(name, "the jobs ran on the worker's own connections, whose pool size the harness "
                                  "does not know: no connection was counted")
         return unknown(name, "no connection was recorded")

@@ -28,13 +28,26 @@ from .core import Result, decides, held, unknown, violated
 # Seconds a finish may be dated before the end it follows: the server's clock is read once, half a
 # round trip either way (workers/hosted/finishes.py), and a timestamp is rounded to the microsecond.
 SLACK = 0.005
-ENDS = {"success": ("ok",), "failure": ("fail",), "requeued": ("fail",)}
+ENDS: dict[str, tuple[str, ...]] = {"success": ("ok",), "failure": ("fail",), "requeued": ("fail",)}
+
+
+def _end(ex: Execution) -> float:
+    """*ex*'s end: :meth:`History.executions` gives every execution one (its last record, its worker's
+    exit or the run's end); an execution without one was not made there."""
+    if ex.end is None:
+        raise ValueError(f"{who(ex)} of job {ex.job} has no end: not an execution History.executions() gave")
+    return ex.end
+
+
+def _at(f: dict, ex: Execution) -> float:
+    """When finish *f* was taken: its date, or, undated, the end of *ex*, the execution it is told of."""
+    return f["t"] if f.get("t") is not None else _end(ex)
 
 
 def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
     """The executions *f* may have come from: the one that returned last before it (dated), or every
     one told the attempt it names (undated). Executions already given a finish are not candidates."""
-    ends = ENDS.get(f.get("outcome"), ())
+    ends = ENDS.get(f.get("outcome") or "", ())
     # A library's child that died under an execution (chancy's process executor) is a failure the
     # library, still alive, received: the execution's log has no end of its own (workers/hosted/spawned.py).
     fits = [ex for ex in execs if (ex.outcome in ends or (ex.process_ended and "fail" in ends))
@@ -42,8 +55,9 @@ def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
     if f.get("t") is not None:
         # An execution that started after the finish was recorded cannot have produced it: with retries
         # a few ms apart (procrastinate's), the next one may end within SLACK of an earlier finish.
-        before = [ex for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK and ex.start < f["t"]]
-        return [max(before, key=lambda ex: ex.end)] if before else []
+        before = [(ex.end, ex) for ex in fits if ex.end is not None and ex.end <= f["t"] + SLACK
+                  and ex.start < f["t"]]
+        return [max(before, key=lambda pair: pair[0])[1]] if before else []
     if f.get("attempt") is not None:
         return [ex for ex in fits if ex.attempt == f["attempt"]]
     return fits
@@ -54,7 +68,8 @@ def _newer(ex: Execution, execs: list[Execution], until: float) -> list[Executio
     return sorted((o for o in execs if o is not ex and ex.start < o.start < until), key=lambda o: o.start)
 
 
-def _judge(lib: str, job: int, entry: dict, execs: list[Execution]) -> tuple[list[str], str | None, list[str], int]:
+def _judge(lib: str, job: int, entry: dict,
+           execs: list[Execution]) -> tuple[list[str], str | None, list[str], int]:
     """One job: the violations, why it cannot be decided (None: it can), the stale executions whose
     finish the library did not record, and how many finishes it took from an execution."""
     lines: list[str] = []
@@ -72,21 +87,21 @@ def _judge(lib: str, job: int, entry: dict, execs: list[Execution]) -> tuple[lis
                 return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}){when} that no "
                                f"execution of the job explains ({recorded})"), [], 0
             continue
-        stale = [ex for ex in whose if _newer(ex, execs, f["t"] if f.get("t") is not None else ex.end)]
+        stale = [ex for ex in whose if _newer(ex, execs, _at(f, ex))]
         if len(whose) > 1 and stale:
             return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}) it does not date, "
                            f"and {who(stale[0])} was stale: cannot tell whose it took ({recorded})"), [], 0
         ex = whose[0]
         taken.add(id(ex))
         if stale:
-            until = f["t"] if f.get("t") is not None else ex.end
+            until = _at(f, ex)
             first = _newer(ex, execs, until)[0]
             lines.append(f"job {job}: {lib} accepted the {f['outcome']} ({f.get('what')}) of {who(ex)}, "
                          f"{(until - first.start) * 1000:.0f} ms after {who(first)} had started: a stale "
                          f"execution's finish ({recorded})")
     refused = [f"job {job}'s {who(ex)}" for ex in execs
                if (ex.outcome in ("ok", "fail") or ex.process_ended) and id(ex) not in taken
-               and _newer(ex, execs, ex.end)]
+               and _newer(ex, execs, _end(ex))]
     return lines, None, refused, len(taken)
 
 
@@ -106,7 +121,7 @@ def library_one_finish(h: History, name: str) -> Result:
                              f"{lib}'s own record of its finishes was not read")
     entries = {e.get("job"): e for e in h.finishes}
     groups = by_job(h.executions())
-    ids = {row.get("id") for row in h.jobs if row.get("id") is not None} | set(groups)
+    ids: set[int] = {row["id"] for row in h.jobs if row.get("id") is not None} | set(groups)
     order = sorted(ids, key=lambda j: (0, j, "") if isinstance(j, int) else (1, 0, str(j)))
     lines, jobs, refused, undecided = [], [], [], []
     total = 0
@@ -117,8 +132,9 @@ def library_one_finish(h: History, name: str) -> Result:
         found, why, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
         if not_taken and not why and not entries[job].get("complete", True):
             # a last-finish-only record: the stale execution's finish may have been taken and overwritten
+            recorded = entries[job].get("recorded") or "no record"
             why = (f"{not_taken[0]} was stale and {lib} keeps only its last finish of a job: whether it took "
-                   f"that finish and overwrote it cannot be told ({entries[job].get('recorded') or 'no record'})")
+                   f"that finish and overwrote it cannot be told ({recorded})")
         undecided += [why] if why else []
         lines += found
         jobs += [job] * bool(found)
@@ -132,5 +148,6 @@ def library_one_finish(h: History, name: str) -> Result:
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         note = f"; it recorded no finish of the stale {refused[0]}{more}: refused, or never written"
-    return held(name, f"{lib} accepted {plural(total, 'finish', 'finishes')} for {plural(len(order), 'job')}, at most "
-                      f"one success each, none from a stale execution{note}")
+    return held(name, f"{lib} accepted {plural(total, 'finish', 'finishes')} for "
+                      f"{plural(len(order), 'job')}, at most one success each, "
+                      f"none from a stale execution{note}")

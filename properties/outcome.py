@@ -12,6 +12,7 @@ a relay that died after it) is not a failure of the work.
 
 from __future__ import annotations
 
+from ..core.events import EndedBy
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, plural, rows_undecidable
 from .core import Result, decides, held, unknown, violated
@@ -37,18 +38,20 @@ def done_means_committed(h: History, name: str) -> Result:
     bad_rows = rows_undecidable(h, name)
     if bad_rows is not None:
         return bad_rows
-    committed: dict[int, set[tuple[str, int]]] = {}
+    committed: dict[int, set[tuple[str | None, int | None]]] = {}  # job -> (worker, attempt) of its rows
     for row in h.runs:
         if row.get("finished") is not None:
             committed.setdefault(row["job_id"], set()).add((row.get("worker"), row.get("attempt")))
     executions = by_job(h.executions())
     lines, jobs = [], []
-    done = [j for j, row in sorted(job_rows(h).items(), key=lambda kv: str(kv[0])) if row.get("status") == "done"]
+    done = [j for j, row in sorted(job_rows(h).items(), key=lambda kv: str(kv[0]))
+            if row.get("status") == "done"]
     for j in done:
         mine = executions.get(j, [])
         ok = committed.get(j, set())
         if not ok:
-            how = "; ".join(f"{ex.worker} attempt {ex.attempt} {_ended(ex)}" for ex in mine) or "it never started"
+            how = ("; ".join(f"{ex.worker} attempt {ex.attempt} {_ended(ex)}" for ex in mine)
+                   or "it never started")
             lines.append(f"job {j} is done but no execution of it committed its work: {how}")
             jobs.append(j)
             continue
@@ -93,16 +96,17 @@ def transient_recovers(h: History, name: str) -> Result:
         status = row.get("status") if row else "missing"
         if status == "done":
             continue
-        if h.ended_by != "quiescent":
+        if h.ended_by != EndedBy.QUIESCENT:
             undecided.append(j.id)
             continue
-        n = runs.get(j.id, 0)
-        lines.append(f"job {j.id}'s {j.fault} struck only its first {plural(j.strikes, 'execution')} "
+        n, k = runs.get(j.id, 0), strikes[j.id]
+        lines.append(f"job {j.id}'s {j.fault} struck only its first {plural(k, 'execution')} "
                      f"of {limit} attempts, yet it ended {status} after {plural(n, 'execution')}"
-                     + (": the design never retried it" if n <= j.strikes else ""))
+                     + (": the design never retried it" if n <= k else ""))
         jobs.append(j.id)
     if lines:
         return violated(name, lines, jobs)
     if undecided:
-        return unknown(name, f"job {undecided[0]} did not end done and cannot decide it (the run ended: {h.ended_by})")
+        return unknown(name, f"job {undecided[0]} did not end done and cannot decide it "
+                             f"(the run ended: {h.ended_by})")
     return held(name, f"{plural(len(transient), 'job')} with a transient fault: each retried to done")

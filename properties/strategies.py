@@ -19,10 +19,11 @@ MAX_WORKERS = 3
 MAX_EVENTS = 3
 
 
-def _points(default: str | None, points: tuple[str, ...]) -> list[str]:
+def _points(default: str | None, points: tuple[str, ...]) -> list[str | None]:
+    """The points a fault with *default* may strike at, the default first (None: the fault has no point)."""
     if default is None:
         return [None]
-    return [default] + [p for p in points if p != default]
+    return [default, *(p for p in points if p != default)]
 
 
 def dequeue_budget(jobs: int, max_attempts: int) -> int:
@@ -55,13 +56,14 @@ def _event(sup_faults, jobs: int, points, statements=()):
     *statements*: statement points ``(point, bound)`` it may strike at too (after the named ones); one
     that belongs to no job gets job None."""
     # The variant is drawn for every event and kept where the fault takes it (catalogue.event_variant).
-    where = st.sampled_from(_points("mid-work", points))
     if statements:
-        where = st.sampled_from([(p, True) for p in _points("mid-work", points)] + list(statements))
-        return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), where,
+        at = st.sampled_from([(p, True) for p in _points("mid-work", points)] + list(statements))
+        return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), at,
                          st.sampled_from(list(VARIANTS))).map(
             lambda t: (t[0], t[1] if t[2][1] else None, t[2][0], t[3]))
-    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), where, st.sampled_from(list(VARIANTS)))
+    where = st.sampled_from(_points("mid-work", points))
+    return st.tuples(st.sampled_from(sup_faults), st.integers(1, jobs), where,
+                     st.sampled_from(list(VARIANTS)))
 
 
 @st.composite
@@ -74,7 +76,8 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    drawn = draw(st.lists(_job(job_faults, points, max_attempts), min_size=1, max_size=max_jobs), label="jobs")
+    drawn = draw(st.lists(_job(job_faults, points, max_attempts), min_size=1, max_size=max_jobs),
+                 label="jobs")
     jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p, strikes=k)
             for i, (f, p, t, d, k) in enumerate(drawn, 1)]
     n = len(jobs)
@@ -82,8 +85,8 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     if sup_faults:
         # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
         seen: dict[tuple[int, str], int] = {}
-        for fault, job, point, variant in draw(st.lists(_event(sup_faults, n, points, statements), max_size=MAX_EVENTS),
-                                               label="events"):
+        drawing = st.lists(_event(sup_faults, n, points, statements), max_size=MAX_EVENTS)
+        for fault, job, point, variant in draw(drawing, label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
                                 variant=event_variant(fault, variant)))

@@ -33,7 +33,7 @@ def _session_user(ex: Execution, executions: list[Execution]) -> str:
         if not before:
             return ""
         last = max(before, key=lambda o: o.start)
-        worker, job, attempt = last.worker, last.job, last.attempt
+        worker, job, attempt = last.worker, str(last.job), str(last.attempt)
     if worker != ex.worker:
         return f" from another worker's job: {worker}'s job {job} attempt {attempt}{session}"
     return f" from its own worker's job {job} attempt {attempt}{session}"
@@ -86,6 +86,7 @@ def tenant_isolation(h: History, name: str) -> Result:
     if lines:
         return violated(name, lines, jobs)
     complete = " and all of its own" if h.expected_rows else ""
-    began = "began in another's tenant context" if any(ex.own_tenant for ex in informed) else "inherited a tenant"
+    began = ("began in another's tenant context" if any(ex.own_tenant for ex in informed)
+             else "inherited a tenant")
     return held(name, f"{plural(len(informed), 'execution')} recorded: none {began}, "
                       f"none saw another tenant's rows{complete}")

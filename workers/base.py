@@ -6,6 +6,7 @@ from __future__ import annotations
 from psycopg.types.json import Jsonb
 
 from ..core import sqlfile
+from ..core.events import LogEvent
 from ..core.schedule import JOB_POINTS
 from .body import describe
 
@@ -72,7 +73,7 @@ class QueueDesign:
                 # The claim itself failed (connection lost, prepared statement gone...): record it,
                 # count it against the dequeue budget so a worker cannot spin forever, go on.
                 ctx.dequeues += 1
-                ctx.log.write("claim-failed", error=describe(exc))
+                ctx.log.write(LogEvent.CLAIM_FAILED, error=describe(exc))
                 return False
             ex.failed(exc)
             self.on_error(ctx, ex, exc)

@@ -30,6 +30,7 @@ from psycopg import sql
 
 from ..core import sqlfile
 from ..core.db import one
+from ..core.events import LogEvent
 from ..core.execlog import ExecLog, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
@@ -111,10 +112,10 @@ class Execution:
 
     # --- steps -----------------------------------------------------------------------------------
     def started(self, **fields) -> None:
-        self._log("started", tenant=self.job.tenant, fault=self.job.fault, **fields)
+        self._log(LogEvent.STARTED, tenant=self.job.tenant, fault=self.job.fault, **fields)
         if self.job.strikes is not None:  # the run's own count, whatever attempt the design believes
             self.nth = started_count(self.ctx.spec.run_dir, self.job.id)
-            self._log("execution-count", nth=self.nth, strikes=self.job.strikes)
+            self._log(LogEvent.EXECUTION_COUNT, nth=self.nth, strikes=self.job.strikes)
 
     def job_fault(self):
         """The job's fault as it strikes this execution: None once a transient fault's strikes are spent."""
@@ -131,13 +132,13 @@ class Execution:
         backend = None
         if self.ctx.schedule.pooler is not None:
             backend = self._server_pid()
-            self._log("server-session", point=name, backend=backend)
+            self._log(LogEvent.SERVER_SESSION, point=name, backend=backend)
         if (self.job.id, name) in self.ctx.spec.watch:
             self.ctx.wait_for_supervisor(self.job, name,
                                          backend if self.ctx.schedule.pooler else self._backend())
         fault = self.job_fault()
         if fault is not None and fault.strike is not None and (self.job.point or fault.point) == name:
-            self._log("fault", fault=fault.name, point=name)
+            self._log(LogEvent.FAULT, fault=fault.name, point=name)
             fault.strike(self)
 
     def _backend(self) -> int | None:
@@ -163,7 +164,7 @@ class Execution:
     def read_inherited(self) -> None:
         me = f"{self.ctx.identity} {self.job.id} {self.job.attempt}"
         value, last, pid, _ = one(self.conn.execute(inherited_tenant(me)))
-        self._log("tenant-inherited", value=value, last=last, backend=pid)
+        self._log(LogEvent.TENANT_INHERITED, value=value, last=last, backend=pid)
 
     def set_tenant(self) -> None:
         if self.job.tenant is not None:
@@ -184,7 +185,7 @@ class Execution:
 
     def read_invoices(self) -> None:
         visible, foreign = one(self.conn.execute(Q.read_invoices, {"tenant": self.job.tenant}))
-        self._log("rows-visible", tenant=self.job.tenant, visible=visible, foreign=foreign)
+        self._log(LogEvent.ROWS_VISIBLE, tenant=self.job.tenant, visible=visible, foreign=foreign)
 
     def read_briefly(self):
         """Step 1 of a body that works outside any transaction: a short reading transaction, the tenant
@@ -224,19 +225,19 @@ class Execution:
 
     def effect(self) -> None:
         """The external side effect: it happens in the world, whatever the database does next."""
-        self._log("effect")
+        self._log(LogEvent.EFFECT)
         self.point("after-effect")
 
     # --- outcomes --------------------------------------------------------------------------------
     def finished(self) -> None:
-        self._log("finished", points=self.reached)
+        self._log(LogEvent.FINISHED, points=self.reached)
 
     def fenced(self) -> None:
         """The finish matched no row: another worker holds the job now; our transaction rolled back."""
-        self._log("fenced", points=self.reached)
+        self._log(LogEvent.FENCED, points=self.reached)
 
     def failed(self, exc: BaseException) -> None:
-        self._log("failed", error=describe(exc), points=self.reached)
+        self._log(LogEvent.FAILED, error=describe(exc), points=self.reached)
 
 
 def inherited_tenant(me: str) -> sql.Composed:
@@ -251,4 +252,4 @@ def describe(exc: BaseException) -> str:
 
 
 def worker_error(log: ExecLog, exc: BaseException) -> None:
-    log.write("worker-error", error=describe(exc), traceback=traceback.format_exc(limit=8))
+    log.write(LogEvent.WORKER_ERROR, error=describe(exc), traceback=traceback.format_exc(limit=8))

@@ -9,6 +9,7 @@ import time
 
 import psycopg
 
+from ..core.events import LogEvent
 from ..core.execlog import ExecLog, path_for
 from . import statements
 from .body import STRIKE_SIGNAL, Claimed, Execution, WorkerSpec
@@ -49,7 +50,7 @@ class WorkerContext:
         return self.pool
 
     def _on_connect(self, conn: psycopg.Connection) -> None:
-        self.log.write("connect", backend=conn.info.backend_pid)
+        self.log.write(LogEvent.CONNECT, backend=conn.info.backend_pid)
 
     def own_connection(self, purpose: str) -> psycopg.Connection:
         """A connection of the worker's own, outside the pool (the heartbeat's), opened once and kept
@@ -58,7 +59,7 @@ class WorkerContext:
         if conn is None or conn.closed or conn.broken:
             conn = self._own[purpose] = psycopg.connect(
                 self.spec.worker_dsn, autocommit=True, application_name=f"{self.identity}/{purpose}")
-            self.log.write("connect", backend=conn.info.backend_pid, purpose=purpose)
+            self.log.write(LogEvent.CONNECT, backend=conn.info.backend_pid, purpose=purpose)
         return conn
 
     def close(self) -> None:
@@ -89,6 +90,6 @@ class WorkerContext:
         # None: a statement of no job
         job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)
         with self._strike_lock:
-            self.log.write("point", job=job_id, attempt=attempt, point=point, backend=backend)
+            self.log.write(LogEvent.POINT, job=job_id, attempt=attempt, point=point, backend=backend)
             if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:
-                self.log.write("point-timeout", job=job_id, attempt=attempt, point=point)
+                self.log.write(LogEvent.POINT_TIMEOUT, job=job_id, attempt=attempt, point=point)

@@ -20,6 +20,7 @@ import time
 
 import psycopg
 
+from ..core.events import LogEvent
 from . import statements
 from .body import describe
 from .lease import FencedOut, LeaseFenced, Q
@@ -68,8 +69,8 @@ class Heartbeat:
                                                        "lease": self.ctx.lease})
                     break
                 except psycopg.Error as exc:
-                    self.ctx.log.write("heartbeat-error", job=self.ex.job.id, attempt=self.ex.job.attempt,
-                                       error=describe(exc), retried=retry)
+                    self.ctx.log.write(LogEvent.HEARTBEAT_ERROR, job=self.ex.job.id,
+                                       attempt=self.ex.job.attempt, error=describe(exc), retried=retry)
                     if retry:
                         return not confirm
                     try:
@@ -78,7 +79,7 @@ class Heartbeat:
                         return not confirm
             if cur.rowcount == 0:
                 self.lost = True
-                self.ctx.log.write("lease-lost", job=self.ex.job.id, attempt=self.ex.job.attempt)
+                self.ctx.log.write(LogEvent.LEASE_LOST, job=self.ex.job.id, attempt=self.ex.job.attempt)
             return not self.lost
 
     def _run(self) -> None:
@@ -87,7 +88,7 @@ class Heartbeat:
             if time.monotonic() - self._started > self.ctx.max_runtime:
                 # Hazard: Python cannot stop the job's thread; the only way to abandon the job is
                 # to end the process. The lease then expires and the job is retried or swept.
-                self.ctx.log.write("abandoned", job=self.ex.job.id, attempt=self.ex.job.attempt,
+                self.ctx.log.write(LogEvent.ABANDONED, job=self.ex.job.id, attempt=self.ex.job.attempt,
                                    after=round(time.monotonic() - self._started, 3))
                 os._exit(EXIT_ABANDONED)
             if not self.beat():
@@ -138,4 +139,4 @@ class LeaseHeartbeat(LeaseFenced):
             n = conn.execute(Q.sweep).rowcount
             conn.commit()
         if n:
-            ctx.log.write("swept", jobs=n)
+            ctx.log.write(LogEvent.SWEPT, jobs=n)

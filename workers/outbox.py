@@ -32,6 +32,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..core import sqlfile
+from ..core.events import LogEvent
 from ..core.schedule import POINTS
 from ..core.world import World
 from .body import describe
@@ -93,7 +94,8 @@ class Watchdog:
         self._timer.daemon = True
 
     def _abandon(self) -> None:
-        self.ctx.log.write("abandoned", job=self.ex.job.id, attempt=self.ex.job.attempt, during="delivery")
+        self.ctx.log.write(LogEvent.ABANDONED, job=self.ex.job.id, attempt=self.ex.job.attempt,
+                           during="delivery")
         os._exit(EXIT_ABANDONED)
 
     def __enter__(self):
@@ -120,7 +122,7 @@ class LeaseOutbox(LeaseHeartbeat):
     def run_worker(self, ctx) -> None:
         limits = session_limits(ctx.lease)
         ctx.spec.worker_dsn = bounded_dsn(ctx.spec.worker_dsn, limits)  # the pool's and the heartbeat's
-        ctx.log.write("session-limits", **limits)
+        ctx.log.write(LogEvent.SESSION_LIMITS, **limits)
         self.world = World(ctx.spec.run_dir)
         super().run_worker(ctx)
 
@@ -159,7 +161,7 @@ class LeaseOutbox(LeaseHeartbeat):
                 self._relay_failed(ctx, conn, exc, job=ex.job.id, attempt=ex.job.attempt)
 
     def _relay_failed(self, ctx, conn, exc: BaseException, **fields) -> None:
-        ctx.log.write("relay-error", error=describe(exc), **fields)
+        ctx.log.write(LogEvent.RELAY_ERROR, error=describe(exc), **fields)
         self._note_cut(ctx, exc, **fields)
         try:
             conn.rollback()
@@ -169,7 +171,7 @@ class LeaseOutbox(LeaseHeartbeat):
     def _note_cut(self, ctx, exc: BaseException, **fields) -> None:
         why = cut_reason(exc)
         if why is not None:
-            ctx.log.write("session-cut", reason=why, **fields)
+            ctx.log.write(LogEvent.SESSION_CUT, reason=why, **fields)
 
     def on_error(self, ctx, ex, exc) -> None:
         self._note_cut(ctx, exc, job=ex.job.id, attempt=ex.job.attempt)
@@ -183,7 +185,7 @@ class LeaseOutbox(LeaseHeartbeat):
                 n = conn.execute(LEASE.sweep).rowcount
                 conn.commit()
                 if n:
-                    ctx.log.write("swept", jobs=n)
+                    ctx.log.write(LogEvent.SWEPT, jobs=n)
                 rows = conn.execute(Q.relay_claim, {"lease": ctx.lease, "batch": RELAY_BATCH}).fetchall()
                 conn.commit()
                 for row, job, attempt, key in rows:

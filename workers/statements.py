@@ -31,6 +31,7 @@ from types import FrameType
 import psycopg
 from psycopg import sql
 
+from ..core.events import LogEvent
 from ..core.sqlfile import NAMES, normalized
 
 PREFIX = "sql:"
@@ -98,7 +99,7 @@ def _before(cursor, query) -> tuple[str, object] | None:
     key = (point, job is not None)
     if key not in seen:
         seen.add(key)
-        ctx.log.write("statement", point=point, job=getattr(job, "id", None), bound=job is not None)
+        ctx.log.write(LogEvent.STATEMENT, point=point, job=getattr(job, "id", None), bound=job is not None)
     if (getattr(job, "id", None), point) in ctx.spec.watch:
         return point, job
     return None

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ...core import sqlfile
 from ...core.db import one
 from ...core.errors import HarnessError
+from ...core.events import LogEvent
 from ...core.execlog import path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
@@ -75,8 +76,8 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
                 ctx.close()
             after = _settled(counter, db)
         records = [json.loads(x) for x in path_for(Path(run_dir), "bench").read_text().splitlines()]
-    starts = [r["t"] for r in records if r["event"] == "started"]
-    ends = [r["t"] for r in records if r["event"] == "finished"]
+    starts = [r["t"] for r in records if r["event"] == LogEvent.STARTED]
+    ends = [r["t"] for r in records if r["event"] == LogEvent.FINISHED]
     done = len(ends)
     return {"jobs": done, "latency_ms": (max(ends) - min(starts)) / max(1, done) * 1000,
             "execution_ms": statistics.median(e - s for s, e in zip(starts, ends, strict=False)) * 1000,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from ...core.errors import UsageError
+from ...core.events import LogEvent
 from ...core.schedule import JobSpec, Schedule
 from ...faults import parse_faults
 from ...workers import LIBRARIES, load_design
@@ -42,8 +43,8 @@ def per_job(runner, design: str, scale: float) -> float:
     sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, JOBS + 1)),
                      workers=WORKERS, design=design, time_scale=scale)
     h = runner.run(sched)
-    starts = [r["t"] for r in h.records if r.get("event") == "started"]
-    ends = [r["t"] for r in h.records if r.get("event") == "finished"]
+    starts = [r["t"] for r in h.records if r.get("event") == LogEvent.STARTED]
+    ends = [r["t"] for r in h.records if r.get("event") == LogEvent.FINISHED]
     if len(ends) < JOBS:
         return float("nan")
     return (max(ends) - min(starts)) / JOBS

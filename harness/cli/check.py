@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ...core.coverage import fault_fates
 from ...core.errors import EXIT_HELD, EXIT_VIOLATED, ChaosError, UsageError
+from ...core.events import EndedBy, LogEvent
 from ...core.schedule import Event, JobSpec, Schedule
 from ...faults.catalogue import CATALOGUE
 from ...properties.strategies import dequeue_budget
@@ -117,7 +118,7 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
             if key in rows:
                 twice.append(key)
             rows[key] = r
-    started = {r.get("job") for r in history.records if r.get("event") == "started"}
+    started = {r.get("job") for r in history.records if r.get("event") == LogEvent.STARTED}
     status = {i: rows[i].get("status") for i in ids if i in rows}
     fault_free = not schedule.faults()
     out = []
@@ -155,8 +156,9 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
         if not_done:
             evidence += "; not done: " + ", ".join(f"job {i} {status.get(i, '(no row)')}" for i in not_done)
         out.append((not not_started and not not_done, "body: every job started and ended done", evidence))
-        notes = f" ({'; '.join(history.notes)})" if history.notes and history.ended_by != "quiescent" else ""
-        out.append((history.ended_by == "quiescent",
+        quiescent = history.ended_by == EndedBy.QUIESCENT
+        notes = f" ({'; '.join(history.notes)})" if history.notes and not quiescent else ""
+        out.append((quiescent,
                     "quiescent: the run ended when the design had nothing left",
                     f"ended {history.ended_by} after {history.t1 - history.t0:.2f} s{notes}"))
         return out
@@ -179,7 +181,7 @@ def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
         where = "the supervisor's injected list"
     else:
         name, point = schedule.jobs[0].fault, schedule.jobs[0].point
-        hit = [r for r in history.records if r.get("event") == "fault"
+        hit = [r for r in history.records if r.get("event") == LogEvent.FAULT
                and (r.get("fault"), r.get("job"), r.get("point")) == (name, job, point)]
         where = "the execution log"
     what = f"struck: {where} has {name} on job {job} at {point}"

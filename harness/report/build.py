@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ...core.history import History
@@ -83,16 +83,18 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                 saved.append(Saved(f"smallest schedule violating {n}", s, save(s, out_dir, f"{stem}-{n}"),
                                    small.violated, small.history, for_property=n))
     report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
-                    coverage=coverage, retry_spacing=out.retry_spacing(), never_struck=never, no_strike=blocked, budget_spent=out.budget_spent,
+                    coverage=coverage, retry_spacing=out.retry_spacing(), never_struck=never,
+                    no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
                     notes=text.notes_for(results), gate=gate)
     ce_json = None
     if saved:
-        ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file), "replay": saved[0].replay,
-                   "violated": saved[0].violated, "flaky": out.flaky}
+        ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file),
+                   "replay": saved[0].replay, "violated": saved[0].violated, "flaky": out.flaky}
     report.data = {"design": design, "tenant_mode": tenant_mode, "faults": [f.name for f in faults],
-                   "examples": examples, "seed": seed, "server": server, "properties": text.results_json(results),
+                   "examples": examples, "seed": seed, "server": server,
+                   "properties": text.results_json(results),
                    "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
                    "retry_spacing": report.retry_spacing,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
@@ -101,15 +103,18 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
 
 
 def replay_report(history: History, results: dict, schedule: Schedule, file: str | Path, *,
-                  strict: bool = False, notes: list[str] = (), gate: tuple[str, ...] | None = None) -> Report:
+                  strict: bool = False, notes: Sequence[str] = (),
+                  gate: tuple[str, ...] | None = None) -> Report:
     """A replay's report: the file it ran is its one saved schedule."""
-    title = f"replay of {file} on {header(schedule.design, schedule.tenant_mode, schedule.design_options, [history])}"
+    what = header(schedule.design, schedule.tenant_mode, schedule.design_options, [history])
+    title = f"replay of {file} on {what}"
     saved = [Saved("this replay", schedule, Path(file), violated_names(results),
                    history)]
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
                     notes=[*notes, *text.notes_for(results)], gate=gate)
-    report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode, "faults": schedule.faults(),
-                   "replay": str(file), "server": history.server, "properties": text.results_json(results)}
+    report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode,
+                   "faults": schedule.faults(), "replay": str(file), "server": history.server,
+                   "properties": text.results_json(results)}
     return report
 
 
@@ -119,12 +124,12 @@ def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out
     saved = []
     for i, deciding in enumerate(c.schedules, 1):
         s = stamp(deciding.schedule)
-        saved.append(Saved(f"S{i}: {deciding.origin}", s, save(s, out_dir, f"compare-S{i}"), deciding.run.violated,
-                           deciding.run.history))
+        saved.append(Saved(f"S{i}: {deciding.origin}", s, save(s, out_dir, f"compare-S{i}"),
+                           deciding.run.violated, deciding.run.history))
     names = ",".join(f.name for f in faults) or "none"
     report = Report("compare", f"compare: faults {names} ({tenant_mode})", dict(c.results), saved=saved,
-                    strict=strict, decided_by=c.decided_by, runs=sum(len(o.runs) for o in c.outcomes.values()),
-                    gate=gate)
+                    strict=strict, decided_by=c.decided_by,
+                    runs=sum(len(o.runs) for o in c.outcomes.values()), gate=gate)
     report.data = {"faults": [f.name for f in faults], "tenant_mode": tenant_mode,
                    "schedules": [d.schedule.to_dict() for d in c.schedules],
                    "origins": [d.origin for d in c.schedules], "files": [str(s.file) for s in saved],

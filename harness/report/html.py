@@ -3,8 +3,9 @@
 The page holds the property table, the compare matrix, and for every counterexample a timeline:
 one lane per worker identity (a restart is a new identity, so a new lane), each execution a bar
 labelled ``job/attempt``, with marks for lease expiry, fault strikes, side effects, commits,
-process deaths and sampled transactions past the horizon threshold; hovering a mark shows its record, clicking pins it below. The saved schedule and
-the replay command go beside it. Experiments' PNG curves go in as ``data:`` images.
+process deaths and sampled transactions past the horizon threshold; hovering a mark shows its
+record, clicking pins it below. The saved schedule and the replay command go beside it.
+Experiments' PNG curves go in as ``data:`` images.
 
 The page's layout and script live in ``report.html`` beside this module; this module only turns
 histories into plain JSON data (:func:`timeline_data`) and fills the template (:func:`write`).
@@ -15,13 +16,15 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+from ...core.events import LogEvent
 from ...core.history import History
 from ...properties.health import HORIZON_LEASE_FRACTION
 
 TEMPLATE = Path(__file__).with_name("report.html")
-_COMMIT_EVENTS = {"finished"}
+_COMMIT_EVENTS = {LogEvent.FINISHED}
 
 
 def _rel(t: float | None, t0: float) -> float | None:
@@ -68,13 +71,15 @@ def timeline_data(h: History) -> dict:
         if r.get("event") in _COMMIT_EVENTS:
             marks.append({"lane": lane(r.get("worker")), "t": _rel(r["t"], t0), "kind": "commit",
                           "label": f"job {r.get('job')} attempt {r.get('attempt')} committed", "record": r})
-    for x in h.injected:
-        marks.append({"lane": lane(x.get("worker")), "t": _rel(x["t"], t0), "kind": "fault",
-                      "label": f"supervisor: {x.get('fault')} (job {x.get('job')}, {x.get('point')})", "record": x})
+    for i in h.injected:
+        marks.append({"lane": lane(i.get("worker")), "t": _rel(i["t"], t0), "kind": "fault",
+                      "label": f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})",
+                      "record": i})
     for s in _held_back(h):
-        marks.append({"lane": lane(s["worker"]), "t": _rel(s["t"], t0), "from": _rel(s["t"] - s["xact_age"], t0),
-                      "kind": "horizon", "record": s["record"],
-                      "label": f"transaction open {s['xact_age']:.2f} s (sampled; over {s['threshold']:.2f} s)"})
+        marks.append({"lane": lane(s["worker"]), "t": _rel(s["t"], t0),
+                      "from": _rel(s["t"] - s["xact_age"], t0), "kind": "horizon", "record": s["record"],
+                      "label": f"transaction open {s['xact_age']:.2f} s "
+                               f"(sampled; over {s['threshold']:.2f} s)"})
     for x in h.exits:
         if not x.by_harness:
             marks.append({"lane": x.worker, "t": _rel(x.t, t0), "kind": "death",
@@ -120,8 +125,9 @@ def image(path: str | Path, caption: str) -> dict:
     return {"caption": caption, "src": f"data:image/png;base64,{data}"}
 
 
-def write(path: str | Path, *, title: str, tables: list[tuple[str, dict]] = (), matrix: dict | None = None,
-          counterexamples: list[dict] = (), images: list[dict] = (), texts: list[tuple[str, str]] = ()) -> Path:
+def write(path: str | Path, *, title: str, tables: Sequence[tuple[str, dict]] = (),
+          matrix: dict | None = None, counterexamples: Sequence[dict] = (), images: Sequence[dict] = (),
+          texts: Sequence[tuple[str, str]] = ()) -> Path:
     """Write the page to *path* and return it. *tables*: ``(caption, {property: Result})``;
     *matrix*: ``{design: {property: Result}}``; *counterexamples*: from :func:`counterexample`;
     *texts*: ``(caption, preformatted text)`` (experiments' reports); *images*: from :func:`image`."""

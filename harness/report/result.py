@@ -38,7 +38,8 @@ class Saved:
     file: Path
     violated: list[str]
     history: History | None = None
-    for_property: str | None = None  # the property it is the smallest schedule for, besides the counterexample
+    # the property it is the smallest schedule for, besides the counterexample
+    for_property: str | None = None
 
     @property
     def replay(self) -> str:
@@ -53,7 +54,8 @@ class Report:
     kind: str  # "search" | "replay" | "compare"
     title: str
     suites: dict[str, dict]
-    data: dict = field(default_factory=dict)  # the command's own JSON fields (see to_json), properties included
+    # the command's own JSON fields (see to_json), properties included
+    data: dict = field(default_factory=dict)
     saved: list[Saved] = field(default_factory=list)  # saved[0] is the counterexample, when there is one
     strict: bool = False
     runs: int = 1
@@ -109,7 +111,8 @@ class Report:
         return [n for n in self.violated() if not self.gates(n)]
 
     def warnings(self) -> list[str]:
-        """What a user must not miss without the run failing for it (with ``strict``: see :meth:`failures`)."""
+        """What a user must not miss without the run failing for it (with ``strict``: see
+        :meth:`failures`)."""
         out = [f"WARNING: fault {f} struck in no run of this search: nothing was tested against it"
                for f in self.never_struck]
         if self.budget_spent:
@@ -125,8 +128,8 @@ class Report:
         """Why the run fails besides a violated property: one sentence each (empty: it does not)."""
         out = []
         if self.no_strike:
-            out.append(f"NO FAULT COULD STRIKE: no execution of {', '.join(self.suites)} reached a strike point in "
-                       f"{self.runs} runs (does its worker run the harness's job body? see "
+            out.append(f"NO FAULT COULD STRIKE: no execution of {', '.join(self.suites)} reached a strike "
+                       f"point in {self.runs} runs (does its worker run the harness's job body? see "
                        "workers/hosted/protocol.py); "
                        "the run fails")
         if self.strict and self.undecided():
@@ -140,5 +143,6 @@ class Report:
         return bool(self.failing()) or bool(self.failures())
 
     def exit_code(self) -> int:
-        """0 every property held; 1 a property violated, or the run failed for a reason of :meth:`failures`."""
+        """0 every property held; 1 a property violated, or the run failed for a reason of
+        :meth:`failures`."""
         return EXIT_VIOLATED if self.failed else EXIT_HELD

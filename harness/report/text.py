@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
+from ...core.events import LogEvent
 from ...core.history import History
 from ...properties import PROPERTIES
 from ...properties.effects import RETRY_ADVICE
@@ -19,6 +20,9 @@ from ...properties.effects import RETRY_ADVICE
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
 WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
 LIST_SHOWN = 6  # ids a cell names before "and N more"
+# Events the timeline shows by their name (and the record's error, if any)
+NAMED = (LogEvent.FINISHED, LogEvent.FENCED, LogEvent.LEASE_LOST, LogEvent.ABANDONED, LogEvent.SWEPT,
+         LogEvent.CLAIM_FAILED, LogEvent.WORKER_ERROR)
 
 
 def _render(table: Table) -> str:
@@ -63,7 +67,8 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
         cells = []
         for d in designs:
             r = per_design[d].get(n)
-            cell = "-" if r is None else SYMBOL[r.status] + (f" ({r.count})" if r.status == "violated" else "")
+            cell = ("-" if r is None
+                    else SYMBOL[r.status] + (f" ({r.count})" if r.status == "violated" else ""))
             if decided_by and n in decided_by.get(d, {}):
                 cell += f" S{decided_by[d][n] + 1}"
             cells.append(cell)
@@ -72,12 +77,14 @@ def matrix(per_design: dict[str, dict], *, decided_by: dict[str, dict[str, int]]
 
 
 def retry_line(spacing: dict) -> list[str]:
-    """How retries were spaced, in leases from the failure to the next execution: a figure, not a verdict."""
+    """How retries were spaced, in leases from the failure to the next execution: a figure, not a
+    verdict."""
     if not spacing:
         return []
     back = " (straight back)" if spacing["median"] < 0.1 else ""
-    return [f"retries (a figure, not a verdict): {spacing['retries']} came back {spacing['min']:g}-{spacing['max']:g} "
-            f"leases after the failure, median {spacing['median']:g}{back}"]
+    return [f"retries (a figure, not a verdict): {spacing['retries']} came back "
+            f"{spacing['min']:g}-{spacing['max']:g} leases after the failure, "
+            f"median {spacing['median']:g}{back}"]
 
 
 def coverage_line(coverage: dict[str, dict[str, int]]) -> list[str]:
@@ -85,7 +92,8 @@ def coverage_line(coverage: dict[str, dict[str, int]]) -> list[str]:
     (an allowed fault that struck in no run is a :meth:`~harness.report.result.Report.warnings` line)."""
     if not coverage:
         return []
-    parts = [f"{fault} " + ", ".join(f"{p} {n}" for p, n in points.items()) for fault, points in coverage.items()]
+    parts = [f"{fault} " + ", ".join(f"{p} {n}" for p, n in points.items())
+             for fault, points in coverage.items()]
     return ["coverage (runs each fault struck in, per point): " + "; ".join(parts)]
 
 
@@ -98,38 +106,41 @@ def notes_for(results: dict) -> list[str]:
 
 
 def timeline(h: History, *, limit: int = 200) -> str:
-    """Which worker ran which attempt when, where faults struck, when leases expired, how workers ended."""
+    """Which worker ran which attempt when, where faults struck, when leases expired, how workers
+    ended."""
     t0 = h.t0
     lines: list[tuple[float, str, str]] = []
     for r in h.records:
         ev, w = r.get("event"), r.get("worker", "")
         what = f"job {r.get('job')} attempt {r.get('attempt')}" if "job" in r else ""
-        if ev == "started":
-            extra = f" (tenant {r.get('tenant')}" + (f", carries {r['fault']}" if r.get("fault") else "") + ")"
+        if ev == LogEvent.STARTED:
+            carries = f", carries {r['fault']}" if r.get("fault") else ""
+            extra = f" (tenant {r.get('tenant')}{carries})"
             lines.append((r["t"], w, f"{what} started{extra}"))
             if r.get("lease_until"):
                 lines.append((r["lease_until"], "", f"lease of {what} ({w}) expires unless extended"))
-        elif ev == "fault":
+        elif ev == LogEvent.FAULT:
             lines.append((r["t"], w, f"{what}: fault {r.get('fault')} strikes at {r.get('point')}"))
-        elif ev == "effect" and r.get("key") is not None:
+        elif ev == LogEvent.EFFECT and r.get("key") is not None:
             lines.append((r["t"], w, f"{what}: {r.get('relay') or 'relay'} sends effect {r['key']}"))
-        elif ev == "effect":
+        elif ev == LogEvent.EFFECT:
             lines.append((r["t"], w, f"{what}: side effect"))
-        elif ev == "accepted":
+        elif ev == LogEvent.ACCEPTED:
             lines.append((r["t"], w, f"{what}: the world accepted {r.get('key')}"))
-        elif ev == "duplicate":
+        elif ev == LogEvent.DUPLICATE:
             lines.append((r["t"], w, f"{what}: the world acknowledged {r.get('key')} again, not done again"))
-        elif ev == "session-cut":
+        elif ev == LogEvent.SESSION_CUT:
             lines.append((r["t"], w, f"{what} session cut by the server ({r.get('reason')})".strip()))
-        elif ev == "relay-error":
+        elif ev == LogEvent.RELAY_ERROR:
             lines.append((r["t"], w, f"{what} relay failed, left to the sweep: {r.get('error')}".strip()))
-        elif ev in ("finished", "fenced", "lease-lost", "abandoned", "swept", "claim-failed", "worker-error"):
+        elif ev in NAMED:
             detail = f": {r['error']}" if r.get("error") else ""
             lines.append((r["t"], w, f"{what} {ev}{detail}".strip()))
-        elif ev == "failed":
+        elif ev == LogEvent.FAILED:
             lines.append((r["t"], w, f"{what} failed: {r.get('error')}"))
-    for x in h.injected:
-        lines.append((x["t"], x["worker"], f"supervisor: {x['fault']} (job {x['job']} attempt {x['attempt']}, {x['point']})"))
+    for i in h.injected:
+        lines.append((i["t"], i["worker"],
+                      f"supervisor: {i['fault']} (job {i['job']} attempt {i['attempt']}, {i['point']})"))
     for x in h.exits:
         if not x.by_harness:
             inflight = f" during job {x.job} attempt {x.attempt}" if x.job is not None else ""
@@ -152,7 +163,7 @@ def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None
     never fails: its violation is a skipped case saying it was allowed."""
     root = ET.Element("testsuites")
     for suite_name, results in suites.items():
-        cases = []
+        cases: list[tuple[str, str | None, str, str | None]] = []  # name, kind (None: passed), message, body
         for n, r in results.items():
             gated = gate is None or n in gate
             if gated and (r.status == "violated" or strict and r.status == "unknown"):
@@ -162,7 +173,7 @@ def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None
             elif r.status == "unknown":
                 cases.append((n, "skipped", r.evidence, None))
             else:
-                cases.append((n, None, None, None))
+                cases.append((n, None, "", None))
         suite = ET.SubElement(root, "testsuite", name=suite_name, tests=str(len(results)),
                               failures=str(sum(c[1] == "failure" for c in cases)),
                               skipped=str(sum(c[1] == "skipped" for c in cases)))
@@ -173,6 +184,9 @@ def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None
     ET.ElementTree(root).write(path, encoding="unicode", xml_declaration=True)
 
 
+ALLOWED = "allowed by --fail-on/--allow (reported, not failing the run): "
+
+
 def render(report) -> str:
     """What the command line prints for a :class:`~harness.report.result.Report` (its failure lines
     excepted: :meth:`~harness.report.result.Report.failures`, printed after the files are written)."""
@@ -180,7 +194,7 @@ def render(report) -> str:
     if report.kind == "compare":
         out.append(matrix(report.suites, decided_by=report.decided_by))
         if report.allowed():
-            out.append(f"allowed by --fail-on/--allow (reported, not failing the run): {', '.join(report.allowed())}")
+            out.append(f"{ALLOWED}{', '.join(report.allowed())}")
         for s in report.saved:  # s.name is "S<i>: <origin>"
             out.append(f"{s.name}: {len(s.schedule.jobs)} jobs, {s.schedule.workers} workers, faults "
                        f"{','.join(s.schedule.faults()) or 'none'}; replay: {s.replay} --design DESIGN")
@@ -189,7 +203,7 @@ def render(report) -> str:
     out.append(property_table(report.results, title=report.title))
     out += report.notes
     if report.allowed():
-        out.append(f"allowed by --fail-on/--allow (reported, not failing the run): {', '.join(report.allowed())}")
+        out.append(f"{ALLOWED}{', '.join(report.allowed())}")
     if report.kind == "replay":
         out += ["timeline:", timeline(report.history)]
         return "\n".join(out)
@@ -197,10 +211,13 @@ def render(report) -> str:
     ce = report.counterexample
     if ce is not None:
         state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
-        budget = " (shrink budget spent: the smallest schedule observed)" if report.shrink_budget_spent else ""
+        budget = (" (shrink budget spent: the smallest schedule observed)" if report.shrink_budget_spent
+                  else "")
         out += [f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
                 f"violates {', '.join(ce.violated)}; {state}", ce.schedule.to_json(),
-                f"saved to {ce.file}\nreplay with: {ce.replay}\n\ntimeline of that run:", timeline(ce.history)]
+                f"saved to {ce.file}\nreplay with: {ce.replay}\n\ntimeline of that run:",
+                timeline(ce.history)]
         for s in report.saved[1:]:
-            out.append(f"{s.for_property}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): {s.file}")
+            out.append(f"{s.for_property}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): "
+                       f"{s.file}")
     return "\n".join(out)

@@ -18,7 +18,8 @@ from psycopg import conninfo
 
 from ...core import execlog, logs
 from ...core.cleanup import Cleanup
-from ...core.history import WorkerExit
+from ...core.events import EVENTS, EndedBy, LogEvent
+from ...core.history import TERMINAL_EVENTS, WorkerExit
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
 from ...workers.body import WorkerSpec
@@ -64,7 +65,7 @@ class SupervisorResult:
     exits: list[WorkerExit]
     injected: list[dict]
     samples: list[dict]
-    ended_by: str
+    ended_by: EndedBy
     t0: float
     t1: float
     notes: list[str] = field(default_factory=list)
@@ -87,6 +88,7 @@ class Supervisor:
         self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
         self._restarts_used = 0
         self._janitor_keys: dict[str, str] = {}
+        self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -125,7 +127,7 @@ class Supervisor:
         return SupervisorResult(self.records, [w.ended for w in self.workers.values()], self.strikes.injected,
                                 self.samples, ended_by, t0, t1, self.notes)
 
-    def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> str:
+    def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
         limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
         deadline, stall = t0 + self.s.seconds(limit), self.s.seconds(quiet)
         next_sample = next_check = next_merge = last_activity = t0
@@ -148,18 +150,18 @@ class Supervisor:
                 next_check = now + self.poll
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
-                    return "quiescent"
+                    return EndedBy.QUIESCENT
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
-                return "workers-exhausted"
+                return EndedBy.WORKERS_EXHAUSTED
             recovering = now - self.strikes.server_started_at < self.recovery
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {quiet:g} article seconds{self._stretched()}")
-                return "stalled"
+                return EndedBy.STALLED
             # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
             if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
                 self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
-                return "deadline"
+                return EndedBy.DEADLINE
             time.sleep(TICK)
 
     def _stretched(self) -> str:
@@ -230,19 +232,25 @@ class Supervisor:
         if w is None:
             return
         ev = r.get("event")
-        if ev == "started":
+        if not isinstance(ev, str) or ev not in EVENTS:  # a client's misspelling: said once, not passed over
+            if repr(ev) not in self._unknown:
+                self._unknown.add(repr(ev))
+                log.warning("%s wrote an execution-log record with an unknown event %r (core/events.py names "
+                            "them); the history cannot be read", who, ev)
+            return
+        if ev == LogEvent.STARTED:
             w.current[r["job"]] = r.get("attempt")
             w.job_pids[r["job"]] = r.get("pid")
-        elif ev in ("finished", "failed", "fenced"):
+        elif ev in TERMINAL_EVENTS:
             if isinstance(job := r.get("job"), int):  # a record of no job leaves nothing in flight
                 w.current.pop(job, None)
-        elif ev == "process-exit":  # the library's child a job ran in is gone (workers/hosted/spawned.py)
+        elif ev == LogEvent.PROCESS_EXIT:  # the child a job ran in is gone (workers/hosted/spawned.py)
             for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:
                 w.current.pop(job, None)
                 w.job_pids.pop(job, None)
-        elif ev == "worker-error":
+        elif ev == LogEvent.WORKER_ERROR:
             w.error = r.get("error")
-        elif ev == "point":
+        elif ev == LogEvent.POINT:
             self.strikes.at_point(w, r)
 
     def _quiet(self, admin: Admin) -> bool:

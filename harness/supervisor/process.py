@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...core import logs, procs
+from ...core.events import LogEvent
 from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
@@ -132,11 +133,11 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
         os.environ["PGAPPNAME"] = spec.identity
         ctx = WorkerContext(spec)
         statements.install(ctx)  # every statement the design sends is a strike point (workers/statements.py)
-        ctx.log.write("worker-start")
+        ctx.log.write(LogEvent.WORKER_START)
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()
         design.run_worker(ctx)
-        ctx.log.write("worker-exit", reason="drained")
+        ctx.log.write(LogEvent.WORKER_EXIT, reason="drained")
         code = EXIT_DRAINED
     except BaseException as exc:
         try:  # a failure before the context exists (its log, its pool) is recorded all the same

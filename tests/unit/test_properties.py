@@ -26,13 +26,13 @@ def rec(t, worker, event, job=None, attempt=None, **fields) -> dict:
 
 def execution(worker, job, attempt, start, end=None, *, tenant=1, inherited="", visible=100, foreign=0,
               effect=True, outcome="finished", error=None) -> list[dict]:
-    """The log of one execution; ``end=None`` leaves it without a terminal event."""
+    """The log of one execution; ``end=None`` or ``outcome=None`` leaves it without a terminal event."""
     out = [rec(start, worker, "started", job, attempt, tenant=tenant),
            rec(start + 0.01, worker, "tenant-inherited", job, attempt, value=inherited),
            rec(start + 0.02, worker, "rows-visible", job, attempt, visible=visible, foreign=foreign)]
     if effect:
         out.append(rec(start + 0.03, worker, "effect", job, attempt))
-    if end is not None:
+    if end is not None and outcome is not None:
         extra = {"error": error} if error else {}
         out.append(rec(end, worker, outcome, job, attempt, **extra))
     return out

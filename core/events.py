@@ -1,0 +1,90 @@
+"""The names of the execution log's events and of the ways a run ends: one registry.
+
+A record's ``event`` (``core.execlog``) and a history's ``ended_by`` were bare strings at every writer
+and reader; a misspelt one matched nothing, silently. As ``core.sqlfile`` resolves SQL names at import,
+these names resolve here: :class:`LogEvent` and :class:`EndedBy` are ``StrEnum`` s, so a member *is* its
+string -- what the files on disk hold, saved histories and reports unchanged -- and a misspelt member is
+an ``AttributeError`` where it is written. :meth:`core.execlog.ExecLog.write` refuses a name that is not
+a :class:`LogEvent`; the history's readers refuse a record whose event is not one
+(``core.history.History.executions``). ``tests/unit/test_events.py`` checks every literal the product
+writes or compares with a record's event, and the contract clients' (another runtime: they cannot
+import this), against the registry.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class LogEvent(StrEnum):
+    """Every event an execution-log record may carry, by who writes it."""
+
+    # An execution's own steps (the job body: workers/body.py; the contract clients' body too)
+    STARTED = "started"
+    EXECUTION_COUNT = "execution-count"  # which execution of a transient fault's job this is
+    TENANT_INHERITED = "tenant-inherited"  # the tenant setting before the job set one
+    ROWS_VISIBLE = "rows-visible"  # invoices the job saw, and how many of them another tenant's
+    SERVER_SESSION = "server-session"  # behind a pooler: the server session at a point
+    FAULT = "fault"  # a job fault struck at a point
+    EFFECT = "effect"  # an external effect sent (a relay's: with its key)
+    FINISHED = "finished"
+    FAILED = "failed"
+    FENCED = "fenced"
+    # The world's answer to a keyed send (core/world.py)
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    # The worker's context and the statement wrapper (workers/context.py, workers/statements.py)
+    CONNECT = "connect"  # a connection opened (the pool's, or the worker's own with its purpose)
+    POINT = "point"  # at a watched point, waiting for the supervisor's go
+    POINT_TIMEOUT = "point-timeout"  # the go never came within strike_wait
+    STATEMENT = "statement"  # the first time the worker sent a statement point
+    # The built-in designs (workers/base.py, heartbeat.py, outbox.py)
+    CLAIM_FAILED = "claim-failed"
+    HEARTBEAT_ERROR = "heartbeat-error"
+    LEASE_LOST = "lease-lost"
+    ABANDONED = "abandoned"  # a job or a delivery hung past the max runtime: the process ends
+    SWEPT = "swept"  # expired jobs marked dead by an idle sweep
+    SESSION_LIMITS = "session-limits"  # lease-outbox's server-side timeouts
+    RELAY_ERROR = "relay-error"
+    SESSION_CUT = "session-cut"  # the server ended a session at one of those limits
+    # The worker process (harness/supervisor/process.py, workers/body.py worker_error)
+    WORKER_START = "worker-start"
+    WORKER_EXIT = "worker-exit"
+    WORKER_ERROR = "worker-error"
+    # Hosted libraries (workers/hosted/) and the contract's clients (workers/clients/)
+    STRIKE_SIGNAL_UNBLOCKED = "strike-signal-unblocked"  # a library thread took the go signal's block off
+    SPAWNED_CHILD = "spawned-child"  # a process the library spawned runs jobs
+    PROCESS_EXIT = "process-exit"  # such a child, or the contract's client, died under its jobs
+    TENANT_SEEN = "tenant-seen"  # a library's own tenant code: the setting as the job's code began
+    CONTRACT_CLIENT = "contract-client"  # the forked worker started the contract's client command
+    CLIENT_START = "client-start"  # the contract's client, started (its runtime)
+
+
+EVENTS: frozenset[str] = frozenset(e.value for e in LogEvent)
+_MEMBERS: dict[str, LogEvent] = {e.value: e for e in LogEvent}
+
+
+class EndedBy(StrEnum):
+    """Why a run ended (``History.ended_by``; the supervisor's loop decides: harness/supervisor/loop.py)."""
+
+    QUIESCENT = "quiescent"  # nothing pending, nothing running, for a few polls
+    WORKERS_EXHAUSTED = "workers-exhausted"  # every worker gone and the restart budget spent
+    STALLED = "stalled"  # nothing happened for the schedule's stall
+    DEADLINE = "deadline"
+    UNKNOWN = "unknown"  # a history that does not say (the default of a hand-made one)
+
+
+END_REASONS: frozenset[str] = frozenset(e.value for e in EndedBy)
+
+
+def event_of(record: dict) -> LogEvent:
+    """*record*'s event as a :class:`LogEvent`; :class:`ValueError` naming the record when it is not one
+    (a client's misspelling, a hand-made history's): a reader that dispatches on events never passes
+    over a name it does not know."""
+    name = record.get("event")
+    member = _MEMBERS.get(name) if isinstance(name, str) else None
+    if member is None:
+        where = ", ".join(f"{k} {record[k]}" for k in ("worker", "job", "t") if record.get(k) is not None)
+        raise ValueError(f"execution-log record ({where}) has an unknown event {name!r}; "
+                         "the events are core/events.py's LogEvent")
+    return member
