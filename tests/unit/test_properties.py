@@ -108,8 +108,8 @@ def test_the_properties_in_design_order():
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
-    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst",
-                                       "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
+    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst", "HELD", "VIOLATED",
+                                       "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
 
 
 @pytest.mark.parametrize("name", PROPERTIES)
@@ -293,8 +293,8 @@ def test_no_limit_in_the_schedule_is_unknown_not_the_column():
 def test_a_limit_the_schedule_leaves_out_is_its_default_not_the_column():
     sched = schedule()
     del sched["max_attempts"]  # a run of it enqueues with Schedule's default, 3
-    result = one("bounded-attempts", sane(records=poison(4), jobs=[job(1, "dead", attempts=4, max_attempts=5)],
-                                          sched=sched))
+    result = one("bounded-attempts",
+                 sane(records=poison(4), jobs=[job(1, "dead", attempts=4, max_attempts=5)], sched=sched))
     assert result.status == VIOLATED and "(max_attempts 3)" in result.evidence
     assert "raised from 3 to 5 by the design" in result.evidence
 
