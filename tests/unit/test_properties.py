@@ -108,8 +108,9 @@ def test_the_properties_in_design_order():
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
-    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst", "HELD", "VIOLATED",
-                                       "UNKNOWN", "violated_names", "undecided_names", "gate", "GROUPS"}
+    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst", "HELD",
+                                       "VIOLATED", "UNKNOWN", "violated_names", "undecided_names", "gate",
+                                       "GROUPS"}
 
 
 @pytest.mark.parametrize("name", PROPERTIES)
