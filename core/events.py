@@ -4,15 +4,17 @@ A record's ``event`` (``core.execlog``) and a history's ``ended_by`` were bare s
 and reader; a misspelt one matched nothing, silently. As ``core.sqlfile`` resolves SQL names at import,
 these names resolve here: :class:`LogEvent` and :class:`EndedBy` are ``StrEnum`` s, so a member *is* its
 string -- what the files on disk hold, saved histories and reports unchanged -- and a misspelt member is
-an ``AttributeError`` where it is written. :meth:`core.execlog.ExecLog.write` refuses a name that is not
-a :class:`LogEvent`; the history's readers refuse a record whose event is not one
-(``core.history.History.executions``). ``tests/unit/test_events.py`` checks every literal the product
+an ``AttributeError`` where it is written. :meth:`core.execlog.ExecLog.write` refuses a misspelt name (a
+letter or two off a registered one: :func:`misspelt`), and so do the history's readers
+(``core.history.History.executions``); a name far from every registered one is a design's own event,
+written as it is and passed over by the properties (``ctx.log.write("probe", ...)``). ``tests/unit/test_events.py`` checks every literal the product
 writes or compares with a record's event, and the contract clients' (another runtime: they cannot
 import this), against the registry.
 """
 
 from __future__ import annotations
 
+import difflib
 from enum import StrEnum
 
 
@@ -77,14 +79,28 @@ class EndedBy(StrEnum):
 END_REASONS: frozenset[str] = frozenset(e.value for e in EndedBy)
 
 
-def event_of(record: dict) -> LogEvent:
-    """*record*'s event as a :class:`LogEvent`; :class:`ValueError` naming the record when it is not one
-    (a client's misspelling, a hand-made history's): a reader that dispatches on events never passes
-    over a name it does not know."""
+def misspelt(name: object) -> str | None:
+    """Why *name* cannot be an event: not a string, or a registered name misspelt (a letter or two off
+    one of :data:`EVENTS`). None for a registered name, and for a name of a user's own -- a design may
+    log its own events (``ctx.log.write("probe", ...)``); the properties pass over them."""
+    if not isinstance(name, str) or not name:
+        return f"{name!r} is not an event name"
+    if name in EVENTS:
+        return None
+    near = difflib.get_close_matches(name, EVENTS, n=1, cutoff=0.8)
+    return f"{name!r} is not an execution-log event: {near[0]!r} misspelt? (core/events.py's LogEvent)" \
+        if near else None
+
+
+def event_of(record: dict) -> LogEvent | None:
+    """*record*'s event as a :class:`LogEvent`; None for an event of a user's own; :class:`ValueError`
+    naming the record for a misspelt one (:func:`misspelt`: a client's, a hand-made history's), so
+    that a reader dispatching on events never passes over a name meant as one of ours."""
     name = record.get("event")
     member = _MEMBERS.get(name) if isinstance(name, str) else None
     if member is None:
-        where = ", ".join(f"{k} {record[k]}" for k in ("worker", "job", "t") if record.get(k) is not None)
-        raise ValueError(f"execution-log record ({where}) has an unknown event {name!r}; "
-                         "the events are core/events.py's LogEvent")
+        why = misspelt(name)
+        if why is not None:
+            where = ", ".join(f"{k} {record[k]}" for k in ("worker", "job", "t") if record.get(k) is not None)
+            raise ValueError(f"execution-log record ({where}): {why}")
     return member

@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from .events import EVENTS, LogEvent
+from .events import LogEvent, misspelt
 
 SUFFIX = ".events.jsonl"
 
@@ -30,11 +30,12 @@ class ExecLog:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def write(self, event: str, **fields) -> None:
-        """One record of *event*, a :class:`~core.events.LogEvent` (or its string): any other name is a
-        :class:`ValueError` here, where it is misspelt, not a record no reader ever matches."""
-        if not isinstance(event, str) or event not in EVENTS:
-            raise ValueError(f"{event!r} is not an execution-log event (core/events.py's LogEvent names "
-                             "them)")
+        """One record of *event*: a :class:`~core.events.LogEvent` (or its string), or a name of the
+        design's own (the properties pass over it). A misspelt event (:func:`~core.events.misspelt`) is a
+        :class:`ValueError` here, where it is written, not a record no reader ever matches."""
+        why = misspelt(event)
+        if why is not None:
+            raise ValueError(why)
         rec = {"t": time.monotonic(), "wall": time.time(), "worker": self.worker, "pid": os.getpid(),
                "event": event, **fields}
         # One write per line: O_APPEND makes each write land whole at the end of the file.

@@ -142,9 +142,9 @@ class History:
         """Every execution, in start order. A worker may run several jobs at once (a hosted library
         with a concurrency above one): its records are told apart by job. An execution with no
         terminal event ends when its worker exited (outcome ``info``), when the library's child process
-        it ran in was seen gone (``process-exit``), or at the end of the run. A record whose event is not
-        one of ``core/events.py``'s is a :class:`ValueError` here and in every reader below that dispatches
-        on events: none passes over a name it does not know."""
+        it ran in was seen gone (``process-exit``), or at the end of the run. A record whose event is a
+        misspelt one of ``core/events.py``'s is a :class:`ValueError` here and in every reader below
+        that dispatches on events; a design's own event is passed over."""
         exit_at = self._death_times()
         current: dict[tuple[str, int | None], Execution] = {}  # job None: a record of no job
         out: list[Execution] = []

@@ -18,7 +18,7 @@ from psycopg import conninfo
 
 from ...core import execlog, logs
 from ...core.cleanup import Cleanup
-from ...core.events import EVENTS, EndedBy, LogEvent
+from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS, WorkerExit
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
@@ -232,11 +232,11 @@ class Supervisor:
         if w is None:
             return
         ev = r.get("event")
-        if not isinstance(ev, str) or ev not in EVENTS:  # a client's misspelling: said once, not passed over
-            if repr(ev) not in self._unknown:
+        if not isinstance(ev, str) or ev not in EVENTS:
+            why = misspelt(ev)  # a client's misspelling: said once, not passed over; a design's own: passed over
+            if why is not None and repr(ev) not in self._unknown:
                 self._unknown.add(repr(ev))
-                log.warning("%s wrote an execution-log record with an unknown event %r (core/events.py names "
-                            "them); the history cannot be read", who, ev)
+                log.warning("%s wrote an execution-log record the history cannot read: %s", who, why)
             return
         if ev == LogEvent.STARTED:
             w.current[r["job"]] = r.get("attempt")

@@ -302,7 +302,7 @@ def test_the_contract_clients_write_registered_events_and_the_same_ones():
 # --- (3) a misspelt name fails where it is written, and where it is read ------------------------------------
 def test_a_misspelt_event_raises_at_write_and_nothing_is_written(tmp_path):
     log = ExecLog(tmp_path / "w1.0.events.jsonl", "w1.0")
-    with pytest.raises(ValueError, match="'finshed' is not an execution-log event"):
+    with pytest.raises(ValueError, match="'finshed' is not an execution-log event: 'finished' misspelt"):
         log.write("finshed", job=1, attempt=1)
     with pytest.raises(ValueError):
         log.write(None)  # what a caller without a type checker could pass
@@ -318,14 +318,28 @@ def test_a_misspelt_event_raises_at_write_and_nothing_is_written(tmp_path):
 def test_a_history_with_an_unknown_event_is_not_read_as_if_it_were_not_there():
     records = execution("w1.0", 1, 1, 1.0, 2.0)
     h = history(records=[*records, {"t": 1.5, "worker": "w1.0", "event": "finshed", "job": 1, "attempt": 1}])
-    with pytest.raises(ValueError, match=r"\(worker w1.0, job 1, t 1.5\) has an unknown event 'finshed'"):
+    with pytest.raises(ValueError, match=r"\(worker w1.0, job 1, t 1.5\): 'finshed' is not an execution-log"):
         h.executions()
     with pytest.raises(ValueError):
         h.effects()
     results = check(h)
     assert results["single-commit"].status == UNKNOWN
-    assert "unknown event 'finshed'" in results["single-commit"].evidence
+    assert "'finshed' is not an execution-log event" in results["single-commit"].evidence
     assert event_of(records[-1]) is LogEvent.FINISHED
+
+
+def test_a_designs_own_event_is_written_and_passed_over(tmp_path):
+    """A user's design may log its own events (docs/guides/own-worker.md): far from every registered
+    name, it is written as it is, and the readers and properties pass over it."""
+    log = ExecLog(tmp_path / "w1.0.events.jsonl", "w1.0")
+    log.write("probe", job=1, before=None)
+    log.close()
+    assert json.loads(log.path.read_text())["event"] == "probe"
+    records = execution("w1.0", 1, 1, 1.0, 2.0)
+    plain, with_probe = history(records=records), history(records=[*records, {"t": 1.5, "worker": "w1.0",
+                                                                                "event": "probe", "job": 1}])
+    assert [e.outcome for e in with_probe.executions()] == [e.outcome for e in plain.executions()]
+    assert {k: r.status for k, r in check(with_probe).items()} == {k: r.status for k, r in check(plain).items()}
 
 
 def test_histories_keep_their_json():
