@@ -7,9 +7,9 @@ string -- what the files on disk hold, saved histories and reports unchanged -- 
 an ``AttributeError`` where it is written. :meth:`core.execlog.ExecLog.write` refuses a misspelt name (a
 letter or two off a registered one: :func:`misspelt`), and so do the history's readers
 (``core.history.History.executions``); a name far from every registered one is a design's own event,
-written as it is and passed over by the properties (``ctx.log.write("probe", ...)``). ``tests/unit/test_events.py`` checks every literal the product
-writes or compares with a record's event, and the contract clients' (another runtime: they cannot
-import this), against the registry.
+written as it is and passed over by the properties (``ctx.log.write("probe", ...)``).
+``tests/unit/test_events.py`` checks every literal the product writes or compares with a record's
+event, and the contract clients' (another runtime: they cannot import this), against the registry.
 """
 
 from __future__ import annotations

@@ -233,7 +233,8 @@ class Supervisor:
             return
         ev = r.get("event")
         if not isinstance(ev, str) or ev not in EVENTS:
-            why = misspelt(ev)  # a client's misspelling: said once, not passed over; a design's own: passed over
+            # a client's misspelling: said once, not passed over; a design's own event: passed over
+            why = misspelt(ev)
             if why is not None and repr(ev) not in self._unknown:
                 self._unknown.add(repr(ev))
                 log.warning("%s wrote an execution-log record the history cannot read: %s", who, why)
