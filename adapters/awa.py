@@ -103,8 +103,6 @@ TIMING = Intervals("awa", anchors={"lease": "heartbeat staleness", "poll": "poll
     Interval("retry backoff", 10.0, grid=FIXED, kind=WAIT, recovery=True, bound=None,
              setting="awa.backoff_duration(attempt): 2^attempt s + up to 25 %"),
 ))
-# {interval: start() keyword}, from each interval's setting "start(keyword=default)"
-MS = {i.name: i.setting[6:].split("=")[0] for i in TIMING.intervals if i.setting.startswith("start(")}
 
 
 def _ms(seconds: float) -> int:
@@ -114,7 +112,7 @@ def _ms(seconds: float) -> int:
 def url(dsn: str, **extra: str) -> str:
     """A libpq DSN as the URL awa's clients take (sqlx reads no key=value string; the keys it knows)."""
     p = {k: v for k, v in {**conninfo.conninfo_to_dict(dsn), **extra}.items() if k in URL_KEYS}
-    return contract.url(conninfo.make_conninfo(**p))
+    return contract.url(conninfo.make_conninfo("", **p))
 
 
 def _in_child(request: dict) -> dict:
@@ -255,7 +253,14 @@ class Awa(DeclaredDesign):
                  "deadline_duration_ms": _ms(t["deadline"])}
         # The queue ring's rotation decides how long terminal history stays readable (module docstring);
         # the claim ring keeps its own documented 1000 ms (it follows the queue ring's unless set).
-        await client.start([queue], **{kw: _ms(t[name]) for name, kw in MS.items()},
+        # TIMING's intervals whose setting is start(keyword=default), each by that keyword.
+        await client.start([queue], heartbeat_staleness_ms=_ms(t["heartbeat staleness"]),
+                           heartbeat_interval_ms=_ms(t["heartbeat interval"]),
+                           heartbeat_rescue_interval_ms=_ms(t["heartbeat rescue interval"]),
+                           deadline_rescue_interval_ms=_ms(t["deadline rescue interval"]),
+                           leader_election_interval_ms=_ms(t["leader election interval"]),
+                           promote_interval_ms=_ms(t["promote interval"]),
+                           poll_interval_ms=_ms(t["poll interval"]),
                            queue_storage_queue_rotate_interval_ms=self.rotate_ms,
                            queue_storage_claim_rotate_interval_ms=CLAIM_ROTATE_MS)
         try:

@@ -184,7 +184,9 @@ class Dbos(DeclaredDesign):
         @DBOS.step(name=STEP, retries_allowed=True, max_attempts=max_attempts,
                    interval_seconds=t["step retry interval"], backoff_rate=BACKOFF)
         def pgjc_body(args: dict) -> None:
-            hosted.run_job(ctx, args, attempt=(DBOS.step_status.current_attempt or 0) + 1)
+            status = DBOS.step_status
+            assert status is not None  # inside a step: DBOS.step_status is None only outside one
+            hosted.run_job(ctx, args, attempt=(status.current_attempt or 0) + 1)
 
         @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=self.max_recovery_attempts(max_attempts))
         def pgjc_job(args: dict) -> None:

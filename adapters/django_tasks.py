@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import IO, TYPE_CHECKING
 
 import django_tasks  # noqa: F401 -- the library at import: --design without it is a usage error
 import django_tasks_db  # noqa: F401
@@ -65,6 +66,9 @@ from ..core import procs, sqlfile
 from ..workers import hosted
 from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
+
+if TYPE_CHECKING:  # for the annotations: _bind_task imports them once Django is configured
+    from django_tasks.base import Task, TaskContext
 
 Q = sqlfile.load(__file__, "django_tasks.sql", "grantable", "reset", "pending", "final_states",
                  "accepted_finishes")
@@ -99,38 +103,41 @@ def settings_for(dsn: str, **options: str) -> dict:
             "LOGGING_CONFIG": None}
 
 
-def setup(dsn: str, **options: str) -> None:
+def setup(dsn: str, **options: str) -> Task[..., None]:
     """Configure and set up Django in this process (a child interpreter or a forked worker) and bind
-    the task. Hazard: once per process; the supervisor never calls it."""
+    the task (returned). Hazard: once per process; the supervisor never calls it."""
     import django
     from django.conf import settings
 
     settings.configure(**settings_for(dsn, **options))
     django.setup()
-    _bind_task()
+    return _bind_task()
 
 
 _WORKER: dict = {}  # the forked worker's context, for the task (set in run_worker, before db_worker)
 
 
-def harness_job(context, **args):
+def harness_job(context: TaskContext, **args: object) -> None:
     """The task: the harness's body, told the attempt the library implies (``TaskContext.attempt``,
     the claims in ``worker_ids``). Bound by :func:`_bind_task` to a ``Task`` of the same name, so the
     ``task_path`` the library stores (``module.harness_job``) resolves to it (``models.py:194-208``)."""
     hosted.run_job(_WORKER["ctx"], args, attempt=context.attempt)
 
 
-def _bind_task():
+def _bind_task() -> Task[..., None]:
     """``@task(takes_context=True)`` applied once Django is configured: the decorator validates the
     task against the configured backend at once (``django_tasks/base.py:90-91``), so it cannot run at
-    import in the unconfigured supervisor."""
+    import in the unconfigured supervisor. The module's ``harness_job`` becomes the ``Task`` (the name
+    the library stores must resolve to it): a rebinding the type checker cannot follow, so through
+    ``globals()``."""
     from django_tasks import task
     from django_tasks.base import Task
 
-    global harness_job
-    if not isinstance(harness_job, Task):
-        harness_job = task(takes_context=True)(harness_job)
-    return harness_job
+    bound: object = globals()["harness_job"]
+    if not isinstance(bound, Task):
+        bound = task(takes_context=True)(harness_job)
+        globals()["harness_job"] = bound
+    return bound
 
 
 def child(command: str, parent: int) -> None:
@@ -142,7 +149,7 @@ def child(command: str, parent: int) -> None:
     nothing). It leaves at stdin's end, or with its parent (``PR_SET_PDEATHSIG``)."""
     procs.die_with_parent(signal.SIGKILL, parent)
     request = json.loads(sys.stdin.readline())
-    setup(request["dsn"], application_name=f"pgjc-django-tasks-{command}")
+    job = setup(request["dsn"], application_name=f"pgjc-django-tasks-{command}")
     from django.core.management import call_command
     from django.db import close_old_connections, transaction
 
@@ -151,9 +158,10 @@ def child(command: str, parent: int) -> None:
         return
     while request is not None:
         close_old_connections()
+        answer: dict[str, list[str] | str]
         try:
             with transaction.atomic():
-                answer = {"ids": [str(harness_job.enqueue(**args).id) for args in request["jobs"]]}
+                answer = {"ids": [str(job.enqueue(**args).id) for args in request["jobs"]]}
         except Exception as exc:
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         close_old_connections()
@@ -163,7 +171,7 @@ def child(command: str, parent: int) -> None:
         request = json.loads(line) if line else None
 
 
-def _start(command: str, stderr) -> subprocess.Popen:
+def _start(command: str, stderr: IO[str]) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(sys.path), command, str(os.getpid())],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
@@ -174,10 +182,10 @@ class Enqueuer:
     Hazard: the forked workers inherit its pipes; they only hold them (the child sees stdin's end once
     the supervisor and its workers are gone, or dies with the supervisor)."""
 
-    def __init__(self):
-        self.proc: subprocess.Popen | None = None
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
         self.dsn: str | None = None
-        self.stderr = None
+        self.stderr: IO[str] | None = None
         self.lock = threading.Lock()
         atexit.register(self.close)  # a forked worker leaves by os._exit: only the supervisor runs it
 
@@ -187,9 +195,11 @@ class Enqueuer:
                 self.close()
                 self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe nobody drains
                 self.proc, self.dsn = _start("serve", self.stderr), dsn
-            self.proc.stdin.write(json.dumps({"dsn": dsn, "jobs": jobs}) + "\n")
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+            stdin, stdout = self.proc.stdin, self.proc.stdout
+            assert stdin is not None and stdout is not None  # stdin=PIPE, stdout=PIPE (_start)
+            stdin.write(json.dumps({"dsn": dsn, "jobs": jobs}) + "\n")
+            stdin.flush()
+            line = stdout.readline()
             if not line:
                 err = self.close()
                 raise RuntimeError(f"django-tasks-db enqueuer ended: {err.strip()[-2000:]}")
@@ -202,6 +212,7 @@ class Enqueuer:
         """End the child (its stdin's end); what it wrote to stderr."""
         err = ""
         if self.proc is not None:
+            assert self.proc.stdin is not None and self.proc.stdout is not None  # stdin=PIPE, stdout=PIPE
             try:
                 self.proc.stdin.close()
             except OSError:  # a child already gone: its pipe is broken

@@ -177,7 +177,7 @@ class PgQueuer(DeclaredDesign):
         jobs = list(jobs)
         if not jobs:
             return
-        payloads = [json.dumps(hosted.job_args(j)).encode() for j in jobs]
+        payloads: list[bytes | None] = [json.dumps(hosted.job_args(j)).encode() for j in jobs]
         queries = SyncQueries(SyncPsycopgDriver(conn))
         ids = queries.enqueue([ENTRYPOINT] * len(jobs), payloads, [0] * len(jobs))
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
@@ -223,6 +223,7 @@ class PgQueuer(DeclaredDesign):
 
         @qm.entrypoint(ENTRYPOINT, executor_factory=executor)
         async def task(job: Job) -> None:
+            assert job.payload is not None  # enqueue gives every job its arguments
             args = json.loads(job.payload)
             try:
                 await asyncio.to_thread(hosted.run_job, ctx, args, attempt=job.attempts + 1)

@@ -105,9 +105,10 @@ class DeclaredDesign(HostedDesign):
         return [dict(zip(columns, row, strict=True)) for row in cur]
 
     def reset(self, conn) -> None:
-        if named(self.SQL, "reset") is None:
+        reset = named(self.SQL, "reset")
+        if reset is None:
             raise NotImplementedError(f"{type(self).__name__}: no reset statement")
-        conn.execute(self.SQL.reset)
+        conn.execute(reset)
 
     def pending(self, conn) -> int:
         (row,) = self.rows(conn, "pending")

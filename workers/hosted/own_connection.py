@@ -30,6 +30,7 @@ import psycopg
 from psycopg import sql
 
 from ...core import sqlfile
+from ...core.db import one
 from ...core.errors import UsageError
 
 Q = sqlfile.load(__file__, "own_connection.sql", "observe", "insert_finished_run")
@@ -52,14 +53,14 @@ def run_on(ctx, conn: psycopg.Connection, job) -> None:
     try:
         ex.started(own_tenant=True)
         tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
-        seen, pid, visible, foreign = conn.execute(
-            sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)).fetchone()
+        seen, pid, visible, foreign = one(conn.execute(
+            sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)))
         ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
                       value=seen, backend=pid, visible=visible, foreign=foreign)
         # As the harness's body has it after its inherited read: what the connection carried is recorded
         # before anything can strike.
         ex.point("before-tenant")
-        started = conn.execute("select clock_timestamp()").fetchone()[0]
+        started = one(conn.execute("select clock_timestamp()"))[0]
         ex.work()
         ex.effect()
         ex.point("before-finish")

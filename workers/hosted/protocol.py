@@ -62,7 +62,7 @@ import importlib.metadata
 import signal
 import threading
 from collections.abc import Iterable
-from typing import Self
+from typing import Self, overload
 
 from psycopg.types.json import Jsonb
 
@@ -194,6 +194,11 @@ class HostedDesign:
         if value not in choices:
             raise UsageError(f"design {self.name}: {key}={value!r}; one of {', '.join(choices)}")
         return value
+
+    @overload
+    def whole(self, key: str, default: int) -> int: ...
+    @overload
+    def whole(self, key: str, default: None = None) -> int | None: ...
 
     def whole(self, key: str, default: int | None = None) -> int | None:
         """The option *key*, a whole number of at least 1 (*default* when it is not given)."""
