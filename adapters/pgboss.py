@@ -1,8 +1,8 @@
 """pg-boss (timgit/pg-boss, npm ``pg-boss`` 10.4.2) hosted through the worker contract in Node.
 
 The queue's code is pg-boss's own, run by ``adapters/node/pg-boss.js`` as its README configures it
-(``docs/contract.md`` for the contract; :mod:`workers.hosted.contract` for the harness's side). What pg-boss
-does, read from its source (``src/``, 10.4.2):
+(``docs/reference/contract.md`` for the contract; :mod:`workers.hosted.contract` for the harness's
+side). What pg-boss does, read from its source (``src/``, 10.4.2):
 
 - ``fetchNextJob`` (``plans.js``) claims with ``FOR UPDATE SKIP LOCKED``, sets ``state = 'active'`` and
   adds 1 to ``retry_count`` on every fetch after the first: the attempt the body is told is

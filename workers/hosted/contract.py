@@ -1,4 +1,5 @@
-"""A worker in any runtime, through a subprocess that speaks the worker contract (``docs/contract.md``).
+"""A worker in any runtime, through a subprocess that speaks the worker contract
+(``docs/reference/contract.md``).
 
 :class:`ContractDesign` is a hosted design (``workers/hosted/protocol.py``) whose library lives in another
 process: a command (``--design-option command="node worker.js"``; a subclass fixes :attr:`COMMAND`)
@@ -13,7 +14,7 @@ process group (a kill or pause of the worker reaches it; the supervisor's go at 
 pid in the ``point`` record, one of the group's: ``WorkerProcess.go``), asks the kernel to kill it
 with the worker, unblocks the go signal for it (Node cannot unblock a signal it inherits blocked),
 and watches it: a client that dies writes no end of its own, so ``process-exit`` ends its execution
-(``workers/spawned.watch``). The worker exits with the client's code: 0 drained, 1 an injected
+(:func:`workers.hosted.spawned.watch`). The worker exits with the client's code: 0 drained, 1 an injected
 crash, anything else a worker error.
 """
 
@@ -218,7 +219,8 @@ class ContractDesign(hosted.HostedDesign):
             os._exit(code if code > 0 else 128 - code)  # the client's death is the worker's
 
     def spec_for(self, ctx) -> dict:
-        """What ``work`` reads from ``PGJC_CONTRACT`` (the contract's spec file, docs/contract.md)."""
+        """What ``work`` reads from ``PGJC_CONTRACT`` (the contract's spec file:
+        docs/reference/contract.md)."""
         s, mode = ctx.schedule, ctx.mode
         return {
             "contract": CONTRACT, "identity": ctx.identity, "run_dir": str(ctx.spec.run_dir),
