@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import sys
 import threading
 from types import FrameType
@@ -37,7 +38,8 @@ from ..core.sqlfile import NAMES, normalized
 PREFIX = "sql:"
 # The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of
 # their own.
-BODY_FILES = ("body.py", "own_connection.py", "hosted.py", "statements.py", "tenant.py")
+BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
+    "body.py", "context.py", "statements.py", "tenant.py", "hosted/own_connection.py", "hosted/protocol.py"))
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
 

@@ -35,7 +35,7 @@ create table job_runs (
     finished timestamptz
 );
 create index job_runs_job on job_runs (job_id);
--- A hosted library's own id of each schedule job (workers/hosted.py): ints, UUIDs, kept as text.
+-- A hosted library's own id of each schedule job (workers/hosted/protocol.py): ints, UUIDs, kept as text.
 create table job_map (
     job_id     bigint primary key,
     library_id text not null unique

@@ -20,8 +20,10 @@ def test_a_statement_of_a_sql_file_is_named_by_its_file_and_name():
 
 
 def test_any_other_statement_gets_a_stable_digest_and_literals_do_not_change_it():
-    a = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(1), sql.Literal(2)))
-    b = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(7), sql.Literal(9)))
+    a = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(1),
+                                                                               sql.Literal(2)))
+    b = statements.name_of(sql.SQL("update t set x = {} where id = {}").format(sql.Literal(7),
+                                                                               sql.Literal(9)))
     assert a == b and a.startswith("sql:") and len(a) == len("sql:") + 8
     assert statements.name_of("select 1") != statements.name_of("select 2")
     assert statements.name_of("BEGIN") is None and statements.name_of("select clock_timestamp()") is None
@@ -68,7 +70,8 @@ def test_a_job_less_statement_is_struck_whatever_the_runs_showed_first():
 def test_drawn_events_at_a_statement_of_no_job_name_none(s):
     for e in s.events:
         assert (e.job is None) == (e.point == "sql:lease.sweep")
-    Schedule.from_dict(s.to_dict() | {"jobs": [j.__dict__ for j in s.jobs], "events": [e.__dict__ for e in s.events]})
+    Schedule.from_dict(s.to_dict() | {"jobs": [j.__dict__ for j in s.jobs],
+                                      "events": [e.__dict__ for e in s.events]})
 
 
 def test_a_worker_starts_with_no_job_whatever_its_parent_ran():
@@ -80,3 +83,14 @@ def test_a_worker_starts_with_no_job_whatever_its_parent_ran():
         assert statements.current() is None
     finally:
         statements._ctx = previous
+
+
+def test_the_body_files_exist():
+    """A statement sent from the body's own files is the body's, not the design's: every name in
+    BODY_FILES must be a file of the workers layer (a moved file would leave its statements unnamed)."""
+    from pathlib import Path
+
+    from pg_job_chaos.workers import statements
+
+    root = Path(statements.__file__).resolve().parent.parent
+    assert all((root / name).is_file() for name in statements.BODY_FILES), statements.BODY_FILES

@@ -1,5 +1,5 @@
 -- The job body on the worker's own connection, its tenant set by the worker's own code
--- (workers/own_connection.py).
+-- (workers/hosted/own_connection.py).
 
 -- name: observe
 -- The body's first statement, and the job's read: what the connection carries as the job's code

@@ -1,4 +1,4 @@
--- The schedule's job ids and the ids a hosted library gave them (workers/hosted.py).
+-- The schedule's job ids and the ids a hosted library gave them (workers/hosted/protocol.py).
 
 -- name: record_id
 insert into job_map (job_id, library_id) values (%(job)s, %(library_id)s);
