@@ -1,4 +1,4 @@
--- Planted bugs (workers/planted.py): realistic mistakes a queue library could ship.
+-- Planted bugs (harness/bench/planted.py): realistic mistakes a queue library could ship.
 
 -- name: claim_uncounted
 -- Bug: the claim does not count the attempt (it is counted when the job finishes or fails).
