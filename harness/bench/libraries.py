@@ -18,7 +18,7 @@ from ...core.errors import UsageError
 from ...core.events import LogEvent
 from ...core.schedule import JobSpec, Schedule
 from ...faults import parse_faults
-from ...workers import LIBRARIES, load_design
+from ...workers import LIBRARIES, DesignHandle, load_design
 from .. import scales
 from ..engine.search import search
 
@@ -27,9 +27,10 @@ FAULT_CLASSES = ("raise", "crash", "overrun", "pause")  # one fault of each clas
 JOBS, WORKERS, REPEATS = 20, 2, 3
 
 
-def installed(out) -> list:
-    """The hosted libraries that import here, as design objects; the rest are named as skipped."""
-    found = []
+def installed(out) -> list[DesignHandle]:
+    """The hosted libraries that import here, each built once (its handle); the rest are named as
+    skipped."""
+    found: list[DesignHandle] = []
     for name in LIBRARIES:
         try:
             found.append(load_design(name))
@@ -50,19 +51,19 @@ def per_job(runner, design: str, scale: float) -> float:
     return (max(ends) - min(starts)) / JOBS
 
 
-def figures(runner, out, *, examples: int, quick: bool) -> None:
+def figures(runner, libraries: list[DesignHandle], out, *, examples: int, quick: bool) -> None:
     """Per library, at the lowest time scale it allows (never below :data:`scales.BENCH`): its cost per
     fault-free job beside ``lease-heartbeat`` at the same scale (alternating: this machine is noisy),
     then, unless *quick*, the time to its first counterexample under each fault class."""
     print("\nhosted libraries (bench --libraries):", file=out)
-    libs = sorted(installed(out), key=lambda d: d.min_time_scale or 0.0)  # the quick ones first
+    libs = sorted(libraries, key=lambda d: d.min_time_scale or 0.0)  # the quick ones first
     for d in libs:
         scale = max(scales.BENCH, d.min_time_scale or 0.0)
-        costs: dict[str, list[float]] = {BASELINE: [], d.name: []}
+        costs: dict[str, list[float]] = {BASELINE: [], d.spec: []}
         for _ in range(1 if quick else REPEATS):
             for n in costs:
                 costs[n].append(per_job(runner, n, scale))
-        base, own = statistics.median(costs[BASELINE]), statistics.median(costs[d.name])
+        base, own = statistics.median(costs[BASELINE]), statistics.median(costs[d.spec])
         print(f"  {d.name} at time scale {scale:g}: {own * 1000:.2f} ms per fault-free job, {BASELINE} "
               f"{base * 1000:.2f} ms ({own / base:.2f}x; {JOBS} jobs, {WORKERS} workers, median of "
               f"{len(costs[BASELINE])})", file=out, flush=True)

@@ -141,9 +141,10 @@ def command(args, progress) -> int:
                              examples=args.matrix_examples, budget=args.matrix_budget)
         return 0
     if args.libraries:
-        with provision(args.server) as database, Runner(database) as runner:
+        libs = bench_libraries.installed(out)  # built once; the runner uses these
+        with provision(args.server) as database, Runner(database, libs) as runner:
             print(f"PostgreSQL: {database.server}", file=out)
-            bench_libraries.figures(runner, out, examples=args.examples, quick=args.quick)
+            bench_libraries.figures(runner, libs, out, examples=args.examples, quick=args.quick)
         return 0
     if not args.server.pooler:  # slots need databases of their own, a pooler names one
         with provision(args.server) as database:
