@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.chaos]
 
 DESIGN = "pg_job_chaos.adapters.awa:Awa"
 SCALE = Awa.min_time_scale  # 0.36: the 250 ms promote interval at 1 ms (adapters/awa.py)
-CORRECT = ("tenant-isolation", "done-means-committed", "attempts-counted", "pool-hygiene", "library-one-finish")
+CORRECT = ("tenant-isolation", "done-means-committed", "attempts-counted", "pool-hygiene",
+           "library-one-finish")
 
 
 def _run(runner, jobs, **kw):
@@ -51,7 +52,8 @@ def _held(r, *names):
 def test_fault_free_every_job_done_once_in_queue_storage(runner):
     h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)])
     assert h.ended_by == "quiescent"
-    assert runner.admin.execute("select state, current_engine from awa.storage_transition_state").fetchone() == (
+    assert runner.admin.execute(
+        "select state, current_engine from awa.storage_transition_state").fetchone() == (
         "active", "queue_storage")  # the first runtime's fresh-install switch (client.rs:1334-1367)
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
     assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
@@ -68,7 +70,8 @@ def test_a_transient_raise_is_retried_after_awas_backoff(runner):
     first, second = h.executions()
     assert (first.attempt, second.attempt) == (1, 2)  # job.attempt, as the claim counts it
     assert second.start - first.end >= 1.9  # 2^1 s, less the clock's grain
-    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1), ("success", 2)]
+    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1),
+                                                                                 ("success", 2)]
     _held(r, *CORRECT, "transient-recovers", "single-commit")
 
 
@@ -85,7 +88,8 @@ def test_a_crash_loop_is_rescued_past_max_attempts(runner):
     (state,) = h.jobs
     assert state["attempts"] == 3 and state["status"] in ("running", "queued")
     rescues = _rescues(h, 1)  # the stale-receipt rescue, or the deadline's when it comes first
-    assert len(rescues) >= 2 and all(w.startswith(("receipt claim stale", "hard deadline exceeded")) for w in rescues)
+    assert len(rescues) >= 2 and all(w.startswith(("receipt claim stale", "hard deadline exceeded"))
+                                     for w in rescues)
     assert "success" not in {f["outcome"] for f in h.finishes[0]["finishes"]}
     assert "job 1 executed 3 times (max_attempts 2)" in r["bounded-attempts"].evidence
     _held(r, "attempts-counted", "library-one-finish", "tenant-isolation")
@@ -105,7 +109,8 @@ def test_a_pause_never_gets_two_finishes_accepted(runner):
     advisory lock frozen with it) nothing is rescued and the job runs once; when it is not, the leader
     rescues the job, the other worker runs it, and the woken worker's completion carries a replaced
     run_lease. Either way awa accepts one success, never a stale one."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05)], events=(Event("pause", 1, "mid-work", duration=3.0),))
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05)],
+                events=(Event("pause", 1, "mid-work", duration=3.0),))
     assert [i["fault"] for i in h.injected][:1] == ["pause"]
     assert [j["status"] for j in h.jobs] == ["done"]
     assert [f["outcome"] for f in h.finishes[0]["finishes"]].count("success") == 1

@@ -1,6 +1,7 @@
 """chancy 0.26.0 hosted under the harness (adapters/chancy.py), under its default process executor
 (each job in a spawned pool child) unless a test says otherwise: fault-free, a crash in a job, a kill
-of the worker, a pause; one crash loop under the threaded executor (an option, not chancy's default). What each asserts is what chancy's own code implies; the file and function are named
+of the worker, a pause; one crash loop under the threaded executor (an option, not chancy's default). """ \
+"""What each asserts is what chancy's own code implies; the file and function are named
 beside each assertion (chancy's installed source, ``python -c 'import chancy; print(chancy.__file__)'``)."""
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("django_tasks_db", reason="django-tasks-db is not installed (pip install -e '.[libraries]')")
+pytest.importorskip("django_tasks_db",
+                    reason="django-tasks-db is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted, violated  # noqa: E402
@@ -36,7 +37,8 @@ def _run(runner, jobs, **kw):
 
 
 def _row(runner, job: int) -> tuple:
-    """The library's own row of a schedule job (status, worker_ids, exception class), before the next reset."""
+    """The library's own row of a schedule job (status, worker_ids, exception class), before the """ \
+        """next reset."""
     return runner.admin.execute(
         "select t.status, t.worker_ids, t.exception_class_path from django_tasks_database_dbtaskresult t "
         "join job_map m on m.library_id = t.id::text where m.job_id = %s", [job]).fetchone()
@@ -107,6 +109,7 @@ def test_a_pause_inside_the_claim_holds_the_horizon(runner):
     assert any(i.get("fault") == "pause" and i.get("point") == CLAIM_UPDATE for i in h.injected), h.injected
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
     assert r["horizon"].status == "violated", r["horizon"].evidence
-    assert "/queue held a transaction with an xid" in r["horizon"].evidence  # the library's session, not the body's
+    # the library's session, not the body's
+    assert "/queue held a transaction with an xid" in r["horizon"].evidence
     for name in ("single-commit", "no-overlap", *CORRECT):
         assert r[name].status == "held", (name, r[name].evidence)

@@ -59,7 +59,8 @@ def test_hang_without_heartbeat_is_killed_at_the_deadline(runner):
 
 @pytest.mark.parametrize("variant", ["xid", "repeatable-read"])
 def test_horizon_holder_is_visible_in_the_samples(runner, variant):
-    h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5), JobSpec(2)), events=(Event("horizon", 1, variant=variant),),
+    h = runner.run(Schedule(jobs=(JobSpec(1, duration=0.5), JobSpec(2)),
+                            events=(Event("horizon", 1, variant=variant),),
                             design="lease-heartbeat", time_scale=SCALE))
     held = [s for s in h.samples if s["role"] == "holder"]
     assert held
@@ -89,8 +90,8 @@ def test_poison_job_one_transaction_ten_dequeues(runner):
 
 
 def test_poison_job_with_the_handler_is_dead_after_3(runner):
-    h = runner.run(Schedule(jobs=(JobSpec(1, fault="sql-error"), JobSpec(2)), design="one-transaction-handler",
-                            workers=1, dequeues=10, time_scale=SCALE))
+    h = runner.run(Schedule(jobs=(JobSpec(1, fault="sql-error"), JobSpec(2)),
+                            design="one-transaction-handler", workers=1, dequeues=10, time_scale=SCALE))
     assert [e.job for e in h.executions()] == [1, 1, 1, 2]
     assert (h.jobs[0]["status"], h.jobs[0]["attempts"]) == ("dead", 3)
     assert h.jobs[1]["status"] == "done"

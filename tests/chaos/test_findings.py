@@ -3,7 +3,8 @@
 A page names, in an HTML comment the site does not show, the schedule it cites and the set of
 properties that schedule violates on the library::
 
-    <!-- finding: schedule=docs/findings/libraries/schedules/procrastinate-retry-limit.json design=procrastinate violates=bounded-attempts,bounded-blast-radius,terminal-states -->
+    <!-- finding: schedule=docs/findings/libraries/schedules/procrastinate-retry-limit.json """ \
+    """design=procrastinate violates=bounded-attempts,bounded-blast-radius,terminal-states -->
 
 Each is replayed on that design (the schedule's own time scale, design options and versions) and
 must violate exactly that set -- two tries, since a schedule that races a library's own timers (a
@@ -47,7 +48,8 @@ def test_every_finding_page_cites_a_schedule():
         if page.name == "index.md":
             continue
         cited = _cited(page)
-        assert cited, f"{page.name} cites no schedule (<!-- finding: schedule=... design=... violates=... -->)"
+        assert cited, \
+            f"{page.name} cites no schedule (<!-- finding: schedule=... design=... violates=... -->)"
         for c in cited:
             assert (ROOT / c["schedule"]).is_file(), (page.name, c["schedule"])
             assert c.get("design") and c["violates"], (page.name, c)

@@ -6,7 +6,8 @@ own code implies (0.17.3, workers/clients/node/node_modules/graphile-worker/dist
   the body is told;
 - sql/completeJobs.js:39-40: a success deletes the row (its attempts read back from the adapter's
   shadow table, which a delete trigger fills with the row's own count);
-- sql/failJobs.js:49-57: a failure (fenced by ``locked_by``) unlocks it, ``run_at`` pushed by ``exp(least(attempts, 10))`` s;
+- sql/failJobs.js:49-57: a failure (fenced by ``locked_by``) unlocks it, ``run_at`` pushed by """ \
+  """``exp(least(attempts, 10))`` s;
 - sql/resetLockedAt.js:9-12: only a job locked more than 4 hours is unlocked -- its one recovery;
 - worker.js:196: the task is awaited with no timeout: nothing takes a job from a live worker.
 
@@ -77,7 +78,8 @@ def test_a_crashing_job_stays_locked_for_the_run(runner):
     # deadline (20 article s, + the retry backoff's stretch) bounds the run.
     assert h.ended_by in ("stalled", "deadline")
     assert any("lock timeout / lease" in n and "fixed in the library" in n for n in h.notes), h.notes
-    assert _violated(r) == {"terminal-states"}, {n: x.evidence for n, x in r.items() if x.status == "violated"}
+    assert _violated(r) == {"terminal-states"}, \
+        {n: x.evidence for n, x in r.items() if x.status == "violated"}
     assert r["terminal-states"].jobs == (1,) and r["progress"].status == "held"
 
 

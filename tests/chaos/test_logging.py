@@ -1,7 +1,8 @@
 """Logging survives workers that die mid-burst (issue 4, Logging).
 
 Forked children log in a burst -- short lines and, every 64th, an 8 KB one (longer than a pipe's
-atomic write) -- while some (logging in a tight loop) are SIGKILLed and some leave by ``os._exit(1)`` at arbitrary moments,
+atomic write) -- while some (logging in a tight loop) are SIGKILLed and some leave by ``os._exit(1)`` """ \
+"""at arbitrary moments,
 round after round. After every round the parent logs a line of its own and checks, within a
 bound, that (a) its line reached its handlers, (b) every surviving child has a newer line there,
 and (c) nothing waits forever: every child is reaped, the whole scenario has a deadline.

@@ -21,14 +21,16 @@ SCALE = 0.5
 
 
 def _schedule(design: str) -> Schedule:
-    return Schedule(jobs=(JobSpec(1, duration=0.2), JobSpec(2, tenant=2, duration=0.1)), workers=2, design=design,
+    return Schedule(jobs=(JobSpec(1, duration=0.2), JobSpec(2, tenant=2, duration=0.1)),
+                    workers=2, design=design,
                     time_scale=SCALE, events=(Event("lost-commit-reply", 1, point="before-finish"),))
 
 
 def _struck(h):
     """The injected record and the execution it struck."""
     struck = next(i for i in h.injected if i["fault"] == "lost-commit-reply")
-    ex = next(e for e in h.executions() if (e.job, e.worker, e.attempt) == (1, struck["worker"], struck["attempt"]))
+    ex = next(e for e in h.executions()
+              if (e.job, e.worker, e.attempt) == (1, struck["worker"], struck["attempt"]))
     return struck, ex
 
 

@@ -18,7 +18,8 @@ SCALE = 0.5  # article seconds: the lease is 0.5 s real, the partition three lea
 
 
 def _schedule(fault: str, design: str) -> Schedule:
-    return Schedule(jobs=(JobSpec(1, duration=2.0), JobSpec(2, tenant=2, duration=0.1)), workers=2, design=design,
+    return Schedule(jobs=(JobSpec(1, duration=2.0), JobSpec(2, tenant=2, duration=0.1)),
+                    workers=2, design=design,
                     time_scale=SCALE, events=(Event(fault, 1, point="mid-work", duration=3.0),))
 
 

@@ -31,7 +31,8 @@ if _python is None:
 def _oban_missing() -> str | None:
     import subprocess
     r = subprocess.run([_python, "-c", "import oban, psycopg_pool"], capture_output=True, text=True)
-    return None if r.returncode == 0 else f"oban is not installed in {_python}: pip install -r adapters/python/oban-requirements.txt"
+    return None if r.returncode == 0 else (f"oban is not installed in {_python}: "
+                                           f"pip install -r adapters/python/oban-requirements.txt")
 
 
 if (missing := _oban_missing()) is not None:
@@ -59,7 +60,8 @@ def test_a_transient_raise_is_retried_to_done(runner):
     assert [e.attempt for e in h.executions()] == [1, 2]
     assert r["transient-recovers"].status == "held"
     # errors[0] names attempt 1 (the raise), then the completion: both attributed, neither stale
-    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1), ("success", 2)]
+    assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("failure", 1),
+                                                                                 ("success", 2)]
     assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
 
 

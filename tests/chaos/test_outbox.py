@@ -28,7 +28,8 @@ def test_a_relay_crash_after_the_send_redelivers_and_the_world_does_it_once(runn
     assert r["at-most-once-effects"].status == "held"
     assert "1 repeated send acknowledged, not done again" in r["at-most-once-effects"].evidence
     assert [j["status"] for j in h.jobs] == ["done", "done"]
-    assert all(x.status == "held" for x in r.values()), {n: x.evidence for n, x in r.items() if x.status != "held"}
+    assert all(x.status == "held" for x in r.values()), \
+        {n: x.evidence for n, x in r.items() if x.status != "held"}
 
 
 @pytest.mark.parametrize(("design", "horizon"), [("lease-outbox", "held"), ("lease-heartbeat", "violated")])

@@ -2,7 +2,8 @@
 fault-free, a transient raise, a crash and an overrun, each asserting what pg-boss's own code implies
 (pg-boss 10.4.2, workers/clients/node/node_modules/pg-boss/src):
 
-- plans.js ``fetchNextJob``: ``retry_count + 1`` on every fetch after the first (the attempt the body is told);
+- plans.js ``fetchNextJob``: ``retry_count + 1`` on every fetch after the first """ \
+  """(the attempt the body is told);
 - manager.js ``watch``: the handler runs under ``resolveWithinSeconds(.., expireInSeconds)``; past it the
   job is failed (retried while attempts remain) and the handler is not stopped;
 - boss.js ``maintain`` -> ``failJobsByTimeout``: an active job past its expiration is retried or failed.

@@ -56,14 +56,16 @@ def test_fault_free_every_job_done_exactly_once(runner):
     assert all(e.outcome == "ok" and e.attempt == 1 for e in execs)
     assert {e.worker for e in execs} <= {"w1.0", "w2.0"}
     r = _results(h)
-    assert all(x.status == "held" for x in r.values()), {n: x.evidence for n, x in r.items() if x.status != "held"}
+    assert all(x.status == "held" for x in r.values()), \
+        {n: x.evidence for n, x in r.items() if x.status != "held"}
 
 
 def test_crash_is_repicked_forever_and_never_counted(runner):
     """Job 1 crashes its worker (os._exit(1) mid-work) on every execution. pgqueuer's only recovery
     is the stale re-pick (qb.py ``next_stale``), which neither counts the execution (``attempts`` stays
     0, so every execution is told attempt 1) nor gives up: the job kills worker after worker until the
-    restart budget is spent (2 workers + 1 restart = 3 executions) and stays ``picked``. DatabaseRetryEntrypointExecutor's max_attempts never
+    restart budget is spent (2 workers + 1 restart = 3 executions) and stays ``picked``. """ \
+    """DatabaseRetryEntrypointExecutor's max_attempts never
     applies: no exception reaches it.
 
     Jobs 2 and 3 never fault, yet never finish: at pgqueuer's default batch_size (10) each dequeue
@@ -148,7 +150,8 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     lib = r["library-one-finish"]
     assert lib.status == "held", lib.evidence
     assert f"no finish of the stale job 1's {paused['worker']} attempt 1" in lib.evidence, lib.evidence
-    assert {r[n].cause for n in ("single-commit", "at-most-once-effects", "no-stale-effect")} == {"at-least-once"}
+    assert {r[n].cause for n in ("single-commit", "at-most-once-effects",
+                                 "no-stale-effect")} == {"at-least-once"}
 
 
 def test_pgqueuers_finish_takes_a_stale_managers_and_drops_the_re_picks(runner):

@@ -20,8 +20,8 @@ CASES = planted.CASES
 
 @pytest.mark.parametrize(("bug", "faults", "prop"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_found(runner, bug, faults, prop):
-    out = search(runner.run, faults=parse_faults(faults), design=load_design(planted.spec(bug)), tenant_mode="local",
-                 examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
+    out = search(runner.run, faults=parse_faults(faults), design=load_design(planted.spec(bug)),
+                 tenant_mode="local", examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
     smallest = out.smallest_for(prop)
@@ -36,7 +36,8 @@ def test_planted_bug_is_found(runner, bug, faults, prop):
 
 
 def test_raise_limit_is_found_by_the_small_scope_pass(runner):
-    out = search(runner.run, faults=parse_faults("raise"), design=load_design(planted.spec("RaiseLimitOnRetry")),
+    out = search(runner.run, faults=parse_faults("raise"),
+                 design=load_design(planted.spec("RaiseLimitOnRetry")),
                  tenant_mode="local", examples=1, seed=1, time_scale=SCALE,
                  **parallel_options(runner))
     first = next(r for r in out.runs if r.violated)

@@ -152,8 +152,10 @@ def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(r
     # body committed and sent before the library's finish, which no fence of procrastinate's can undo.
     results = properties.check(h)
     assert results["library-one-finish"].status == "held", results["library-one-finish"].evidence
-    assert f"no finish of the stale job 1's {first.worker} attempt 1" in results["library-one-finish"].evidence
-    assert {results[n].cause for n in ("single-commit", "at-most-once-effects", "no-stale-effect")} == {"at-least-once"}
+    assert f"no finish of the stale job 1's {first.worker} attempt 1" in \
+        results["library-one-finish"].evidence
+    assert {results[n].cause for n in ("single-commit", "at-most-once-effects",
+                                       "no-stale-effect")} == {"at-least-once"}
 
 
 def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
@@ -168,7 +170,8 @@ def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
     # execution that raised would be taken as well: procrastinate_retry_job_v2 matches any 'doing' job
     # (schema.sql:393) and puts the re-run's job back to 'todo'.
     h = runner.run(Schedule(jobs=(JobSpec(1, duration=LATE),), workers=2, design="procrastinate",
-                            events=(Event("pause", 1, "before-finish", duration=LATE),), time_scale=LATE_SCALE))
+                            events=(Event("pause", 1, "before-finish", duration=LATE),),
+                            time_scale=LATE_SCALE))
     paused = next(i for i in h.injected if i["fault"] == "pause")
     resumed = next(i for i in h.injected if i["fault"] == "resume")
     first, second = h.executions()

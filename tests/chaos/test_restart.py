@@ -55,7 +55,8 @@ def test_restart_needs_the_local_server(tmp_path):
     s = tmp_path / "s.json"
     s.write_text(json.dumps({"jobs": [{"id": 1}], "events": [{"fault": "restart", "job": 1}]}))
     r = run_cli("replay", str(s), "--postgres", "postgresql://x:y@127.0.0.1:1/z", timeout=60)
-    assert r.returncode == 2 and "restart fault needs the local server" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "restart fault needs the local server" in r.stderr and \
+        r.stderr.count("\n") == 1
     with pytest.raises(UsageError):
         from pg_job_chaos.harness.session import server_settings
 
@@ -70,12 +71,13 @@ def test_a_search_with_restart_runs_on_durable_settings(tmp_path):
     # --budget: what this checks is the server the search provisions, not what the search finds
     # (the schedules above judge restart itself); 97 s without it.
     r = run_cli("--design", "lease-heartbeat", "--faults", "restart", "--examples", "2", "--seed", "1",
-                "--time-scale", "0.2", "--workers", "1", "--budget", "10", "--json", str(out), "--out", str(tmp_path),
-                timeout=600)
+                "--time-scale", "0.2", "--workers", "1", "--budget", "10", "--json", str(out),
+                "--out", str(tmp_path), timeout=600)
     assert r.returncode in (0, 1), r.stderr
     data = json.loads(out.read_text())
     assert data["small_scope_runs"] >= 1  # a run did happen on that server
-    assert data["server"]["settings"]["fsync"] == "on" and data["server"]["settings"]["synchronous_commit"] == "on"
+    assert data["server"]["settings"]["fsync"] == "on" and \
+        data["server"]["settings"]["synchronous_commit"] == "on"
 
 
 def test_restart_behind_pgbouncer_recovers_after_its_login_retry():

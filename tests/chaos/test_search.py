@@ -17,8 +17,8 @@ EXAMPLES = 10
 
 
 def _search(runner, design, faults, *, mode="local", examples=EXAMPLES, seed=1, workers=None):
-    out = search(runner.run, faults=parse_faults(faults), design=load_design(design), tenant_mode=mode, examples=examples,
-                 seed=seed, time_scale=SCALE, workers=workers,
+    out = search(runner.run, faults=parse_faults(faults), design=load_design(design), tenant_mode=mode,
+                 examples=examples, seed=seed, time_scale=SCALE, workers=workers,
                  **parallel_options(runner))
     return out, out.aggregate()
 
@@ -37,9 +37,11 @@ def test_one_transaction_crash(runner):
 
 def test_one_transaction_raise_blocks_the_queue(runner):
     out, r = _search(runner, "one-transaction", "raise")
-    assert _status(r, "progress", "attempts-counted") == {"progress": "violated", "attempts-counted": "violated"}
+    assert _status(r, "progress", "attempts-counted") == {"progress": "violated",
+                                                          "attempts-counted": "violated"}
     assert len(out.counterexample.schedule.jobs) <= 2
-    assert "executed" in r["attempts-counted"].evidence and "counted 0 times" in r["attempts-counted"].evidence
+    assert "executed" in r["attempts-counted"].evidence and \
+        "counted 0 times" in r["attempts-counted"].evidence
 
 
 def test_one_transaction_handler_raise_counts_and_moves_on(runner):
@@ -83,7 +85,8 @@ def test_lease_fenced_overrun_fence_holds_but_effects_repeat(runner):
 def test_lease_heartbeat_overrun_holds_everything(runner):
     out, r = _search(runner, "lease-heartbeat", "overrun")
     assert out.counterexample is None, out.counterexample and out.counterexample.violated
-    assert all(x.status == "held" for x in r.values()), {n: x.evidence for n, x in r.items() if x.status != "held"}
+    assert all(x.status == "held" for x in r.values()), \
+        {n: x.evidence for n, x in r.items() if x.status != "held"}
 
 
 def test_false_alarms_lease_heartbeat_under_in_job_faults(runner):
@@ -128,7 +131,8 @@ OUTBOX_SCALE = 0.5
 
 
 def _outbox_search(runner, faults, examples):
-    out = search(runner.run, faults=parse_faults(faults), design=load_design("lease-outbox"), tenant_mode="local",
+    out = search(runner.run, faults=parse_faults(faults),
+                 design=load_design("lease-outbox"), tenant_mode="local",
                  examples=examples, seed=1, time_scale=OUTBOX_SCALE, **parallel_options(runner))
     return out, out.aggregate()
 
@@ -141,7 +145,8 @@ def test_lease_outbox_holds_every_property_under_every_fault_and_pause_costs_onl
         lost = {n for n, x in run.results.items() if x.status != "held"}
         allowed = {"no-overlap"} if "pause" in run.schedule.faults() else set()
         assert lost <= allowed, (run.label, run.schedule.faults(), {n: run.results[n].evidence for n in lost})
-    assert r["single-commit"].status == r["no-stale-effect"].status == r["at-most-once-effects"].status == "held"
+    assert r["single-commit"].status == r["no-stale-effect"].status == \
+        r["at-most-once-effects"].status == "held"
     assert any("pause" in run.schedule.faults() for run in out.runs)
     # not vacuous: the effect properties judged the relay's deliveries, the world's answers included
     effects = [run.results["at-most-once-effects"].evidence for run in out.runs]

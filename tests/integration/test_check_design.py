@@ -94,8 +94,8 @@ def test_an_unknown_design_or_option_is_a_usage_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "unknown design 'no-such-design'" in r.stderr
     assert f"built-in designs: {', '.join(DESIGNS)}; libraries: {', '.join(LIBRARIES)}" in r.stderr
-    r = run_cli("check-design", str(ROOT / "examples" / "my_worker.py") + ":MyWorker", "--design-option", "speed=3",
-                timeout=60, cwd=tmp_path)
+    r = run_cli("check-design", str(ROOT / "examples" / "my_worker.py") + ":MyWorker",
+                "--design-option", "speed=3", timeout=60, cwd=tmp_path)
     assert r.returncode == 2 and "unknown option 'speed'; options: poll" in r.stderr, r.stderr
     r = run_cli("check-design", "lease", "--time-scale", "0", timeout=60, cwd=tmp_path)
     assert r.returncode == 2 and "--time-scale must be greater than 0" in r.stderr, r.stderr

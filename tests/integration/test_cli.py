@@ -17,16 +17,18 @@ pytestmark = pytest.mark.integration
 def test_search_finds_shrinks_saves_and_replays(tmp_path):
     out = tmp_path / "r.json"
     junit = tmp_path / "r.xml"
-    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "5", "--seed", "3",
-                "--json", str(out), "--junit", str(junit), "--out", str(tmp_path / "ce"), timeout=600)
+    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "5",
+                "--seed", "3", "--json", str(out), "--junit", str(junit), "--out", str(tmp_path / "ce"),
+                timeout=600)
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "never_struck", "budget_spent",
-                         "exit_reason", "no_fault_could_strike", "timing", "fail_on", "allowed_violations", "failing",
-                         "failed"}
+                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "never_struck",
+                         "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
+                         "allowed_violations", "failing", "failed"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
-    assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and not data["no_fault_could_strike"]
+    assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and \
+        not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
     # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault)
     assert data["small_scope_runs"] == 13 and data["never_struck"] == [] and not data["budget_spent"]
@@ -50,12 +52,13 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     # The saved schedule replays to the same violation, and the replay's JSON says so.
     again = run_cli("--replay", ce["file"], "--json", str(tmp_path / "again.json"), timeout=300)
     assert again.returncode == 1
-    assert json.loads((tmp_path / "again.json").read_text())["properties"]["terminal-states"]["status"] == "violated"
+    assert json.loads((tmp_path / "again.json").read_text())["properties"]["terminal-states"]["status"] == \
+        "violated"
     # Replayed on another design, the same schedule holds where that design has a sweep.
-    other = run_cli("--replay", ce["file"], "--design", "lease-heartbeat", "--json", str(tmp_path / "hb.json"),
-                    timeout=300)
-    assert json.loads((tmp_path / "hb.json").read_text())["properties"]["terminal-states"]["status"] == "held", \
-        other.stdout
+    other = run_cli("--replay", ce["file"], "--design", "lease-heartbeat", "--json",
+                    str(tmp_path / "hb.json"), timeout=300)
+    assert json.loads((tmp_path / "hb.json").read_text())["properties"]["terminal-states"]["status"] \
+        == "held", other.stdout
 
 
 def test_fault_free_search_exits_0(tmp_path):
@@ -97,7 +100,8 @@ def test_plugin_design_from_a_file_outside_the_repository(tmp_path, form):
     p = tmp_path / "s.json"
     p.write_text(Schedule(jobs=(JobSpec(1), JobSpec(2, tenant=3)), time_scale=0.2).to_json())
     spec = f"{tmp_path / 'my_design.py'}:MyDesign" if form == "file" else "my_design:MyDesign"
-    r = run_cli("replay", str(p), "--design", spec, "--json", str(tmp_path / "r.json"), timeout=300, cwd=tmp_path)
+    r = run_cli("replay", str(p), "--design", spec, "--json", str(tmp_path / "r.json"), timeout=300,
+                cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "VIOLATED" not in r.stdout
     data = json.loads((tmp_path / "r.json").read_text())
@@ -115,12 +119,13 @@ def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
     """lease under crash re-sends effects and can leave a job running: allowed, the run passes (exit 0)
     and says what it allowed; the search keeps no counterexample of an allowed violation."""
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
-    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "1", "--seed", "1",
-                "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out), "--junit", str(junit),
-                "--out", str(tmp_path / "ce"), timeout=600)
+    r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "1",
+                "--seed", "1", "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out),
+                "--junit", str(junit), "--out", str(tmp_path / "ce"), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     data = json.loads(out.read_text())
-    assert "at-most-once-effects" in data["allowed_violations"] and data["failing"] == [] and not data["failed"]
+    assert "at-most-once-effects" in data["allowed_violations"] and data["failing"] == [] and \
+        not data["failed"]
     assert "at-most-once-effects" not in data["fail_on"] and "single-commit" in data["fail_on"]
     assert data["properties"]["at-most-once-effects"]["status"] == "violated"  # still judged and shown
     assert data["counterexample"] is None and not (tmp_path / "ce").exists()

@@ -37,8 +37,8 @@ def _command(name: str) -> str:
 
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_a_client_passes_check_design(client):
-    r = run_cli("check-design", "contract", "--design-option", f"command={_command(client)}", "--time-scale", "0.2",
-                "-q", timeout=300)
+    r = run_cli("check-design", "contract", "--design-option", f"command={_command(client)}",
+                "--time-scale", "0.2", "-q", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all 28 checks held" in r.stdout, r.stdout
 
@@ -71,7 +71,8 @@ def test_statement_points_reach_the_supervisor(client, runner):
     h = runner.run(_schedule(client, workers=3, events=(Event(fault="pause", job=None, point=point),)))
     clients = {r["client"] for r in h.records if r.get("event") == "contract-client"}
     seen = [r for r in h.records if r.get("event") == "statement" and r.get("point") == point]
-    assert seen and {r["pid"] for r in seen} <= clients, "the client process reported its claim as a statement point"
+    assert seen and {r["pid"] for r in seen} <= clients, \
+        "the client process reported its claim as a statement point"
     waits = [r for r in h.records if r.get("event") == "point" and r.get("point") == point]
     assert waits, "a worker waited at the claim for the supervisor"
     assert any(i.get("fault") == "pause" and i.get("point") == point for i in h.injected), h.injected

@@ -46,8 +46,8 @@ def _count(log) -> list[str]:
 def test_a_search_with_slots_and_its_replay_build_the_design_once_each(tmp_path):
     design, log = _design(tmp_path)
     r = run_cli("--design", design, "--design-option", "poll=0.02", "--faults", "crash", "--examples", "2",
-                "--seed", "1", "--parallel", "3", "--out", str(tmp_path / "out"), "--json", str(tmp_path / "s.json"),
-                timeout=300, cwd=tmp_path)
+                "--seed", "1", "--parallel", "3", "--out", str(tmp_path / "out"), "--json",
+                str(tmp_path / "s.json"), timeout=300, cwd=tmp_path)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "3 slots" in r.stderr + r.stdout, "the search did not run with slots: the check would be vacuous"
     assert len(_count(log)) == 1, f"constructed in pids {_count(log)}"

@@ -67,7 +67,8 @@ def test_discard_all_breaks_prepared_statements_at_job_7(runner):
     assert errors, "DISCARD ALL should have broken a prepared statement"
     first = errors[0]
     assert 'prepared statement "_pg3_0" does not exist' in first["error"]
-    dequeues_before = sum(1 for r in h.records if r["event"] in ("started", "claim-failed") and r["t"] < first["t"])
+    dequeues_before = sum(1 for r in h.records
+                          if r["event"] in ("started", "claim-failed") and r["t"] < first["t"])
     assert dequeues_before + 1 == 7  # the seventh job is the first to fail, as in the article
 
 

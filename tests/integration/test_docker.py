@@ -19,7 +19,8 @@ from pg_job_chaos.core.errors import HarnessError
 from pg_job_chaos.harness.postgres import binaries, docker, image, provision
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.xdist_group("harness-processes")]  # test_postgres.py
+pytestmark = [pytest.mark.integration, pytest.mark.docker,
+              pytest.mark.xdist_group("harness-processes")]  # test_postgres.py
 
 
 @pytest.fixture(scope="module")

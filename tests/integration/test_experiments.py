@@ -50,7 +50,8 @@ def test_reset_cost_traps(run):
     assert rows["discard-all-unprepared"]["errors"] == [0, 0]
     slow = rows["reset-no-autocommit"]
     # A new connection per job (a job may time out waiting for one on a loaded machine: not the point).
-    assert all(c >= slow["jobs"] - e for c, e in zip(slow["connections_opened"], slow["errors"], strict=True)), slow
+    assert all(c >= slow["jobs"] - e
+               for c, e in zip(slow["connections_opened"], slow["errors"], strict=True)), slow
     for variant in ("session", "local", "reset", "discard-all-unprepared"):
         assert rows[variant]["connections_opened"] == [1, 1]
     # Discarding a connection per job costs more than any variant that keeps it (no absolute times).
@@ -92,7 +93,8 @@ def test_vacuum_held_back_only_by_a_transaction_that_wrote(run):
     # (autovacuum's own ANALYZE takes a snapshot) can keep a handful of versions; a held horizon
     # keeps about one per short job.
     for way in ("one-transaction (FOR UPDATE)", "long transaction that wrote"):
-        assert rows[way]["not_yet_removable"] >= rows[way]["short_jobs"] / 2 and rows[way]["long_job_open_at_vacuum"]
+        assert rows[way]["not_yet_removable"] >= rows[way]["short_jobs"] / 2 and \
+            rows[way]["long_job_open_at_vacuum"]
     for way in ("nothing held", "lease, work outside a transaction", "READ COMMITTED, only read"):
         assert rows[way]["not_yet_removable"] <= rows[way]["short_jobs"] / 20
     assert all(r["long_job_error"] is None for r in rows.values())
@@ -136,7 +138,8 @@ def test_main_writes_json_and_plots(tmp_path, capsys):
     import matplotlib.image
 
     out = tmp_path / "r.json"
-    assert main(["experiment", "reset-cost", "--quick", "-q", "--json", str(out), "--plot", str(tmp_path)]) == 0
+    assert main(["experiment", "reset-cost", "--quick", "-q",
+                 "--json", str(out), "--plot", str(tmp_path)]) == 0
     data = json.loads(out.read_text())
     assert data["experiment"] == "reset-cost" and data["rows"]
     assert "article" in capsys.readouterr().out

@@ -31,10 +31,12 @@ def _open(page, tmp_path, no_browser, name: str):
         pytest.skip(no_browser)
     loaded = browser.load(page, tmp_path / "profile")
     assert 'data-rendered="yes"' in loaded.dom, loaded.console
-    assert not re.search(r"<html[^>]*data-errors", loaded.dom) and not [c for c in loaded.console if "Uncaught" in c], loaded.console
+    assert not re.search(r"<html[^>]*data-errors", loaded.dom) and \
+        not [c for c in loaded.console if "Uncaught" in c], loaded.console
     png = browser.screenshot(page, tmp_path / f"{name}.png", tmp_path / "profile")
     pixels = image.imread(png)[..., :3]
-    assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, "the screenshot is blank"
+    assert pixels.std() > 0.05 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50, \
+        "the screenshot is blank"
     print(f"screenshot: {png}")
     return loaded.dom
 

@@ -53,7 +53,8 @@ def test_session_scoped_tenant_code_is_found_leaking_and_local_holds(runner, des
     assert leaky.violated == ["tenant-isolation"], leaky.explain()
     evidence = leaky.properties["tenant-isolation"].evidence
     assert "(no tenant) began as tenant 1 from its own worker's job 1 attempt 1 on server session" in evidence
-    fine = session.search(design=design, design_options={"scope": "local"}, faults="raise", examples=1, seed=1)
+    fine = session.search(design=design, design_options={"scope": "local"},
+                          faults="raise", examples=1, seed=1)
     assert fine.status("tenant-isolation") == "held", fine.explain()
 
 

@@ -29,7 +29,8 @@ class SkipsTheBody(MyWorker):
 
         with psycopg.connect(ctx.worker_dsn, autocommit=True) as conn:
             while True:
-                if conn.execute("update my_jobs set status = 'done', attempts = 1 where status = 'queued'").rowcount == 0:
+                if conn.execute("update my_jobs set status = 'done', attempts = 1 ''' \
+                '''where status = 'queued'").rowcount == 0:
                     time.sleep(ctx.poll)
 '''
 
@@ -53,7 +54,8 @@ def test_own_worker_from_a_file_search_replay_and_options(tmp_path):
     r = run_cli("replay", data["counterexample"]["file"], "--json", str(tmp_path / "r.json"), timeout=300,
                 cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert json.loads((tmp_path / "r.json").read_text())["properties"]["terminal-states"]["status"] == "violated"
+    assert json.loads((tmp_path / "r.json").read_text())["properties"]["terminal-states"]["status"] == \
+        "violated"
 
 
 def test_a_worker_that_never_runs_the_body_is_not_all_held(tmp_path):
@@ -70,8 +72,8 @@ def test_a_worker_that_never_runs_the_body_is_not_all_held(tmp_path):
 
 def test_unknown_design_option_is_a_usage_error(tmp_path):
     shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "w.py")
-    r = run_cli("--design", f"{tmp_path / 'w.py'}:MyWorker", "--design-option", "speed=3", "--faults", "crash",
-                timeout=60, cwd=tmp_path)
+    r = run_cli("--design", f"{tmp_path / 'w.py'}:MyWorker", "--design-option", "speed=3",
+                "--faults", "crash", timeout=60, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "unknown option 'speed'; options: poll" in r.stderr
 
@@ -82,7 +84,8 @@ def test_the_plugin_session_applies_the_command_lines_rules(tmp_path, runner):
     shutil.copy(ROOT / "examples" / "my_worker.py", tmp_path / "examples_copy.py")
     (tmp_path / "skips.py").write_text(SKIPS_THE_BODY)
     session = ChaosSession(runner, Settings(out=tmp_path / "out", root=tmp_path, time_scale=0.5))
-    skipped = session.search(design=f"{tmp_path / 'skips.py'}:SkipsTheBody", faults="crash", examples=1, seed=1)
+    skipped = session.search(design=f"{tmp_path / 'skips.py'}:SkipsTheBody",
+                             faults="crash", examples=1, seed=1)
     assert not skipped.held and skipped.failures and skipped.failures[0].startswith("NO FAULT COULD STRIKE")
     with pytest.raises(ChaosViolation, match="NO FAULT COULD STRIKE"):
         skipped.assert_held()

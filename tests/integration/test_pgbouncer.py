@@ -62,7 +62,8 @@ def test_admin_goes_direct_workers_through_pgbouncer(pooled):
     with psycopg.connect(pooled.worker_dsn, autocommit=True) as a, \
             psycopg.connect(pooled.worker_dsn, autocommit=True) as b:
         a.execute("select set_config('app.tenant', '7', false)")
-        tenant, visible = b.execute("select current_setting('app.tenant', true), count(*) from invoices").fetchone()
+        tenant, visible = b.execute("select current_setting('app.tenant', true), count(*) "
+                                    "from invoices").fetchone()
     assert (tenant, visible) == ("7", 2857)  # another client's session-level setting, and tenant 7's rows
     with psycopg.connect(pooled.direct_worker_dsn, autocommit=True) as c:
         assert c.execute("select current_setting('app.tenant', true)").fetchone()[0] in (None, "")
@@ -91,13 +92,15 @@ def test_leak_experiment_prints_the_pooler_beside_direct(pooled):
 
 def test_pooler_spec_errors():
     r = run_cli("--pooler", "pgpool", "--faults", "crash", timeout=60)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pgbouncer[:transaction|session[:N]]" in r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and \
+        "pgbouncer[:transaction|session[:N]]" in r.stderr
     env = dict(os.environ, PGBOUNCER="/nonexistent", PATH="/nonexistent")
     # Not installed: one line naming the package, exit 3 (before any server starts).
     out = subprocess.run([sys.executable, "-c", "import shutil, pg_job_chaos.harness.postgres.pgbouncer as p;"
                           "shutil.which = lambda *_: None; import os; _a = os.access;"
                           "os.access = lambda f, m: False if 'pgbouncer' in str(f) else _a(f, m);"
-                          "from pg_job_chaos.harness.cli.main import main; raise SystemExit(main(['--pooler', 'pgbouncer']))"],
+                          "from pg_job_chaos.harness.cli.main import main; "
+                          "raise SystemExit(main(['--pooler', 'pgbouncer']))"],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert out.returncode == 3, out.stderr
     assert out.stderr.strip() == "pg-job-chaos: PgBouncer is not installed: apt-get install -y pgbouncer"
@@ -119,13 +122,15 @@ def test_sigkill_of_the_harness_leaves_no_pgbouncer_behind():
                 run_dir = mine[0]
             time.sleep(0.2)
         assert run_dir is not None, "the harness did not start PgBouncer"
-        mine = [p for p in _bouncers() if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")]
+        mine = [p for p in _bouncers()
+                if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ")]
         assert mine, "no PgBouncer process for the run"
         time.sleep(1.0)  # let the search get going: workers connected through it
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (run_dir.exists() or any(os.path.exists(f"/proc/{p}") for p in mine)):
+        while time.monotonic() < deadline and (run_dir.exists()
+                                               or any(os.path.exists(f"/proc/{p}") for p in mine)):
             time.sleep(0.3)
         assert not any(os.path.exists(f"/proc/{p}") for p in mine), "PgBouncer still running"
         assert not run_dir.exists(), "PgBouncer's run directory left behind"

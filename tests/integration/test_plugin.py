@@ -69,8 +69,8 @@ def test_a_user_project_runs_green(project: pytest.Pytester):
 
 def test_a_buggy_design_fails_with_the_evidence(project: pytest.Pytester):
     project.makepyfile(test_buggy=BUGGY)
-    r = project.runpytest_subprocess("-p", "pg_job_chaos.plugin", "--chaos-out", "found", "--chaos-html", "pages",
-                                     timeout=600)
+    r = project.runpytest_subprocess("-p", "pg_job_chaos.plugin", "--chaos-out", "found",
+                                     "--chaos-html", "pages", timeout=600)
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
     assert "ChaosViolation" in out and "attempts-counted: violated" in out

@@ -26,7 +26,8 @@ def test_a_run_with_a_restart_is_on_durable_settings(chaos_session):
 
 
 def test_a_search_with_restart_is_on_durable_settings(chaos_run):
-    result = chaos_run.search(design="lease-heartbeat", faults="restart", examples=1, seed=1, workers=1, budget=5)
+    result = chaos_run.search(design="lease-heartbeat", faults="restart", examples=1, seed=1, """ \
+    """workers=1, budget=5)
     server = result.report.data["server"]
     assert server["settings"]["fsync"] == "on" and server["settings"]["synchronous_commit"] == "on", server
 
@@ -76,7 +77,7 @@ def test_a_server_that_does_not_run_on_the_settings_asked_for_is_refused(databas
     """Provisioning checks what the server reports against the spec's settings: a DSN's server is not
     started by the harness, so it cannot be given them."""
     spec = ServerSpec(database.admin_dsn, settings=DURABLE_SETTINGS)  # the suite's server runs fsync=off
-    with pytest.raises(HarnessError, match=r"does not run on the settings the run needs \(settings\): fsync=on "
-                                           r"\(it runs off\)"):
+    with pytest.raises(HarnessError, match=r"does not run on the settings the run needs \(settings\): "
+                                           r"fsync=on \(it runs off\)"):
         with provision(spec):
             pass

@@ -23,8 +23,8 @@ SCALE = 0.2
 
 
 def test_budget_stops_new_schedules_and_still_reports(runner):
-    out = search(runner.run, faults=parse_faults("crash"), design=load_design("lease"), tenant_mode="local", examples=5,
-                 seed=1, time_scale=SCALE, budget=0.05)
+    out = search(runner.run, faults=parse_faults("crash"), design=load_design("lease"), tenant_mode="local",
+                 examples=5, seed=1, time_scale=SCALE, budget=0.05)
     assert out.budget_spent
     assert out.small_scope_runs == 1 and len([r for r in out.runs if r is not out.replayed]) == 1
 
@@ -32,10 +32,11 @@ def test_budget_stops_new_schedules_and_still_reports(runner):
 def test_shards_split_the_small_scope_pass(runner):
     labels = []
     for i in range(2):
-        out = search(runner.run, faults=parse_faults("raise"), design=load_design("lease-heartbeat"), tenant_mode="local",
-                     examples=1, seed=3, time_scale=SCALE, shard=(i, 2))
+        out = search(runner.run, faults=parse_faults("raise"), design=load_design("lease-heartbeat"),
+                     tenant_mode="local", examples=1, seed=3, time_scale=SCALE, shard=(i, 2))
         labels.append({r.label for r in out.runs if r.label})
-    everything = {label for label, _ in smallscope.schedules(faults=parse_faults("raise"), design="lease-heartbeat",
+    everything = {label for label, _ in smallscope.schedules(faults=parse_faults("raise"),
+                                                             design="lease-heartbeat",
                                                              tenant_mode="local", time_scale=SCALE)}
     assert labels[0] and labels[1] and not labels[0] & labels[1]
     assert labels[0] | labels[1] == everything
@@ -64,7 +65,8 @@ def redis_url(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no",
                              "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
@@ -85,11 +87,12 @@ def test_shards_share_what_they_found_through_redis(runner, redis_url):
 
     # Unseeded: Hypothesis's @seed switches the example database off (a seeded search shares nothing).
     db = open_database(redis_url)
-    out = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"), tenant_mode="local", examples=10,
-                 seed=None, time_scale=SCALE, database=db, small_scope=False, shard=(0, 2))
+    out = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"), tenant_mode="local",
+                 examples=10, seed=None, time_scale=SCALE, database=db, small_scope=False, shard=(0, 2))
     assert out.counterexample is not None
     # Hypothesis saved the failing example where every other shard reads it
     assert redis.Redis.from_url(redis_url).dbsize() > 0
-    again = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"), tenant_mode="local", examples=1,
-                   seed=None, time_scale=SCALE, database=open_database(redis_url), small_scope=False, shard=(1, 2))
+    again = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"),
+                   tenant_mode="local", examples=1, seed=None, time_scale=SCALE,
+                   database=open_database(redis_url), small_scope=False, shard=(1, 2))
     assert again.runs[0].violated  # the other shard's failure, replayed from the shared database first

@@ -47,12 +47,15 @@ def test_slots_run_schedules_at_once_on_databases_of_their_own(own_database):
 
 def test_a_search_with_slots_reaches_the_same_verdicts(own_database):
     faults = parse_faults("overrun")
-    kwargs = dict(faults=faults, design=load_design("lease"), tenant_mode="local", examples=1, seed=2, time_scale=0.2)
+    kwargs = dict(faults=faults, design=load_design("lease"), tenant_mode="local", examples=1, seed=2,
+                  time_scale=0.2)
     with Slots(own_database, 3) as slots, Runner(own_database) as runner:
         parallel = search(runner.run, run_many=slots.run_many, parallel=3, **kwargs)
     with Runner(own_database) as runner:
         sequential = search(runner.run, **kwargs)
-    assert parallel.small_scope_runs == sequential.small_scope_runs == 5  # 2 shapes x (none, overrun), transient
+    # 2 shapes x (none, overrun), transient
+    assert parallel.small_scope_runs == sequential.small_scope_runs == 5
     labels = lambda out: {r.label: sorted(r.violated) for r in out.runs if r.label}  # noqa: E731
     assert labels(parallel) == labels(sequential)
-    assert "single-commit" in parallel.aggregate() and parallel.aggregate()["single-commit"].status == "violated"
+    assert "single-commit" in parallel.aggregate() and \
+        parallel.aggregate()["single-commit"].status == "violated"

@@ -121,7 +121,8 @@ def test_another_anchor_and_a_derived_knob():
         Interval("beat", 15.0, anchor="heartbeat"), Interval("flush", 3.75, anchor="heartbeat")))
     assert lib.values(_at(2.0)) == {"beat": pytest.approx(0.5), "flush": pytest.approx(0.125)}
     with pytest.raises(ValueError, match="not an anchor"):
-        Intervals("x", anchors={"lease": "a"}, intervals=(Interval("a", 1.0), Interval("b", 1.0, anchor="poll")))
+        Intervals("x", anchors={"lease": "a"},
+                  intervals=(Interval("a", 1.0), Interval("b", 1.0, anchor="poll")))
     with pytest.raises(ValueError, match="names no interval"):
         Intervals("x", anchors={"lease": "missing"}, intervals=(Interval("a", 1.0),))
     with pytest.raises(ValueError):
@@ -144,9 +145,12 @@ def test_the_supervisor_stretches_its_limits_and_notes_the_broken_ratios(tmp_pat
     s = _at(1.0)
     sup = Supervisor(s, DesignHandle.of(_Hosted()).for_run(s), admin_dsn="", worker_dsn="", run_dir=tmp_path)
     assert sup.extra == pytest.approx(20)
-    assert sup.notes == ["lib: margin / threshold is 0.5, documented 0.0167 (30× too long; fixed in the library)"]
-    built_in = Supervisor(s, load_design("lease-heartbeat").for_run(s), admin_dsn="", worker_dsn="", run_dir=tmp_path)
-    assert built_in.extra == 0.0 and built_in.notes == []  # a built-in design: nothing stretched, nothing noted
+    assert sup.notes == ["lib: margin / threshold is 0.5, documented 0.0167 (30× too long; "
+                         "fixed in the library)"]
+    built_in = Supervisor(s, load_design("lease-heartbeat").for_run(s), admin_dsn="", worker_dsn="",
+                          run_dir=tmp_path)
+    # a built-in design: nothing stretched, nothing noted
+    assert built_in.extra == 0.0 and built_in.notes == []
     assert hosted.HostedDesign().stall_extra(s) == 0.0 and hosted.HostedDesign().intervals(s) == {}
 
 
@@ -158,15 +162,19 @@ def test_procrastinate_and_pgqueuer_declare_their_documented_defaults():
 
     p, q = Procrastinate(), PgQueuer()
     v = p.intervals(_at(1.0))
-    assert (v["stalled threshold"], v["heartbeat interval"], v["recovery period"]) == (1.0, pytest.approx(1 / 3), 20)
-    assert Procrastinate.min_time_scale == pytest.approx(0.05) and p.stall_extra(_at(1.0)) == pytest.approx(20)
+    assert (v["stalled threshold"], v["heartbeat interval"], v["recovery period"]) == \
+        (1.0, pytest.approx(1 / 3), 20)
+    assert Procrastinate.min_time_scale == pytest.approx(0.05) and \
+        p.stall_extra(_at(1.0)) == pytest.approx(20)
     assert Procrastinate(recovery="off").stall_extra(_at(1.0)) == 0.0
     assert Procrastinate(recovery="off").timing_notes(_at(1.0)) == []  # no margin without the periodic task
     w = q.intervals(_at(10.0))
-    assert (w["heartbeat timeout"], w["dequeue timeout"], w["retry initial delay"]) == (10, 10, pytest.approx(1 / 3))
+    assert (w["heartbeat timeout"], w["dequeue timeout"], w["retry initial delay"]) == \
+        (10, 10, pytest.approx(1 / 3))
     assert PgQueuer.min_time_scale == pytest.approx(10) and q.stall_extra(_at(10.0)) == pytest.approx(1)
     assert any("notify wait / heartbeat timeout is 0.333, documented 0.0333 (10× too long" in n
                for n in q.timing_notes(_at(3.0)))
     assert (q.batch_size, q.max_concurrent_tasks) == (10, None)  # pgqueuer's defaults
-    assert "heartbeat timeout is 2 s (--design-option)" in PgQueuer(heartbeat_timeout="2").timing_notes(_at(10))[-1]
+    assert "heartbeat timeout is 2 s (--design-option)" in \
+        PgQueuer(heartbeat_timeout="2").timing_notes(_at(10))[-1]
     assert math.isclose(PgQueuer(batch_size="1", max_concurrent_tasks="2").max_concurrent_tasks, 2)

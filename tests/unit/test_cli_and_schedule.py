@@ -75,8 +75,10 @@ def test_missing_schedule_file(tmp_path):
 
 
 def test_schedule_round_trips_through_json(tmp_path):
-    s = Schedule(jobs=(JobSpec(1, tenant=None, fault="crash", point="after-effect"), JobSpec(2, duration=0.3)),
-                 workers=2, events=(Event("pause", 2, duration=3.0), Event("horizon", 1, variant="repeatable-read")),
+    s = Schedule(jobs=(JobSpec(1, tenant=None, fault="crash", point="after-effect"),
+                       JobSpec(2, duration=0.3)),
+                 workers=2,
+                 events=(Event("pause", 2, duration=3.0), Event("horizon", 1, variant="repeatable-read")),
                  design="lease-fenced", tenant_mode="session", time_scale=0.1, timing=Timing(lease=2.0),
                  dequeues=7)
     p = tmp_path / "s.json"
@@ -105,7 +107,8 @@ def test_sqlfile_parser():
 def test_a_design_naming_a_query_its_sql_file_lacks_fails_at_import(tmp_path, monkeypatch):
     (tmp_path / "my_design_sql.sql").write_text("-- name: claim\nselect 1;\n")
     (tmp_path / "my_design.py").write_text(
-        "from pg_job_chaos.core import sqlfile\nQ = sqlfile.load(__file__, 'my_design_sql.sql', 'claim', 'finish')\n")
+        "from pg_job_chaos.core import sqlfile\n"
+        "Q = sqlfile.load(__file__, 'my_design_sql.sql', 'claim', 'finish')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(LookupError, match=r"missing queries \['finish'\]"):
         importlib.import_module("my_design")
@@ -166,5 +169,5 @@ def test_every_query_call_passes_exactly_the_parameters_its_statement_names():
            for where, stmt, keys in calls if keys != sqlfile.params(stmt)]
     assert not bad, "\n".join(bad)
     if unimported:
-        pytest.skip(f"the rest held; not checked, their libraries not installed (pip install -e '.[libraries]'): "
-                    f"{', '.join(unimported)}")
+        pytest.skip(f"the rest held; not checked, their libraries not installed "
+                    f"(pip install -e '.[libraries]'): {', '.join(unimported)}")

@@ -158,7 +158,8 @@ def test_a_value_the_command_checks_is_blamed_on_the_file(tmp_path, monkeypatch,
     monkeypatch.chdir(tmp_path)
     assert cli.main(["search"]) == 2
     err = capsys.readouterr().err
-    assert err == f"pg-job-chaos: --examples must be at least 1 (examples from [tool.pg-job-chaos] in {path})\n"
+    assert err == \
+        f"pg-job-chaos: --examples must be at least 1 (examples from [tool.pg-job-chaos] in {path})\n"
     assert cli.main(["search", "--examples", "0", "--no-config"]) == 2
     assert capsys.readouterr().err == "pg-job-chaos: --examples must be at least 1\n"
 

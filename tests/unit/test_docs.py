@@ -26,7 +26,8 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 def test_the_readme_is_short_and_starts_with_its_two_commands():
     lines = README.read_text().splitlines()
-    assert len(lines) <= MAX_LINES, f"README.md has {len(lines)} lines; at most {MAX_LINES} (move the rest to docs/)"
+    assert len(lines) <= MAX_LINES, \
+        f"README.md has {len(lines)} lines; at most {MAX_LINES} (move the rest to docs/)"
     assert lines[0] == "# pg-job-chaos"
     first_block = lines[lines.index("```sh") + 1:]
     assert first_block[:3] == [*COMMANDS, "```"], first_block[:3]
@@ -96,6 +97,7 @@ def test_the_strict_build_fails_on_a_dead_anchor(tmp_path):
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     with open(tmp_path / "docs" / "index.md", "a") as f:
         f.write("\n[dead](concepts.md#no-such-heading)\n")
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build",
+                        "--strict", "--site-dir", str(tmp_path / "site")],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode != 0 and "no-such-heading" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]

@@ -339,7 +339,8 @@ def test_a_designs_own_event_is_written_and_passed_over(tmp_path):
     plain, with_probe = history(records=records), history(records=[*records, {"t": 1.5, "worker": "w1.0",
                                                                                 "event": "probe", "job": 1}])
     assert [e.outcome for e in with_probe.executions()] == [e.outcome for e in plain.executions()]
-    assert {k: r.status for k, r in check(with_probe).items()} == {k: r.status for k, r in check(plain).items()}
+    assert {k: r.status for k, r in check(with_probe).items()} == \
+        {k: r.status for k, r in check(plain).items()}
 
 
 def test_histories_keep_their_json():

@@ -27,7 +27,8 @@ def test_a_violation_of_other_jobs_is_explained_only_when_the_budget_ended_the_r
                "progress": violated("progress", [2], "job 2 never ran")}
     assert explain(sane(ended_by="quiescent"), results)["progress"].cause == ""  # a finding of its own
     exhausted = explain(sane(ended_by="workers-exhausted"), results)["progress"]
-    assert exhausted.cause == "bounded-blast-radius" and exhausted.evidence.startswith("consequence of job 1's")
+    assert exhausted.cause == "bounded-blast-radius" and \
+        exhausted.evidence.startswith("consequence of job 1's")
     alone = explain(sane(ended_by="workers-exhausted"), {"progress": violated("progress", [2])})["progress"]
     assert (alone.cause, alone.evidence) == ("budget", "the run ended when its worker budget was spent: x")
 

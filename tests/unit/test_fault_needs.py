@@ -134,7 +134,8 @@ def test_a_catalogue_entry_with_an_unknown_network_action_is_refused():
 
 
 def test_an_unknown_network_action_is_an_error_not_a_no_op():
-    with pytest.raises(HarnessError, match="unknown network action 'jam'; known: latency, reset, partition, heal"):
+    with pytest.raises(HarnessError,
+                       match="unknown network action 'jam'; known: latency, reset, partition, heal"):
         network.check_action("jam")
     for action in NETWORK_ACTIONS:
         network.check_action(action)
@@ -205,9 +206,11 @@ def test_slot_count_derives_from_needs_one_slot():
 
 
 def test_a_name_declared_one_slot_in_the_catalogue_gives_one_slot(monkeypatch):
-    monkeypatch.setitem(CATALOGUE, "whole-server", Fault("whole-server", "supervisor", "x", needs_one_slot=True))
+    monkeypatch.setitem(CATALOGUE, "whole-server",
+                        Fault("whole-server", "supervisor", "x", needs_one_slot=True))
     assert session.slot_count(_args(), ["whole-server"], 3) == 1
-    monkeypatch.setitem(CATALOGUE, "restart", Fault("restart", "supervisor", "x"))  # the name is not what counts
+    monkeypatch.setitem(CATALOGUE, "restart",
+                        Fault("restart", "supervisor", "x"))  # the name is not what counts
     assert session.slot_count(_args(), ["restart"], 3) == 3
 
 
@@ -243,8 +246,8 @@ def test_variants_come_from_the_declarations():
     assert event_variant("no-such-fault", "repeatable-read") == "xid"
     two = Fault("two-ways", "supervisor", "x", variants=("xid", "repeatable-read"))
     cases = list(smallscope._cases([two, CATALOGUE["pause"]], ("mid-work",)))
-    assert [(c[1], c[3]) for c in cases] == [(None, "xid"), ("two-ways", "xid"), ("two-ways", "repeatable-read"),
-                                              ("pause", "xid")]
+    assert [(c[1], c[3]) for c in cases] == [(None, "xid"), ("two-ways", "xid"),
+                                             ("two-ways", "repeatable-read"), ("pause", "xid")]
 
 
 def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_path, monkeypatch):

@@ -59,7 +59,8 @@ def test_an_allowed_violation_does_not_fail_the_run_but_is_reported(tmp_path):
 def test_strict_ignores_an_allowed_property_that_could_not_decide():
     res = _results()
     res["horizon"] = Result("horizon", properties.UNKNOWN, evidence="no samples")
-    assert Report("search", "x", {"x": res}, strict=True, gate=properties.gate(allow="horizon")).exit_code() == EXIT_HELD
+    assert Report("search", "x", {"x": res}, strict=True,
+                  gate=properties.gate(allow="horizon")).exit_code() == EXIT_HELD
     assert Report("search", "x", {"x": res}, strict=True).exit_code() == EXIT_VIOLATED
 
 
@@ -80,7 +81,8 @@ def test_the_search_shrinks_only_a_gated_violation():
         ran.append(s)
         return _history(s)
 
-    kw = dict(faults=(), design=load_design("lease"), tenant_mode="local", examples=3, seed=1, time_scale=0.2, database=None)
+    kw = dict(faults=(), design=load_design("lease"), tenant_mode="local", examples=3, seed=1, time_scale=0.2,
+              database=None)
     everything = search(run, **kw)
     assert everything.counterexample is not None and "terminal-states" in everything.counterexample.violated
     gate = properties.gate(allow="progress,terminal-states")

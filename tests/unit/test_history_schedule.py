@@ -12,7 +12,8 @@ from pg_job_chaos.core.history import History, WorkerExit
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing
 
 STAMPED = Schedule(
-    jobs=(JobSpec(1, fault="raise", strikes=1), JobSpec(2, tenant=None, duration=1, fault="crash", point="mid-work"),
+    jobs=(JobSpec(1, fault="raise", strikes=1),
+          JobSpec(2, tenant=None, duration=1, fault="crash", point="mid-work"),
           JobSpec(3)),
     workers=2, events=(Event("kill", 3, occurrence=2), Event("pause", None, point="sql:claim", duration=1)),
     time_scale=1, timing=Timing(lease=2, heartbeat=0.25), max_attempts=4, pool_size=2, pg_version=17,
@@ -51,7 +52,8 @@ def test_a_hand_written_schedule_takes_the_defaults_for_what_it_leaves_out():
     h = _history({"jobs": [], "timing": {"lease": 1.5}, "time_scale": 0.2})
     assert h.schedule == Schedule(jobs=(), timing=Timing(lease=1.5), time_scale=0.2)
     assert _history({}).schedule == Schedule(jobs=())
-    assert _history({"jobs": [{"id": 1}], "timing": None, "format": 1}).schedule == Schedule(jobs=(JobSpec(1),))
+    assert _history({"jobs": [{"id": 1}], "timing": None, "format": 1}).schedule == \
+        Schedule(jobs=(JobSpec(1),))
     # taken as given, not validated: a history records what ran
     assert _history({"jobs": [{"id": 1}], "max_attempts": None}).schedule.max_attempts is None
     with pytest.raises(TypeError, match="a Schedule or its dict, not list"):

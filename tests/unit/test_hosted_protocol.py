@@ -103,8 +103,8 @@ def test_saved_schedule_keeps_options_and_versions():
 
 
 def _history(records, jobs) -> History:
-    return History(schedule=Schedule(jobs=(JobSpec(1), JobSpec(2))).to_dict(), design="x", tenant_mode="local",
-                   records=records, jobs=jobs, runs=[], exits=[], t0=0.0, t1=10.0)
+    return History(schedule=Schedule(jobs=(JobSpec(1), JobSpec(2))).to_dict(), design="x",
+                   tenant_mode="local", records=records, jobs=jobs, runs=[], exits=[], t0=0.0, t1=10.0)
 
 
 def test_an_unmapped_status_is_unknown_never_held():
@@ -153,8 +153,10 @@ def test_the_library_findings_counterexamples_still_load():
         for link in re.findall(r"\]\(([\w./-]*compare/[\w/-]+\.json)\)", page.read_text()):
             cited.add((page.parent / link).resolve().relative_to(root).as_posix())
     cited = sorted(cited)
-    assert len([c for c in cited if not c.endswith("compare.json")]) >= 10, cited  # the three matrices' S1-S5, S1-S5, S1-S6
-    assert {"docs/compare/procrastinate/compare.json", "docs/compare/chancy/compare.json", "docs/compare/pgqueuer/compare.json"} <= set(cited), cited
+    # the three matrices' S1-S5, S1-S5, S1-S6
+    assert len([c for c in cited if not c.endswith("compare.json")]) >= 10, cited
+    assert {"docs/compare/procrastinate/compare.json", "docs/compare/chancy/compare.json",
+            "docs/compare/pgqueuer/compare.json"} <= set(cited), cited
     for name in cited:
         if name.endswith("compare.json"):
             assert set(json.loads((root / name).read_text())) >= {"schedules", "designs"}, name

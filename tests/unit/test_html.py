@@ -12,13 +12,14 @@ from pg_job_chaos.harness.report import html
 
 def _history() -> History:
     records = [
-        {"t": 10.1, "worker": "w1.0", "event": "started", "job": 1, "attempt": 1, "tenant": 1, "fault": "crash",
-         "lease_until": 11.1},
+        {"t": 10.1, "worker": "w1.0", "event": "started", "job": 1, "attempt": 1, "tenant": 1,
+         "fault": "crash", "lease_until": 11.1},
         {"t": 10.2, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1},
         {"t": 10.3, "worker": "w1.0", "event": "fault", "job": 1, "attempt": 1, "fault": "crash",
          "point": "mid-work"},
         {"t": 10.5, "worker": "w10.0", "event": "started", "job": 2, "attempt": 1, "tenant": 2},
-        {"t": 10.6, "worker": "w10.0", "event": "failed", "job": 2, "attempt": 1, "error": "</script><b>boom"},
+        {"t": 10.6, "worker": "w10.0", "event": "failed", "job": 2, "attempt": 1,
+         "error": "</script><b>boom"},
         {"t": 11.5, "worker": "w1.1", "event": "started", "job": 1, "attempt": 2, "tenant": 1},
         {"t": 11.7, "worker": "w1.1", "event": "finished", "job": 1, "attempt": 2},
     ]
@@ -47,7 +48,8 @@ def test_timeline_lanes_bars_and_marks():
     assert bars[("w1.0", "1/1")]["start"] == 0.1 and bars[("w1.0", "1/1")]["end"] <= 0.35
     kinds = {m["kind"] for m in tl["marks"]}
     assert kinds == {"lease", "effect", "fault", "commit", "death", "horizon"}
-    (span,) = [m for m in tl["marks"] if m["kind"] == "horizon"]  # the session's oldest sample, over the threshold
+    # the session's oldest sample, over the threshold
+    (span,) = [m for m in tl["marks"] if m["kind"] == "horizon"]
     assert span["lane"] == "w1.0" and span["from"] == 0.12 and span["t"] == 0.32
     death = next(m for m in tl["marks"] if m["kind"] == "death")
     assert death["lane"] == "w1.0" and "pid 101" in death["label"]  # workers ended by the harness: no mark

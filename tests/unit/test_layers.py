@@ -22,8 +22,8 @@ LAYERS = {
     "core": 0,  # base: errors, SQL files, schedule, history, execution log, process helpers
     "faults": 1,  # the catalogue every component names
     "workers": 2, "properties": 2,  # the systems under test; the invariants
-    # real queue libraries hosted through workers/hosted/protocol.py; named by string in workers.LIBRARIES, imported
-    # by no harness module (each needs its library, an optional extra)
+    # real queue libraries hosted through workers/hosted/protocol.py; named by string in workers.LIBRARIES,
+    # imported by no harness module (each needs its library, an optional extra)
     "adapters": 3,
     "harness": 3,  # orchestration: provisioning, supervisor, runner, search, report, CLI, experiments
     "run": 4,  # run.py
@@ -179,7 +179,8 @@ def violations(root: Path = ROOT) -> list[str]:
                 continue
             if LAYERS[other] >= LAYERS[top]:
                 how = "sideways" if LAYERS[other] == LAYERS[top] else "up"
-                out.append(f"{m} imports {t}: {how} from layer {LAYERS[top]} ({top}) to {LAYERS[other]} ({other})")
+                out.append(f"{m} imports {t}: {how} from layer {LAYERS[top]} ({top}) "
+                           f"to {LAYERS[other]} ({other})")
     out += [f"import cycle: {' <-> '.join(c)}" for c in cycles(graph)]
     return out
 
@@ -193,7 +194,8 @@ def _ordered(package: str, order: dict[str, int], group, m: str, t: str) -> list
     table = "HARNESS" if package == "harness" else "WORKERS"
     for part in (a, b):
         if part not in order:
-            return [f"{m}: {package} part {part!r} has no layer; add it to {table} in tests/unit/test_layers.py"]
+            return [f"{m}: {package} part {part!r} has no layer; "
+                    f"add it to {table} in tests/unit/test_layers.py"]
     if order[b] >= order[a]:
         how = "sideways" if order[a] == order[b] else "up"
         return [f"{m} imports {t}: {how} inside {package}, from {a} ({order[a]}) to {b} ({order[b]})"]
@@ -251,7 +253,8 @@ def test_the_checker_sees_namespaced_imports_product_imports_of_tests_and_harnes
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     (tmp_path / "core" / "x.py").write_text("from pg_job_chaos.harness.engine import y\n")
-    (tmp_path / "harness" / "engine" / "y.py").write_text("from ..cli import z\nfrom tests.chaos import planted\n")
+    (tmp_path / "harness" / "engine" / "y.py").write_text("from ..cli import z\n"
+                                                          "from tests.chaos import planted\n")
     (tmp_path / "harness" / "cli" / "z.py").write_text("from ..engine import w\n")
     (tmp_path / "harness" / "engine" / "w.py").write_text("")
     (tmp_path / "core" / "v.py").write_text("from .. import harness\n")  # up to the namespace's root
@@ -275,7 +278,8 @@ def test_the_hosting_package_and_the_built_in_designs_stay_apart(tmp_path):
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "workers" / "body.py").write_text("")
     (tmp_path / "workers" / "lease.py").write_text("from .body import x\n")
-    (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..lease import y\nfrom ..body import z\n")
+    (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..lease import y\n"
+                                                                 "from ..body import z\n")
     found = violations(tmp_path)
-    assert found == ["workers.hosted.protocol imports workers.lease: sideways inside workers, from hosted (3) "
-                     "to builtin (3)"], found
+    assert found == ["workers.hosted.protocol imports workers.lease: sideways inside workers, from hosted "
+                     "(3) to builtin (3)"], found

@@ -45,16 +45,16 @@ def test_a_stale_executions_accepted_finish_is_violated_and_named():
     # w1.0 woke while w2.0's finish had not been taken: the library took the stale one's.
     r = one(NAME, paused(RETRY, fin("success", 6.002, "succeeded")))
     assert (r.status, r.count, r.jobs) == (VIOLATED, 1, (1,))
-    assert r.evidence == (f"job 1: procrastinate accepted the success (succeeded) of w1.0 attempt 1, 3002 ms after "
-                          f"w2.0 attempt 2 had started: a stale execution's finish ({RECORDED})")
+    assert r.evidence == (f"job 1: procrastinate accepted the success (succeeded) of w1.0 attempt 1, 3002 ms "
+                          f"after w2.0 attempt 2 had started: a stale execution's finish ({RECORDED})")
 
 
 def test_the_fresh_finish_accepted_and_the_stale_one_refused_holds():
     r = one(NAME, paused(RETRY, fin("success", 3.503, "succeeded")))
     assert (r.status, r.count, r.jobs) == (HELD, 0, ())
-    assert r.evidence == ("procrastinate accepted 1 finish for 1 job, at most one success each, none from a stale "
-                          "execution; it recorded no finish of the stale job 1's w1.0 attempt 1: refused, or never "
-                          "written")
+    assert r.evidence == ("procrastinate accepted 1 finish for 1 job, at most one success each, none from a "
+                          "stale execution; it recorded no finish of the stale job 1's w1.0 attempt 1: "
+                          "refused, or never written")
 
 
 def test_a_last_finish_only_record_cannot_show_the_stale_finish_refused():
@@ -64,12 +64,14 @@ def test_a_last_finish_only_record_cannot_show_the_stale_finish_refused():
     h.finishes[0]["complete"] = False
     r = one(NAME, h)
     assert r.status == UNKNOWN, r.evidence
-    assert r.evidence.startswith("job 1's w1.0 attempt 1 was stale and pg-boss keeps only its last finish of a job")
+    assert r.evidence.startswith("job 1's w1.0 attempt 1 was stale and pg-boss keeps only its last finish "
+                                 "of a job")
     # with nothing stale, a last-finish record decides as a full one does
     h = history(records=[*execution("w1.0", 1, 1, 1.0, 2.0)], jobs=[job(1)], runs=[run_row(1, 1)],
                 exits=[drained("w1.0", 3.0)])
     h.design, h.hosted = "pg-boss", True
-    h.finishes = [{"job": 1, "recorded": "state completed", "complete": False, "finishes": [fin("success", 2.003)]}]
+    h.finishes = [{"job": 1, "recorded": "state completed", "complete": False,
+                   "finishes": [fin("success", 2.003)]}]
     assert one(NAME, h).status == HELD
 
 
@@ -79,8 +81,8 @@ def test_retries_ms_apart_are_attributed_in_order_not_to_the_next_execution():
     # started after that record: it cannot be its source (measured: a false "stale finish" before).
     def ex(a, start, end):
         return execution("w1.0", 1, a, start, end, outcome="failed", effect=False)
-    h = history(records=[*ex(1, 1.000, 1.001), *ex(2, 1.006, 1.007), *ex(3, 1.0085, 1.0095)], jobs=[job(1, "dead", 3)],
-                exits=[drained("w1.0", 2.0)])
+    h = history(records=[*ex(1, 1.000, 1.001), *ex(2, 1.006, 1.007), *ex(3, 1.0085, 1.0095)],
+                jobs=[job(1, "dead", 3)], exits=[drained("w1.0", 2.0)])
     h.design, h.hosted = "procrastinate", True
     h.finishes = [{"job": 1, "recorded": "deferred_for_retry x2, failed", "finishes": [
         fin("requeued", 1.002, "deferred_for_retry"), fin("requeued", 1.008, "deferred_for_retry"),
@@ -131,15 +133,19 @@ def test_a_built_in_design_is_vacuous_and_the_recoverys_requeue_is_no_finish():
 
 def test_hosted_body_first_violations_are_at_least_once_and_say_what_the_library_did():
     h = paused(RETRY, fin("success", 3.503))
-    h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})  # woken, it sends
+    # woken, it sends
+    h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})
     res = check(h)
     sc = res["single-commit"]
-    assert sc.status == VIOLATED and sc.cause == "at-least-once" and sc.to_dict()["caused_by"] == "at-least-once"
+    assert sc.status == VIOLATED and sc.cause == "at-least-once" and \
+        sc.to_dict()["caused_by"] == "at-least-once"
     assert sc.evidence.startswith("the body's commit and effect happened before procrastinate's finish: "
-                                  "at-least-once by design, not procrastinate's fence (procrastinate accepted at most "
-                                  "one success per job, none stale: library-one-finish held): job 1 committed 2")
+                                  "at-least-once by design, not procrastinate's fence (procrastinate "
+                                  "accepted at most one success per job, none stale: library-one-finish "
+                                  "held): job 1 committed 2")
     assert res["no-stale-effect"].cause == res["at-most-once-effects"].cause == "at-least-once"
-    assert "but procrastinate also accepted" in check(paused(RETRY, fin("success", 6.002)))["single-commit"].evidence
+    assert "but procrastinate also accepted" in \
+        check(paused(RETRY, fin("success", 6.002)))["single-commit"].evidence
     # a built-in design's violation stays a finding of its own
     assert check(paused(RETRY, hosted=False))["single-commit"].cause == ""
 
@@ -148,15 +154,16 @@ def test_your_own_hosted_queue_is_named_in_the_evidence_never_called_a_library()
     h = paused(RETRY, fin("success", 3.503), design="my-queue")
     h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})
     sc = check(h)["single-commit"]
-    assert sc.evidence.startswith("the body's commit and effect happened before my-queue's finish: at-least-once by "
-                                  "design, not my-queue's fence (my-queue accepted at most one success per job")
+    assert sc.evidence.startswith("the body's commit and effect happened before my-queue's finish: "
+                                  "at-least-once by design, not my-queue's fence (my-queue accepted at most "
+                                  "one success per job")
     h.finishes = None  # no accepted_finishes hook
     res = check(h)
-    assert res[NAME].evidence == ("my-queue does not say what it accepted (its design has no accepted_finishes): "
-                                  "my-queue's own record of its finishes was not read")
+    assert res[NAME].evidence == ("my-queue does not say what it accepted (its design has no "
+                                  "accepted_finishes): my-queue's own record of its finishes was not read")
     assert res["single-commit"].evidence.startswith(
-        "the body's commit and effect happened before my-queue's finish: at-least-once by design, not my-queue's "
-        "fence (what my-queue accepted is unknown: library-one-finish): ")
+        "the body's commit and effect happened before my-queue's finish: at-least-once by design, not "
+        "my-queue's fence (what my-queue accepted is unknown: library-one-finish): ")
     assert all("librar" not in r.evidence.replace("library-one-finish", "") for r in res.values()), res
 
 
@@ -164,7 +171,8 @@ def test_the_history_keeps_what_the_library_accepted():
     h = paused(fin("success", 3.503))
     again = History.from_dict(json.loads(h.to_json()))
     assert (again.hosted, again.finishes) == (True, h.finishes)
-    assert History.from_dict({k: v for k, v in h.to_dict().items() if k not in ("hosted", "finishes")}).hosted is False
+    assert History.from_dict({k: v for k, v in h.to_dict().items()
+                              if k not in ("hosted", "finishes")}).hosted is False
 
 
 def test_finishes_are_dated_on_the_execution_logs_clock():
@@ -220,10 +228,12 @@ def test_what_each_library_recorded_becomes_finishes():
     assert p[1]["recorded"] == f"{RECORDED}; status succeeded, attempts 2"
     assert p[2]["finishes"] == [{"outcome": "success", "what": "cancelled (todo -> succeeded)", "at": t[5]}]
     assert p[3] == {"finishes": [], "recorded": "procrastinate_events no event; status todo, attempts 0"}
-    q = readers.pgqueuer(rows("id status at traceback", (1, "queued", t[0], False), (1, "picked", t[1], False),
+    q = readers.pgqueuer(rows("id status at traceback", (1, "queued", t[0], False),
+                              (1, "picked", t[1], False),
                               (1, "queued", t[2], True), (1, "picked", t[3], False),
                               (1, "successful", t[4], False), (2, None, None, None)))
-    assert [(f["outcome"], f["what"]) for f in q[1]["finishes"]] == [("failure", "retry_job"), ("success", "successful")]
+    assert [(f["outcome"], f["what"]) for f in q[1]["finishes"]] == [("failure", "retry_job"),
+                                                                     ("success", "successful")]
     assert q[1]["recorded"] == "pgqueuer_log queued, picked, queued (retry), picked, successful"
     assert q[2] == {"finishes": [], "recorded": "pgqueuer_log no row"}
     c = readers.chancy(rows("id state attempts max_attempts errors completed_at",
@@ -233,11 +243,13 @@ def test_what_each_library_recorded_becomes_finishes():
                                                                                   ("success", t[5], 2)]
     assert [(f["outcome"], f["at"], f["what"]) for f in c[2]["finishes"]] == [("failure", t[4],
                                                                                "errors[0], state failed")]
-    assert c[3]["finishes"] == [] and c[3]["recorded"] == "chancy_jobs state running, attempts 0, 0 errors, max_attempts 4"
+    assert c[3]["finishes"] == [] and \
+        c[3]["recorded"] == "chancy_jobs state running, attempts 0, 0 errors, max_attempts 4"
     a = readers.awa(rows(
         "id state attempt run_lease finalized_at errors clock",
         (1, "completed", 2, 7, t[3], [{"error": "boom", "attempt": 1, "at": t[1].isoformat()}], "worker"),
-        (2, "retryable", 2, 9, None, [{"error": "heartbeat stale (rescued)", "attempt": 1, "at": None}], "database"),
+        (2, "retryable", 2, 9, None, [{"error": "heartbeat stale (rescued)", "attempt": 1, "at": None}],
+         "database"),
         (3, None, None, None, None, [], "worker")))
     assert a[1]["finishes"] == [
         {"outcome": "failure", "what": "boom", "at": t[1], "clock": "worker", "attempt": 1},
@@ -257,7 +269,8 @@ def test_a_death_of_the_library_itself_is_no_failure_it_received():
                 **({"library": True} if library else {})}
         h = history(records=[start, gone], jobs=[job(1, "dead")], exits=[died("w1.0", 1, t=1.4)])
         h.design, h.hosted = "pg-boss", True
-        h.finishes = [{"job": 1, "recorded": "state failed", "finishes": [fin("failure", 5.0, "state failed")]}]
+        h.finishes = [{"job": 1, "recorded": "state failed",
+                       "finishes": [fin("failure", 5.0, "state failed")]}]
         return h
 
     child = ran(library=False)

@@ -1,5 +1,6 @@
 """A hosted library that is not installed is a usage error (exit 2) before any server starts, with the
-install command a user of the wheel types: search, replay and compare load their designs first (no database)."""
+install command a user of the wheel types: search, replay and compare load their designs first """ \
+"""(no database)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ PYTHON_LIBRARIES = sorted(n for n in LIBRARIES if n not in OTHER_RUNTIMES)
 
 @pytest.mark.parametrize("library", PYTHON_LIBRARIES)
 @pytest.mark.parametrize("command", ["search", "replay", "compare"])
-def test_a_missing_library_fails_before_provisioning(monkeypatch, capsys, tmp_path, provisioned, library, command):
+def test_a_missing_library_fails_before_provisioning(monkeypatch, capsys, tmp_path, provisioned, library,
+                                                     command):
     adapter, module = adapter_of(library), IMPORTED_AS.get(library, adapter_of(library))
     without(monkeypatch, module, adapter)
     argv = {"search": ["search", "--design", library, "--examples", "1", "--time-scale", "1"],
@@ -89,12 +91,13 @@ def test_without_the_library_installed_through_the_real_command_line(tmp_path):
     (missing / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'procrastinate'\", "
                                          "name='procrastinate')\n")
     env = dict(os.environ, PYTHONPATH=f"{missing.parent}{os.pathsep}{ROOT}")
-    r = subprocess.run([sys.executable, str(ROOT / "run.py"), "search", "--design", "procrastinate", "--examples",
-                        "1", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60,
-                       cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
+    r = subprocess.run([sys.executable, str(ROOT / "run.py"), "search", "--design", "procrastinate",
+                        "--examples", "1", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stderr == ("pg-job-chaos: --design procrastinate: cannot import pg_job_chaos.adapters.procrastinate: "
-                        f"No module named 'procrastinate' (the hosted libraries install with {EXTRA})\n"), r.stderr
+    assert r.stderr == ("pg-job-chaos: --design procrastinate: cannot import "
+                        "pg_job_chaos.adapters.procrastinate: No module named 'procrastinate' "
+                        f"(the hosted libraries install with {EXTRA})\n"), r.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -97,7 +97,8 @@ LOGIN_OK = _msg(b"R", struct.pack("!i", 0))  # AuthenticationOk: a server's firs
 
 @pytest.fixture
 def fake_pg():
-    """Answers each connection with AuthenticationOk, BackendKeyData (pids 101, 102, ...) and ReadyForQuery, then every
+    """Answers each connection with AuthenticationOk, BackendKeyData (pids 101, 102, ...) """ \
+    """and ReadyForQuery, then every
     client send with a commit's reply. ``seen`` collects how each connection ended on its side."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

@@ -28,7 +28,8 @@ def relay_send(t, worker, job_id, attempt, answer="accepted", *, key=None, relay
 
 def outboxed(*records) -> list[dict]:
     """Jobs 1 and 2 run once each without a body effect (the outbox design), then *records*."""
-    return [*execution("w1.0", 1, 1, 1.0, 2.0, effect=False), *execution("w1.0", 2, 1, 2.0, 3.0, effect=False),
+    return [*execution("w1.0", 1, 1, 1.0, 2.0, effect=False),
+            *execution("w1.0", 2, 1, 2.0, 3.0, effect=False),
             *records]
 
 
@@ -47,8 +48,8 @@ def test_the_world_accepts_a_key_once_and_logs_both_sides(tmp_path):
 
 
 def test_history_effects_pair_sends_with_answers():
-    h = sane(records=outboxed(*relay_send(2.1, "w1.0", 1, 1, answer=None), *relay_send(3.5, "w1.1", 1, 1, "duplicate",
-                                                                                        relay="sweep")))
+    h = sane(records=outboxed(*relay_send(2.1, "w1.0", 1, 1, answer=None),
+                              *relay_send(3.5, "w1.1", 1, 1, "duplicate", relay="sweep")))
     effects = h.effects()
     assert [(e.job, e.worker, e.answer, e.relay) for e in effects] == [
         (1, "w1.0", None, "relay"), (1, "w1.1", "duplicate", "sweep")]
@@ -58,11 +59,13 @@ def test_history_effects_pair_sends_with_answers():
 # --- at-most-once-effects on accepted effects -----------------------------------------------------------
 
 def test_a_redelivery_the_world_acknowledges_is_one_effect():
-    h = sane(records=outboxed(*relay_send(2.1, "w1.0", 1, 1), *relay_send(3.5, "w1.1", 1, 1, "duplicate", relay="sweep"),
+    h = sane(records=outboxed(*relay_send(2.1, "w1.0", 1, 1),
+                              *relay_send(3.5, "w1.1", 1, 1, "duplicate", relay="sweep"),
                               *relay_send(3.1, "w1.0", 2, 1)))
     result = one("at-most-once-effects", h)
     assert result.status == HELD
-    assert result.evidence == "2 effects accepted, at most one per job; 1 repeated send acknowledged, not done again"
+    assert result.evidence == \
+        "2 effects accepted, at most one per job; 1 repeated send acknowledged, not done again"
 
 
 def test_a_key_per_attempt_is_two_effects():
@@ -100,11 +103,13 @@ def test_relay_deliveries_are_judged_not_vacuous():
 
 
 def test_delivering_an_old_attempts_effect_after_a_newer_claim_is_stale():
-    records = [*execution("w1.0", 1, 1, 1.0, 1.4, effect=False), *execution("w2.0", 1, 2, 1.5, 2.0, effect=False),
+    records = [*execution("w1.0", 1, 1, 1.0, 1.4, effect=False),
+               *execution("w2.0", 1, 2, 1.5, 2.0, effect=False),
                *relay_send(1.8, "w1.0", 1, 1)]
     result = one("no-stale-effect", sane(records=records, jobs=[job(1, attempts=2), job(2)]))
     assert (result.status, result.jobs) == (VIOLATED, (1,))
-    assert "w1.0 delivered attempt 1's effect job:1:effect:0 300 ms after w2.0 attempt 2 started" in result.evidence
+    assert "w1.0 delivered attempt 1's effect job:1:effect:0 300 ms after w2.0 attempt 2 started" in \
+        result.evidence
 
 
 # --- pool-hygiene: a session the server cut is a reconnect ---------------------------------------------

@@ -58,7 +58,8 @@ def test_packages_list_is_every_package_of_the_tree():
     found = tree_packages(ROOT, st["package-dir"])
     listed = set(st["packages"])
     missing, stale = sorted(set(found) - listed), sorted(listed - set(found))
-    assert not missing, f"packages with an __init__.py that pyproject.toml does not list (not in the wheel): {missing}"
+    assert not missing, \
+        f"packages with an __init__.py that pyproject.toml does not list (not in the wheel): {missing}"
     assert not stale, f"pyproject.toml lists packages the tree does not have: {stale}"
     assert len(st["packages"]) == len(listed), "pyproject.toml lists a package twice"
 

@@ -65,7 +65,8 @@ def test_the_startup_is_read_whole_or_split_anywhere_and_forwarded_unchanged():
 
 def test_several_messages_in_one_chunk_and_a_big_one_across_many_are_forwarded_as_they_come():
     s = logged_in()
-    rows = msg(b"1") + msg(b"2") + msg(b"T", b"x" * 20) + msg(b"D", b"y" * 200_000) + complete("SELECT 1") + ready(b"I")
+    rows = msg(b"1") + msg(b"2") + msg(b"T", b"x" * 20) + msg(b"D", b"y" * 200_000) + complete("SELECT 1") \
+        + ready(b"I")
     chunks = [rows[i:i + 65536] for i in range(0, len(rows), 65536)]
     got = [s.feed(c, True) for c in chunks]
     assert all(not strike for _, strike in got)

@@ -22,7 +22,8 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
     assert GROUPS == {
-        "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
+        "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
+                   "attempts-counted",
                    "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish"),
         "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
         "resources": ("horizon", "pool-hygiene"),
@@ -62,7 +63,8 @@ def test_every_property_module_is_imported_and_writes_its_name_once():
 
 def test_a_duplicate_name_or_position_raises_at_registration():
     before = dict(REGISTRY)
-    with pytest.raises(ValueError, match="'no-overlap' is registered twice: by pg_job_chaos.properties.checks.no_overlap"):
+    with pytest.raises(ValueError, match="'no-overlap' is registered twice: "
+                                         "by pg_job_chaos.properties.checks.no_overlap"):
         @decides("no-overlap", group="safety", position=99)
         def again(h, name):
             return held(name, "")

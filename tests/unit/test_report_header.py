@@ -18,8 +18,8 @@ def _schedule(options) -> Schedule:
 def _search(h, options, tmp_path):
     s = _schedule(options)
     out = SearchOutcome(runs=[Run(s, check(h), h, 0.1)], seconds=0.1)
-    return build.search_report(out, faults=[], design="tenant-worker", tenant_mode="local", examples=1, seed=1,
-                               server={}, stamp=lambda x: x, out_dir=tmp_path)
+    return build.search_report(out, faults=[], design="tenant-worker", tenant_mode="local", examples=1,
+                               seed=1, server={}, stamp=lambda x: x, out_dir=tmp_path)
 
 
 def test_own_tenant_code_with_session_scope_prints_as_session_not_the_unused_tenant_mode(tmp_path):

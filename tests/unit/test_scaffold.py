@@ -45,8 +45,8 @@ def test_new_design_writes_the_file_and_never_overwrites_it(tmp_path, capsys):
     assert f"pg-job-chaos search --design {path}:MyQueue --examples 1" in capsys.readouterr().out
     path.write_text("# mine\n")
     assert cli.main(["new-design", "my_queue", "--out", str(out)]) == 2
-    assert capsys.readouterr().err == (f"pg-job-chaos: {path} exists; not overwriting it (remove it, or choose "
-                                       "another NAME or --out)\n")
+    assert capsys.readouterr().err == (f"pg-job-chaos: {path} exists; not overwriting it (remove it, or "
+                                       "choose another NAME or --out)\n")
     assert path.read_text() == "# mine\n"
 
 

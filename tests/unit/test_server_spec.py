@@ -32,7 +32,8 @@ def test_a_spec_is_validated_when_made_and_names_its_fields():
         ServerSpec(pg_bin="/usr/lib/postgresql/15/bin", pg_version=15)
     with pytest.raises(UsageError, match=r"the pooler \(pooler\) 'pgpool': expected pgbouncer"):
         ServerSpec(pooler="pgpool")
-    assert ServerSpec("docker:postgres:15").kind == "docker" and ServerSpec("docker:postgres:15").target == "postgres:15"
+    assert ServerSpec("docker:postgres:15").kind == "docker" and \
+        ServerSpec("docker:postgres:15").target == "postgres:15"
     assert ServerSpec("postgresql://u@h/db").kind == "dsn" and ServerSpec().kind == "local"
 
 
@@ -64,10 +65,11 @@ def test_provisioning_names_no_command_line_flag():
 
 
 def test_the_binaries_messages_name_the_field(tmp_path):
-    with pytest.raises(HarnessError, match=r"no PostgreSQL server binaries \(initdb, postgres\) in .* \(pg_bin\)"):
+    with pytest.raises(HarnessError,
+                       match=r"no PostgreSQL server binaries \(initdb, postgres\) in .* \(pg_bin\)"):
         binaries.find(str(tmp_path))
-    with pytest.raises(HarnessError, match=r"PostgreSQL 9 is not installed: .*, or give its binaries directory "
-                                           r"\(pg_bin\)"):
+    with pytest.raises(HarnessError, match=r"PostgreSQL 9 is not installed: .*, or give its binaries "
+                                           r"directory \(pg_bin\)"):
         binaries.find(None, 9)
 
 
@@ -88,8 +90,8 @@ def test_a_bad_server_in_the_settings_file_is_blamed_on_the_file(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert cli.main(["search", "--faults", "crash"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"pg-job-chaos: the server (postgres) 'bogus': expected local, docker[:IMAGE] or a connection "
-                   f"string (postgresql://...) (postgres from [tool.pg-job-chaos] in {path})\n")
+    assert err == (f"pg-job-chaos: the server (postgres) 'bogus': expected local, docker[:IMAGE] or a "
+                   f"connection string (postgresql://...) (postgres from [tool.pg-job-chaos] in {path})\n")
 
 
 def test_a_run_gets_what_its_faults_need_of_the_server(monkeypatch):
@@ -116,7 +118,8 @@ def test_a_server_without_what_the_faults_need_is_refused():
         session.check_server(_database(), ["restart"])
     with pytest.raises(UsageError, match="the restart fault needs the local server: it stops and starts it; "
                                          "this session's is PostgreSQL at h"):
-        session.check_server(_database(control=None, server="PostgreSQL at h", settings=dict(DURABLE_SETTINGS)),
+        session.check_server(_database(control=None, server="PostgreSQL at h",
+                                       settings=dict(DURABLE_SETTINGS)),
                              ["restart"])
 
 
@@ -149,7 +152,8 @@ class FakeServers:
     """harness.session.Servers' interface: one runner per what the faults need."""
 
     def __init__(self):
-        self.plain, self.durable = FakeRunner(_database()), FakeRunner(_database(settings=dict(DURABLE_SETTINGS)))
+        self.plain, self.durable = (FakeRunner(_database()),
+                                    FakeRunner(_database(settings=dict(DURABLE_SETTINGS))))
 
     def runner(self, fault_names=()):
         return self.durable if session.server_settings(ServerSpec(), fault_names) else self.plain
@@ -189,7 +193,8 @@ def test_servers_provision_each_spec_once_and_remove_all_last_first(monkeypatch)
         base = servers.database()
         assert servers.database(["crash"]) is base and servers.runner().database is base
         durable = servers.runner(["restart"])
-        assert durable is servers.runner(["restart", "pause"]) and durable.database.spec.settings == DURABLE_SETTINGS
+        assert durable is servers.runner(["restart", "pause"]) and \
+            durable.database.spec.settings == DURABLE_SETTINGS
         assert log == [("provision", {}), ("provision", DURABLE_SETTINGS)]
     assert log[2:] == [("close runner", DURABLE_SETTINGS), ("drop", DURABLE_SETTINGS), ("close runner", {}),
                        ("drop", {})]

@@ -1,4 +1,5 @@
-"""Statement strike points (workers/statements.py): names, schedules, small scope, strategies (no database)."""
+"""Statement strike points (workers/statements.py): names, schedules, small scope, strategies """ \
+    """(no database)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,8 @@ def test_strict_still_passes_a_run_that_held_and_fails_a_violation():
 def test_a_fault_that_never_struck_fails_only_with_strict_and_no_strike_point_always_fails():
     assert _report(properties.HELD, strict=False, never_struck=["crash"]).exit_code() == EXIT_HELD
     r = _report(properties.HELD, strict=True, never_struck=["crash"])
-    assert r.exit_code() == EXIT_VIOLATED and "--strict: crash struck in no run; the run fails" in r.failures()
+    assert r.exit_code() == EXIT_VIOLATED and \
+        "--strict: crash struck in no run; the run fails" in r.failures()
     r = _report(properties.HELD, strict=False, no_strike=True)
     assert r.exit_code() == EXIT_VIOLATED and r.failures()[0].startswith("NO FAULT COULD STRIKE")
 
@@ -58,7 +59,8 @@ def test_junit_under_strict_reports_unknown_as_a_failure(tmp_path):
         path = tmp_path / f"{strict}.xml"
         report.junit(str(path), {"lease": _results(properties.UNKNOWN)}, strict=strict)
         case = next(c for c in ET.parse(path).getroot().iter("testcase") if c.get("name") == "horizon")
-        assert (case.find("failure") is not None) is strict and (case.find("skipped") is not None) is not strict
+        assert (case.find("failure") is not None) is strict and \
+            (case.find("skipped") is not None) is not strict
 
 
 def test_the_property_table_fits_100_columns_wraps_evidence_and_shortens_lists():
@@ -100,5 +102,6 @@ def test_the_reports_json_and_warnings_are_derived_from_its_verdicts():
     doc = r.to_json()
     assert doc["design"] == "lease" and doc["failed"] and doc["failing"] == ["horizon"]
     assert doc["fail_on"] == list(properties.PROPERTIES) and doc["allowed_violations"] == []
-    assert r.warnings() == ["WARNING: fault crash struck in no run of this search: nothing was tested against it",
+    assert r.warnings() == ["WARNING: fault crash struck in no run of this search: "
+                            "nothing was tested against it",
                             "--budget ran out before the example budget: fewer schedules ran than asked for"]

@@ -10,8 +10,8 @@ from tests.unit.test_properties import execution, one, rec, sane
 def own(worker, job, attempt, start, end, *, tenant, seen, backend=9000, visible=0, foreign=0) -> list[dict]:
     """One execution on the worker's own connection: the body observed *seen* as it began."""
     return [rec(start, worker, "started", job, attempt, tenant=tenant, own_tenant=True),
-            rec(start + 0.01, worker, "tenant-seen", job, attempt, tenant=tenant, setting="app.current_tenant",
-                value=seen, backend=backend, visible=visible, foreign=foreign),
+            rec(start + 0.01, worker, "tenant-seen", job, attempt, tenant=tenant,
+                setting="app.current_tenant", value=seen, backend=backend, visible=visible, foreign=foreign),
             rec(start + 0.02, worker, "effect", job, attempt), rec(end, worker, "finished", job, attempt)]
 
 
@@ -53,7 +53,8 @@ def test_the_harness_body_reading_fewer_rows_than_its_tenant_owns_is_a_violation
     assert result.status == VIOLATED
     assert result.evidence == "job 1 (tenant 2) read 0 of its 10,000 invoices: it ran without its tenant"
     # Without the data set's counts (a history saved before they were recorded) only leaks decide.
-    assert one("tenant-isolation", sane(records=execution("w1.0", 1, 1, 1.0, 2.0, tenant=2, visible=0))).status == HELD
+    assert one("tenant-isolation",
+               sane(records=execution("w1.0", 1, 1, 1.0, 2.0, tenant=2, visible=0))).status == HELD
 
 
 def test_a_wrong_tenant_is_named_even_when_the_server_session_has_no_earlier_job():

@@ -42,8 +42,8 @@ def test_a_design_that_never_retries_a_transient_failure_is_found():
              jobs=[job(1, "dead")], runs=[])
     result = one("transient-recovers", h)
     assert (result.status, result.jobs) == (VIOLATED, (1,))
-    assert result.evidence == ("job 1's raise struck only its first 1 execution of 3 attempts, yet it ended dead "
-                               "after 1 execution: the design never retried it")
+    assert result.evidence == ("job 1's raise struck only its first 1 execution of 3 attempts, yet it ended "
+                               "dead after 1 execution: the design never retried it")
 
 
 def test_a_retried_transient_failure_holds_and_other_schedules_are_vacuous():
@@ -83,6 +83,8 @@ def test_a_transient_crash_kills_at_most_its_strikes():
     sched = schedule((1,), faults={1: "crash"})
     sched["jobs"][0]["strikes"] = 1
     h = sane(sched=sched, records=[*execution("w1.0", 1, 1, 1.0, None), *execution("w1.1", 1, 2, 2.0, None)],
-             jobs=[job(1, "dead", attempts=2)], runs=[], exits=[died("w1.0", 1, t=1.5), died("w1.1", 1, t=2.5)])
+             jobs=[job(1, "dead", attempts=2)], runs=[],
+             exits=[died("w1.0", 1, t=1.5), died("w1.1", 1, t=2.5)])
     result = one("bounded-blast-radius", h)
-    assert (result.status, result.evidence) == (VIOLATED, "job 1 killed 2 worker processes (its transient fault strikes only 1 execution)")
+    assert (result.status, result.evidence) == (VIOLATED, "job 1 killed 2 worker processes "
+                                                          "(its transient fault strikes only 1 execution)")

@@ -16,7 +16,8 @@ def test_a_setup_failure_is_recorded_in_the_workers_log(tmp_path):
     schedule = Schedule(design="lease", jobs=(JobSpec(id=1),), workers=1)
     spec = WorkerSpec("w1.0", schedule, "postgresql://127.0.0.1:1/none", tmp_path)
     not_the_parent = os.getpid() + 10**6  # die_with_parent sees another parent: setup fails at once
-    proc = process._FORK.Process(target=process._entry, args=(spec, load_design("lease").for_run(schedule), (), not_the_parent))
+    proc = process._FORK.Process(target=process._entry,
+                                 args=(spec, load_design("lease").for_run(schedule), (), not_the_parent))
     proc.start()
     proc.join(30)
     assert proc.exitcode == process.EXIT_WORKER_ERROR
