@@ -4,13 +4,18 @@ From a clean copy of the working tree (its tracked and new files: no build/, ``*
 ``__pycache__`` or ``chaos-out``), setuptools builds the wheel the way ``pip install`` would, without
 the network (``--no-build-isolation``: the build requirements are in the ``test`` extra). Its only
 top-level name is ``pg_job_chaos/``; every module and every ``.sql``/``.html``/``.txt`` file of the layers is
-in it. It is installed (``--no-deps``) into a fresh venv that sees the machine's packages
-(``--system-site-packages``: psycopg, Hypothesis, pytest, the PostgreSQL wheel), and used from a
-scratch project that has its own ``workers`` and ``core`` packages, with no ``PYTHONPATH``:
+in it. It is installed (``--no-deps``) into a fresh venv that sees the packages of the environment
+running this test (psycopg, Hypothesis, pytest, the PostgreSQL wheel), and used from a scratch project
+that has its own ``workers`` and ``core`` packages, with no ``PYTHONPATH``. That environment is the
+machine's interpreter or, as most users run the suite, a virtual environment: ``--system-site-packages``
+would give the inner venv the *base* interpreter's site-packages, without psycopg when the suite runs
+in a venv. So the inner venv is made without it, and a ``.pth`` file in its site-packages adds the
+running interpreter's site directories after its own (``site.addsitedir``: their ``.pth`` files, the
+editable install's among them, are read as ``--system-site-packages`` reads the base's):
 
 * ``import workers, core`` are the project's, ``pg_job_chaos.workers``/``.core`` the wheel's, in one
-  interpreter; ``pg_job_chaos`` comes from the venv's site-packages, not the checkout (the machine
-  has an editable install of this project too: the venv's copy must win);
+  interpreter; ``pg_job_chaos`` comes from the venv's site-packages, not the checkout (the outer
+  environment has an editable install of this project too: the venv's copy must win);
 * the console script (``--help``, ``--version``, ``--list-faults``, ``new-design``: its template is
   package data) and ``python -m pg_job_chaos``;
 * the pytest plugin loads in the project's own pytest run;
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site as python_site
 import subprocess
 import sys
 import time
@@ -101,6 +107,26 @@ def shipped(copied: list[str]) -> set[str]:
     return out
 
 
+OUTER_PTH = "zz-pg-job-chaos-test-outer-site.pth"  # read after every .pth of the venv's own
+
+
+def outer_site_dirs() -> list[str]:
+    """The site directories of the interpreter running this test, in its ``sys.path`` order: a
+    venv's site-packages (and the base's when that venv has ``--system-site-packages``), or the
+    machine interpreter's; the user site when this interpreter reads it."""
+    dirs = list(python_site.getsitepackages())
+    if python_site.ENABLE_USER_SITE:
+        dirs.insert(0, python_site.getusersitepackages())
+    order = {p: i for i, p in enumerate(sys.path)}
+    return sorted((d for d in dirs if os.path.isdir(d)), key=lambda d: order.get(d, len(order)))
+
+
+def outer_pth(dirs: list[str]) -> str:
+    """A ``.pth`` file that adds *dirs* after the venv's own site-packages, reading their ``.pth``
+    files (``site.addsitedir``), as ``--system-site-packages`` adds the base's."""
+    return "".join(f"import site; site.addsitedir({d!r})\n" for d in dirs)
+
+
 def _env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENV_DROPPED}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -160,17 +186,19 @@ def installed(tmp_path_factory) -> Installed:
 
     started = time.monotonic()
     venv = base / "venv"
-    # --without-pip: the machine's pip, seen through --system-site-packages, installs into the venv
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+    # --without-pip: the outer environment's pip, seen through the .pth file, installs into the venv
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
                    check=True, timeout=120, capture_output=True)
     python = venv / "bin" / "python"
     env = _env(venv)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([str(python), "-c", purelib], capture_output=True, text=True, check=True,
+                               env=env).stdout.strip())
+    (site / OUTER_PTH).write_text(outer_pth(outer_site_dirs()))
     r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
                         "--disable-pip-version-check", str(wheels[0])],
                        capture_output=True, text=True, timeout=300, cwd=base, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True, env=env).stdout.strip())
     assert (site / "pg_job_chaos" / "workers" / "body.sql").is_file(), site
     _step("venv and install", started)
 
@@ -235,6 +263,20 @@ def test_both_workers_packages_in_one_interpreter_from_the_users_project(install
     assert not Path(got["pg_job_chaos"]).is_relative_to(ROOT)
     assert got["theirs"] == [], f"modules of pg_job_chaos from outside the venv: {got['theirs']}"
     assert "lease" in got["designs"]
+
+
+def test_the_venv_sees_this_environments_packages_after_its_own(installed):
+    """psycopg (and pytest) as the running interpreter has them, a venv's or the machine's; the
+    venv's own site-packages first on ``sys.path``."""
+    import psycopg
+
+    r = installed.run(installed.python, "-c", "import json, sys, psycopg, pytest; "
+                      "print(json.dumps([psycopg.__file__, pytest.__file__, sys.path]))")
+    assert r.returncode == 0, r.stderr
+    theirs, their_pytest, path = json.loads(r.stdout)
+    assert (theirs, their_pytest) == (psycopg.__file__, pytest.__file__)
+    outer = outer_site_dirs()
+    assert path.index(str(installed.site)) < min(path.index(d) for d in outer), path
 
 
 def test_console_script_and_python_m(installed):
