@@ -92,11 +92,20 @@ def double_imports(modules: dict[str, str | None], root: Path = ROOT) -> list[st
     for name, file in modules.items():
         if file and not name.startswith("__"):  # __main__, __mp_main__: a script is its own module
             path = Path(file).resolve()
-            if path.is_relative_to(root):
+            if path.is_relative_to(root) and not _installed(path, root):
                 by_file[path].append(name)
     out += [f"{' and '.join(sorted(names))}: one file, {path.relative_to(root)}, imported twice"
             for path, names in sorted(by_file.items()) if len(names) > 1]
     return out
+
+
+def _installed(path: Path, root: Path) -> bool:
+    """Whether *path* is an installed package's file, not the checkout's: under a ``site-packages`` or
+    inside a virtual environment kept in the checkout (a folder holding ``pyvenv.cfg``, as ``.venv/``
+    does), where pytest's own modules may well be loaded under two names."""
+    rel = path.relative_to(root)
+    return "site-packages" in rel.parts or any((root / Path(*rel.parts[:i]) / "pyvenv.cfg").is_file()
+                                               for i in range(1, len(rel.parts)))
 
 
 def loaded_modules() -> dict[str, str | None]:

@@ -26,12 +26,10 @@ messages name its fields (``pg_bin``), each the flag of the same name.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
 import sys
-import threading
 import traceback
 from pathlib import Path
 
@@ -44,7 +42,7 @@ from ..bench import main as bench
 from ..postgres import ServerSpec
 from ..progress import Progress
 from ..report.result import PROGRAM
-from . import check, commands, config, scaffold
+from . import check, commands, config, interrupts, scaffold
 
 PROG = PROGRAM  # the console script; run.py and python -m pg_job_chaos are the same program
 SUBCOMMANDS = ("search", "replay", "compare", "experiment", "bench", scaffold.COMMAND, check.COMMAND)
@@ -204,64 +202,6 @@ def normalise(argv: list[str]) -> list[str]:
     return [command, *out]
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwinding like Ctrl-C does, so every ``finally`` runs: workers killed, server
-    stopped, temp directory removed (the janitor would do it too, but a clean exit says so itself).
-
-    Hazard: it must be a KeyboardInterrupt. Hypothesis treats a SystemExit raised inside a test as
-    the test failing (deterministic, like any exception), so a SystemExit here ended a search early
-    and reported "held" with exit 0; a KeyboardInterrupt it lets through."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-        self.exit_code = 128 + signum
-
-
-def _terminated(signum, frame):
-    raise Terminated(signum)
-
-
-REDELIVER_AFTER = 0.01  # seconds after a lost interrupt before its signal is delivered again
-
-
-@contextlib.contextmanager
-def _interrupts_not_lost():
-    """While the command runs, a Ctrl-C (KeyboardInterrupt) or SIGTERM (:class:`Terminated`) that
-    Python lost is delivered again.
-
-    Hazard: a signal's handler runs at the next bytecode of the main thread, wherever that is. When
-    it is in code whose exceptions Python can only print and drop -- a garbage-collector callback
-    (Hypothesis installs one, to time its examples), a ``__del__``, a weakref callback -- the
-    interrupt ends in ``sys.unraisablehook`` ("Exception ignored in: <function
-    gc_cumulative_time.<locals>.gc_callback ...> KeyboardInterrupt") and the search ran on to its
-    end: 2 of 25 SIGINTs on a loaded 2-core machine. Such an interrupt's signal is sent again to the
-    main thread (``signal.pthread_kill`` from a short timer thread: never from inside the hook, where
-    its handler would run at once and be lost again; a real signal, so a blocking call returns), and
-    its handler raises it in ordinary code; one lost again is sent again."""
-    pid, previous, timers = os.getpid(), sys.unraisablehook, []
-    main_thread = threading.main_thread().ident
-
-    def unraisable(args) -> None:
-        exc = args.exc_value
-        if isinstance(exc, KeyboardInterrupt) and os.getpid() == pid:  # not in a forked worker or slot
-            timers.append(threading.Timer(REDELIVER_AFTER, signal.pthread_kill,
-                                          (main_thread, getattr(exc, "signum", signal.SIGINT))))
-            timers[-1].start()
-            return
-        previous(args)
-
-    sys.unraisablehook = unraisable
-    try:
-        yield
-    finally:
-        sys.unraisablehook = previous
-        for t in timers:  # the command is over: one not yet due is moot; one sent is raised here
-            t.cancel()
-        for t in timers:
-            t.join()
-
-
 def parse(argv: list[str]) -> argparse.Namespace:
     """*argv* (normalised) parsed, with the settings file's values as the defaults of its subcommand:
     the flags given win. ``args.config_file`` is the file read (or None) and ``args.config_keys`` the
@@ -296,7 +236,7 @@ def server_spec(args: argparse.Namespace) -> ServerSpec:
 def main(argv: list[str] | None = None) -> int:
     """The one boundary where errors become exit codes."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, interrupts.terminated)
     args = None
     try:
         try:
@@ -310,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
         # -v sends logs to stderr too: plain progress lines then, a bar would tangle with them
         with Progress(sys.stderr, quiet=args.quiet, bar=False if args.verbose else None) as progress, \
-                _interrupts_not_lost():
+                interrupts.not_lost():
             return args.command(args, progress)
     except ChaosError as exc:
         origin = config.blame(str(exc), args.config_file, args.config_keys) \

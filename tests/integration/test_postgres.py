@@ -50,19 +50,22 @@ def test_local_server_runs_as_an_unprivileged_user(database):
         assert conn.execute("select count(*) from invoices").fetchone()[0] == db.INVOICES_TOTAL == 103_707
 
 
-@pytest.mark.parametrize(("tenant", "expected"), [(None, 0), (1, 20_000), (2, 10_000), (3, 6_666), (100, 200)])
+@pytest.mark.parametrize(("tenant", "expected"),
+                         [(None, 0), (1, 20_000), (2, 10_000), (3, 6_666), (100, 200)])
 def test_worker_role_sees_only_its_tenant(database, tenant, expected):
     with psycopg.connect(database.worker_dsn) as conn:
         if tenant is not None:
             conn.execute("select set_config('app.tenant', %s, false)", (str(tenant),))
         assert conn.execute("select count(*) from invoices").fetchone()[0] == expected == (
             db.invoices_of(tenant) if tenant else 0)
-        assert conn.execute("select count(*) from invoices where tenant_id <> %s", (tenant or 0,)).fetchone()[0] == 0
+        assert conn.execute("select count(*) from invoices where tenant_id <> %s",
+                            (tenant or 0,)).fetchone()[0] == 0
 
 
 def test_worker_role_is_ordinary_and_cannot_lift_rls(database):
     with psycopg.connect(database.worker_dsn) as conn:
-        row = conn.execute("select rolsuper, rolbypassrls from pg_roles where rolname = current_user").fetchone()
+        row = conn.execute(
+            "select rolsuper, rolbypassrls from pg_roles where rolname = current_user").fetchone()
         assert row == (False, False)
         owner = conn.execute("select tableowner from pg_tables where tablename = 'invoices'").fetchone()[0]
         assert owner != database.worker_role
@@ -93,7 +96,8 @@ def test_fast_reset_empties_the_queue_and_keeps_invoices(database):
         conn.execute("insert into jobs (id) values (1), (2)")
         conn.execute("insert into job_runs (job_id, worker, attempt) values (1, 'w', 1)")
         seconds = db.reset(conn)
-        assert conn.execute("select (select count(*) from jobs) + (select count(*) from job_runs)").fetchone()[0] == 0
+        assert conn.execute(
+            "select (select count(*) from jobs) + (select count(*) from job_runs)").fetchone()[0] == 0
         assert conn.execute("select count(*) from invoices").fetchone()[0] == db.INVOICES_TOTAL
         assert seconds < 5  # a sanity bound only; the figure is printed by `python run.py bench`
 

@@ -48,7 +48,8 @@ from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # the search starts a PostgreSQL
 
-NEVER_COPIED = ("build", "dist", "chaos-out", "__pycache__", ".git", ".hypothesis", ".pytest_cache", ".ruff_cache")
+NEVER_COPIED = ("build", "dist", "chaos-out", "__pycache__", ".git", ".hypothesis", ".pytest_cache",
+                ".ruff_cache")
 ENV_DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
 # The scratch project's own packages: each records every process that imports it.
@@ -66,7 +67,8 @@ def _step(name: str, started: float) -> None:
 
 
 def _never_copied(rel: Path) -> bool:
-    return any(part in NEVER_COPIED or part.endswith(".egg-info") for part in rel.parts) or rel.suffix == ".pyc"
+    return any(part in NEVER_COPIED or part.endswith(".egg-info") for part in rel.parts) \
+        or rel.suffix == ".pyc"
 
 
 def clean_copy(dst: Path) -> list[str]:
@@ -174,8 +176,9 @@ def installed(tmp_path_factory) -> Installed:
 
     started = time.monotonic()
     dist = base / "dist"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                        "--disable-pip-version-check", "-w", str(dist), str(src)],  # a path, never a name
+    # str(src): a path, never a name
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--disable-pip-version-check", "-w", str(dist), str(src)],
                        capture_output=True, text=True, timeout=300, cwd=base, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     wheels = list(dist.glob("*.whl"))
@@ -197,7 +200,8 @@ def installed(tmp_path_factory) -> Installed:
     (site / OUTER_PTH).write_text(outer_pth(outer_site_dirs()))
     r = subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
                         "--disable-pip-version-check", str(wheels[0])],
-                       capture_output=True, text=True, timeout=300, cwd=base, env=env, stdin=subprocess.DEVNULL)
+                       capture_output=True, text=True, timeout=300, cwd=base, env=env,
+                       stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (site / "pg_job_chaos" / "workers" / "body.sql").is_file(), site
     _step("venv and install", started)
@@ -321,8 +325,8 @@ def test_the_pytest_plugin_loads_in_the_users_project(installed):
         plugin=str(installed.site / "pg_job_chaos" / "plugin.py"),
         package=str(installed.site / "pg_job_chaos" / "__init__.py")))
     try:
-        r = installed.run(installed.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--chaos-examples", "3",
-                          "test_uses_plugin.py")
+        r = installed.run(installed.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--chaos-examples", "3", "test_uses_plugin.py")
     finally:
         (installed.project / "test_uses_plugin.py").unlink()
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr
@@ -352,7 +356,8 @@ def test_a_search_runs_from_the_wheel(installed):
 
 def test_the_copy_leaves_generated_files_out(tmp_path):
     assert _never_copied(Path("build/lib/x.py")) and _never_copied(Path("pg_job_chaos.egg-info/PKG-INFO"))
-    assert _never_copied(Path("harness/__pycache__/a.cpython-311.pyc")) and _never_copied(Path("chaos-out/s.json"))
+    assert _never_copied(Path("harness/__pycache__/a.cpython-311.pyc")) \
+        and _never_copied(Path("chaos-out/s.json"))
     assert not _never_copied(Path("harness/report/report.html"))
     assert shipped(["workers/body.sql", "pg_job_chaos/plugin.py", "tests/conftest.py", "README.md",
                     "harness/report/report.html"]) == {

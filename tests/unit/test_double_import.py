@@ -93,3 +93,20 @@ def test_the_check_sees_a_bare_layer_and_a_module_loaded_twice():
         "core.errors and pg_job_chaos.core.errors: one file, core/errors.py, imported twice",
         "pg_job_chaos and pg_job_chaos.pg_job_chaos: one file, pg_job_chaos/__init__.py, imported twice",
     ], found
+
+
+def test_a_virtual_environment_kept_in_the_checkout_is_not_the_checkouts_code(tmp_path):
+    """Most users keep their venv in the project (``.venv/``): a module of an installed package loaded
+    under two names there (pytest's own ``_pytest._py.error`` is) is not a file of the checkout."""
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    error = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "_pytest" / "_py" / "error.py"
+    error.parent.mkdir(parents=True)
+    error.write_text("")
+    ours = tmp_path / "core" / "x.py"
+    ours.parent.mkdir()
+    ours.write_text("")
+    modules = {"_pytest._py.error": str(error), "py.error": str(error),
+               "pg_job_chaos.core.x": str(ours), "pg_job_chaos.pg_job_chaos.core.x": str(ours)}
+    assert double_imports(modules, tmp_path) == [
+        "pg_job_chaos.core.x and pg_job_chaos.pg_job_chaos.core.x: one file, core/x.py, imported twice"]

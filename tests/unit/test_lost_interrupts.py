@@ -1,5 +1,5 @@
-"""A Ctrl-C or SIGTERM whose exception Python drops is delivered again (harness/cli/main.py,
-``_interrupts_not_lost``). A signal's handler runs at the main thread's next bytecode; inside a
+"""A Ctrl-C or SIGTERM whose exception Python drops is delivered again (harness/cli/interrupts.py,
+``not_lost``). A signal's handler runs at the main thread's next bytecode; inside a
 garbage-collector callback (Hypothesis installs one) its KeyboardInterrupt is only printed, "Exception
 ignored in ...", and a search went on to its end instead of stopping. Here a gc callback raises the
 handler's exception once, as the handler would there, in a child process (its own signals)."""
@@ -15,9 +15,9 @@ from tests.conftest import ROOT
 
 CHILD = r"""
 import gc, signal, sys, time
-from pg_job_chaos.harness.cli.main import Terminated, _interrupts_not_lost, _terminated
+from pg_job_chaos.harness.cli.interrupts import Terminated, not_lost, terminated
 
-signal.signal(signal.SIGTERM, _terminated)
+signal.signal(signal.SIGTERM, terminated)
 kind, guarded = sys.argv[1], sys.argv[2] == "guarded"
 raised = []
 
@@ -32,7 +32,7 @@ gc.callbacks.append(callback)
 started = time.monotonic()
 try:
     if guarded:
-        with _interrupts_not_lost():
+        with not_lost():
             gc.collect()
             time.sleep(60)  # a blocking call: the signal sent again ends it
     else:
