@@ -32,6 +32,7 @@ from .supervisor.loop import CLIENT_TIMEOUTS
 log = logging.getLogger("pgjc.runner")
 
 RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
+DEFAULT_POLICY_SETTING = "app.tenant"  # what provisioning makes the invoices' policy read (schema.sql)
 
 
 class Runner:
@@ -45,11 +46,21 @@ class Runner:
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self._designs: dict[str, DesignHandle] = {d.key: d for d in designs}
-        self._policy_setting = "app.tenant"  # what the invoices' policy reads now (schema.sql)
+        self._policy_setting = DEFAULT_POLICY_SETTING  # what the invoices' policy reads now
         self.runs = 0
 
     def close(self) -> None:
-        self.admin.close()
+        """Close the admin session, the invoices' policy put back to what provisioning made it read
+        (a design's own tenant setting changes it for its runs): the database is left as it was found,
+        for whoever uses it next (another runner, a test)."""
+        try:
+            if self._policy_setting != DEFAULT_POLICY_SETTING and not self.admin.closed:
+                db.tenant_policy(self.admin, DEFAULT_POLICY_SETTING)
+                self._policy_setting = DEFAULT_POLICY_SETTING
+        except psycopg.Error as exc:  # a server already gone: nothing to leave as it was
+            log.warning("could not put the invoices' policy back to %s: %s", DEFAULT_POLICY_SETTING, exc)
+        finally:
+            self.admin.close()
 
     def __enter__(self):
         return self

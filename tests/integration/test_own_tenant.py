@@ -45,6 +45,17 @@ def design_dir(tmp_path):
     return tmp_path
 
 
+@pytest.fixture
+def runner(database):
+    """A runner of this test's own: the tenant worker's setting changes the invoices' policy, and the
+    runner puts it back when it closes, so the session's database is left as provisioned for the tests
+    that check its row-level security (test_postgres.py)."""
+    from pg_job_chaos.harness.runner import Runner
+
+    with Runner(database) as r:
+        yield r
+
+
 def test_session_scoped_tenant_code_is_found_leaking_and_local_holds(runner, design_dir):
     session = ChaosSession(runner, Settings(out=design_dir / "out", root=design_dir, time_scale=0.5))
     design = f"{design_dir / 'tenant_worker.py'}:TenantWorker"

@@ -281,3 +281,16 @@ def test_sql_files_resolve_names_at_import():
     with pytest.raises(LookupError):
         sqlfile.load(db.__file__, "schema.sql", "no_such_query")
     assert "{worker}" in db.Q.create_worker_role and "{password}" in db.Q.create_worker_role
+
+
+def test_a_runner_leaves_the_invoices_policy_as_it_found_it(database):
+    """A design with a tenant setting of its own makes the invoices' policy read it for its runs; the
+    runner puts the policy back when it closes, so the next user of the database sees app.tenant."""
+    from pg_job_chaos.harness.runner import Runner
+
+    with Runner(database) as runner:
+        db.tenant_policy(runner.admin, "app.current_tenant")
+        runner._policy_setting = "app.current_tenant"  # as prepare() records a design's own setting
+    with psycopg.connect(database.worker_dsn) as conn:
+        conn.execute("select set_config('app.tenant', '1', false)")
+        assert conn.execute("select count(*) from invoices").fetchone()[0] == 20_000
