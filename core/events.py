@@ -15,6 +15,7 @@ event, and the contract clients' (another runtime: they cannot import this), aga
 from __future__ import annotations
 
 import difflib
+import functools
 from enum import StrEnum
 
 
@@ -85,8 +86,13 @@ def misspelt(name: object) -> str | None:
     log its own events (``ctx.log.write("probe", ...)``); the properties pass over them."""
     if not isinstance(name, str) or not name:
         return f"{name!r} is not an event name"
-    if name in EVENTS:
-        return None
+    return None if name in EVENTS else _near_miss(name)
+
+
+@functools.cache
+def _near_miss(name: str) -> str | None:
+    """The verdict on a name outside the registry, worked out once per name: a design's own event is
+    written at every execution, and difflib is not free."""
     near = difflib.get_close_matches(name, EVENTS, n=1, cutoff=0.8)
     return f"{name!r} is not an execution-log event: {near[0]!r} misspelt? (core/events.py's LogEvent)" \
         if near else None

@@ -24,6 +24,7 @@ from ..workers.design import DesignHandle, DesignRun, key_of
 from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
 from ..workers.loading import load_design
+from ..workers.tenant import SETTING
 from .postgres import Database
 from .postgres import dataset as db
 from .supervisor import Supervisor
@@ -32,7 +33,6 @@ from .supervisor.loop import CLIENT_TIMEOUTS
 log = logging.getLogger("pgjc.runner")
 
 RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
-DEFAULT_POLICY_SETTING = "app.tenant"  # what provisioning makes the invoices' policy read (schema.sql)
 
 
 class Runner:
@@ -46,7 +46,7 @@ class Runner:
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
         self._designs: dict[str, DesignHandle] = {d.key: d for d in designs}
-        self._policy_setting = DEFAULT_POLICY_SETTING  # what the invoices' policy reads now
+        self._policy_setting = SETTING  # what the invoices' policy reads now
         self.runs = 0
 
     def close(self) -> None:
@@ -54,11 +54,11 @@ class Runner:
         (a design's own tenant setting changes it for its runs): the database is left as it was found,
         for whoever uses it next (another runner, a test)."""
         try:
-            if self._policy_setting != DEFAULT_POLICY_SETTING and not self.admin.closed:
-                db.tenant_policy(self.admin, DEFAULT_POLICY_SETTING)
-                self._policy_setting = DEFAULT_POLICY_SETTING
+            if self._policy_setting != SETTING and not self.admin.closed:
+                db.tenant_policy(self.admin, SETTING)
+                self._policy_setting = SETTING
         except psycopg.Error as exc:  # a server already gone: nothing to leave as it was
-            log.warning("could not put the invoices' policy back to %s: %s", DEFAULT_POLICY_SETTING, exc)
+            log.warning("could not put the invoices' policy back to %s: %s", SETTING, exc)
         finally:
             self.admin.close()
 

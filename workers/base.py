@@ -9,6 +9,7 @@ from ..core import sqlfile
 from ..core.events import LogEvent
 from ..core.schedule import JOB_POINTS
 from .body import describe
+from .tenant import SETTING
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
 
@@ -20,7 +21,7 @@ class QueueDesign:
     default_restart_delay = 0.0
     points: tuple[str, ...] = JOB_POINTS  # where faults can strike in this design's workers
     exit_outcomes: dict[int, str] = {}  # the design's own exit codes, named (see the heartbeat)
-    tenant_setting = "app.tenant"  # the harness's tenant modes set it
+    tenant_setting = SETTING  # the harness's tenant modes set it
     pool_first = False
     min_time_scale: float | None = None
     hosted = False

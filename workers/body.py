@@ -34,7 +34,7 @@ from ..core.events import LogEvent
 from ..core.execlog import ExecLog, started_count
 from ..core.schedule import Schedule
 from ..faults.catalogue import CATALOGUE
-from .tenant import TenantMode
+from .tenant import SETTING, TenantMode
 
 Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
@@ -79,7 +79,7 @@ class WorkerSpec:
     run_dir: Path
     # (job, point) pairs the supervisor strikes at; job None: a statement point of no job (statements.py)
     watch: frozenset[tuple[int | None, str]] = frozenset()
-    tenant_setting: str = "app.tenant"  # the design's (HostedDesign.tenant_setting): its own tenant code's
+    tenant_setting: str = SETTING  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
 class BodyContext(Protocol):
     """What the body needs of the worker it runs in (:class:`workers.context.WorkerContext` is one)."""

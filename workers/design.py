@@ -66,6 +66,7 @@ from ..core.errors import UsageError
 from ..core.schedule import JOB_POINTS, JobSpec, Schedule
 from .context import WorkerContext
 from .hosted import HostedDesign
+from .tenant import SETTING
 
 REQUIRED = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
 
@@ -166,7 +167,7 @@ class DesignHandle:
     default_restart_delay: float = 0.0
     points: tuple[str, ...] = JOB_POINTS
     exit_outcomes: Mapping[int, str] = field(default_factory=dict)
-    tenant_setting: str = "app.tenant"
+    tenant_setting: str = SETTING
     pool_first: bool = False
     min_time_scale: float | None = None
     hosted: bool = False
@@ -179,22 +180,21 @@ class DesignHandle:
         missing = [m for m in REQUIRED if not hasattr(design, m)]
         if missing:
             raise UsageError(f"--design {label} does not fit the design protocol: missing "
-                             f"{', '.join(missing)} "
-                             "(see workers/design.py)")
+                             f"{', '.join(missing)} (see workers/design.py)")
         not_callable = [m for m in REQUIRED[2:] if not callable(getattr(design, m))]
         if not_callable:
             raise UsageError(f"--design {label}: {', '.join(not_callable)} must be callable")
         _check_install(design, label)
         d = cast(Design, design)
 
-        # The optional members, each read once here (None or absent: the default).
+        # The optional members, each read once here (None, absent or empty: the default).
         points: Iterable[str] = getattr(design, "points", None) or JOB_POINTS
         exits: Mapping[int, str] = getattr(design, "exit_outcomes", None) or {}
-        setting: str = getattr(design, "tenant_setting", None) or "app.tenant"
+        setting: str = getattr(design, "tenant_setting", None) or SETTING
         floor: float | None = getattr(design, "min_time_scale", None)
         return cls(
             design=d, spec=spec or d.name, options=dict(options or {}), name=str(d.name),
-            default_restart_delay=float(d.default_restart_delay), points=tuple(points) or JOB_POINTS,
+            default_restart_delay=float(d.default_restart_delay), points=tuple(points),
             exit_outcomes=dict(exits), tenant_setting=str(setting),
             pool_first=bool(getattr(design, "pool_first", False)), min_time_scale=floor or None,
             hosted=isinstance(design, HostedDesign | _Resets),

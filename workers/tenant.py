@@ -70,6 +70,8 @@ class TenantMode:
         return pool
 
 
+SETTING = "app.tenant"  # what the tenant modes set, and what provisioning's invoices policy reads
+
 MODES: dict[str, TenantMode] = {m.name: m for m in [
     TenantMode("local", local=True, summary="set_config(.., true) in the job's transaction"),
     TenantMode("session", local=False, summary="set_config(.., false): leaks after a job that succeeds"),

@@ -3,6 +3,7 @@ forced RLS against an ordinary role, the DSN back end, and nothing left behind."
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pwd
@@ -16,9 +17,11 @@ import psycopg
 import pytest
 
 from pg_job_chaos.core.errors import HarnessError
+from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.harness.postgres import dataset as db
 from pg_job_chaos.harness.postgres import dsn as dsn_backend
 from pg_job_chaos.harness.postgres import local, provision
+from pg_job_chaos.workers import load_design
 from tests.conftest import ROOT, run_cli
 
 # One xdist worker for this module and test_docker.py, as the suite's times were measured. The kill tests
@@ -288,9 +291,12 @@ def test_a_runner_leaves_the_invoices_policy_as_it_found_it(database):
     runner puts the policy back when it closes, so the next user of the database sees app.tenant."""
     from pg_job_chaos.harness.runner import Runner
 
+    own = dataclasses.replace(load_design("lease"), tenant_setting="app.current_tenant")
     with Runner(database) as runner:
-        db.tenant_policy(runner.admin, "app.current_tenant")
-        runner._policy_setting = "app.current_tenant"  # as prepare() records a design's own setting
+        runner.prepare(Schedule(jobs=(JobSpec(1, tenant=1),), design="lease"), own)
+        with psycopg.connect(database.worker_dsn) as conn:  # the design's setting, for its runs
+            conn.execute("select set_config('app.current_tenant', '1', false)")
+            assert conn.execute("select count(*) from invoices").fetchone()[0] == 20_000
     with psycopg.connect(database.worker_dsn) as conn:
         conn.execute("select set_config('app.tenant', '1', false)")
         assert conn.execute("select count(*) from invoices").fetchone()[0] == 20_000

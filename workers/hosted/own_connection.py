@@ -32,10 +32,11 @@ from psycopg import sql
 from ...core import sqlfile
 from ...core.db import one
 from ...core.errors import UsageError
+from ..tenant import SETTING
 
 Q = sqlfile.load(__file__, "own_connection.sql", "observe", "insert_finished_run")
 
-DEFAULT_SETTING = "app.tenant"
+DEFAULT_SETTING = SETTING  # the harness's tenant modes' (workers/tenant.py)
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)+")
 
 
