@@ -120,6 +120,9 @@ class Dbos(DeclaredDesign):
               "ERROR": "dead", "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
     SQL = Q
     TIMING = TIMING
+    # Unlimited: the queue at its defaults (no worker_concurrency, no concurrency: _queue.py:94-98), every
+    # workflow on DBOS's executor of max_executor_threads = sys.maxsize threads (_dbos.py:820-824).
+    concurrency = None
     # Not a ratio of DBOS's intervals (all floats): a crash loop costs max_attempts + 1 launches (LAUNCH,
     # 1-3 s real with the search's parallel slots, measured) and must fit the run's 60-lease deadline. At
     # time scale 0.1 (6 s) it did not (terminal-states "the run ended: deadline" in 2 of 50 runs); at 0.25

@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import psycopg.sql
@@ -94,7 +95,13 @@ class Client:
         self._body: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()  # the job bodies' connections
         self._free: list[psycopg.Connection] = []
         self._lock_free = threading.Lock()
+        # pool_size: the harness sizes it to what the queue runs at once, retries that overlap a live
+        # execution included (workers/design.py DesignHandle.pool_size): no body waits on this pool.
         self._slots = threading.BoundedSemaphore(spec.get("pool_size") or 1)
+        # Hazard: asyncio.to_thread's executor has min(32, cores + 4) threads (6 on 2 cores): the
+        # bodies get as many threads as the pool, or the threads, not the queue, would bound them.
+        self._threads = ThreadPoolExecutor(max_workers=(spec.get("pool_size") or 1) + 4,
+                                           thread_name_prefix="pgjc-body")
         self._seen: set[tuple[str, bool]] = set()
         # The go is taken only by sigtimedwait: blocked in every thread (threads inherit the mask).
         signal.pthread_sigmask(signal.SIG_BLOCK, {GO})
@@ -167,7 +174,7 @@ class Client:
         Execution(self, args, int(attempt)).run()
 
     async def run_job_async(self, args: dict, attempt: int) -> None:
-        await asyncio.to_thread(self.run_job, args, attempt)
+        await asyncio.get_running_loop().run_in_executor(self._threads, self.run_job, args, attempt)
 
     def connect(self) -> psycopg.Connection:
         tenant = self.spec["tenant"]
