@@ -133,6 +133,10 @@ class History:
     expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
     hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted/protocol.py)
     finishes: list[dict] | None = None  # what it accepted per job (workers/hosted/finishes.py); None: untold
+    # The lease a threshold derived from one is judged against (DesignHandle.clock): seconds (real; None:
+    # the system has none the harness knows), basis, what. None: not recorded (a history saved before
+    # it was; a built-in design's lease is the schedule's).
+    clock: dict | None = None
 
     def __post_init__(self) -> None:
         self.schedule = as_schedule(self.schedule)
