@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...core.events import LogEvent
 from ...core.history import History
-from ...properties.health import HORIZON_LEASE_FRACTION
+from ...properties.health import horizon_threshold
 
 TEMPLATE = Path(__file__).with_name("report.html")
 _COMMIT_EVENTS = {LogEvent.FINISHED}
@@ -91,11 +91,11 @@ def timeline_data(h: History) -> dict:
 
 def _held_back(h: History) -> list[dict]:
     """Per worker session, its oldest sample holding an xid or snapshot past the horizon property's
-    threshold (the span drawn is that transaction's age when sampled)."""
-    lease = h.schedule.timing.lease
-    if lease is None:
+    threshold (the span drawn is that transaction's age when sampled); none for a design the property
+    does not judge by a lease (``horizon_threshold``: the design's own lease, not always the schedule's)."""
+    threshold = horizon_threshold(h).seconds
+    if threshold is None:
         return []
-    threshold = HORIZON_LEASE_FRACTION * lease * h.schedule.time_scale
     oldest: dict = {}
     for s in h.samples:
         if s.get("role") != "worker" or s.get("xact_age") is None or s["xact_age"] <= threshold:
