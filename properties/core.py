@@ -4,6 +4,12 @@ A property is a pure function ``History -> Result``. A result is *held*, *violat
 (the property could not decide: never report held for that), with how many offending things it
 found, the offending job ids and one line of evidence in the user's terms. Results compose
 worst-first: violated > unknown > held (Jepsen's ``checker.clj``, ``merge-valid``).
+
+An unknown is either a run's (what the run lacked: no sample, a table not read) or the design's
+(``judged`` False, :func:`not_judged`): the property is not judged for this design, because what
+it needs the design does not declare (``library-one-finish`` without ``accepted_finishes``, ``horizon``
+without a lease) -- the same in every run. Both stay unknown, never held; ``--strict`` fails on the
+first kind only (:func:`undecided_names`), since no run of that design could decide the second.
 """
 
 from __future__ import annotations
@@ -31,10 +37,14 @@ class Result:
     evidence: str = ""  # ONE line in the user's terms
     # the property this violation follows from, "budget" or "at-least-once" (properties/explain.py)
     cause: str = ""
+    # False: unknown because of what the design declares, not what a run lacked (see the module docstring)
+    judged: bool = True
 
     def __post_init__(self) -> None:
         if self.status not in _RANK:
             raise ValueError(f"property {self.name}: status {self.status!r} is not one of {', '.join(_RANK)}")
+        if not self.judged and self.status != UNKNOWN:
+            raise ValueError(f"property {self.name}: a {self.status} result is judged (only unknown is not)")
         object.__setattr__(self, "jobs", tuple(sorted(set(self.jobs))))
         object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
 
@@ -42,6 +52,8 @@ class Result:
         out = {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
         if self.cause:
             out["caused_by"] = self.cause
+        if not self.judged:
+            out["judged"] = False
         return out
 
 
@@ -65,8 +77,9 @@ def violated_names(results: dict[str, Result]) -> list[str]:
 
 
 def undecided_names(results: dict[str, Result]) -> list[str]:
-    """The names of the properties that could not decide (``unknown``)."""
-    return [n for n, r in results.items() if r.status == UNKNOWN]
+    """The names of the properties that could not decide (``unknown``) and are judged for the design:
+    what ``--strict`` fails on. A property not judged for the design (``judged`` False) is left out."""
+    return [n for n, r in results.items() if r.status == UNKNOWN and r.judged]
 
 
 def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
@@ -74,7 +87,9 @@ def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
 
     Violated if any run violated it (count, jobs, evidence and cause from the *first* violating run
     that no other property explains, else the first; the evidence prefixed "in N of M runs: "); else
-    unknown if any run could not decide; else held. M counts the runs that checked the property.
+    unknown if any run could not decide (evidence from the first run judged that could not, else the
+    first; not judged only when no run that could not decide was judged); else held. M counts the runs
+    that checked the property.
     """
     names: dict[str, None] = {}
     for results in runs:
@@ -92,8 +107,9 @@ def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
             out[name] = Result(name, VIOLATED, first.count, first.jobs,
                                f"in {len(bad)} of {m} runs: {first.evidence}", cause=first.cause)
         elif unsure:
+            first = next((r for r in unsure if r.judged), unsure[0])
             out[name] = Result(name, UNKNOWN, 0, (),
-                               f"unknown in {len(unsure)} of {m} runs: {unsure[0].evidence}")
+                               f"unknown in {len(unsure)} of {m} runs: {first.evidence}", judged=first.judged)
         else:
             out[name] = Result(name, HELD, 0, (), f"held in all {m} runs")
     return out
@@ -107,6 +123,12 @@ def held(name: str, evidence: str) -> Result:
 
 def unknown(name: str, evidence: str) -> Result:
     return Result(name, UNKNOWN, evidence=evidence)
+
+
+def not_judged(name: str, evidence: str) -> Result:
+    """Unknown because the design does not declare what the property needs (the module docstring):
+    *evidence* says what, and what would let it be judged; prefixed "not judged for this design: "."""
+    return Result(name, UNKNOWN, evidence=f"not judged for this design: {evidence}", judged=False)
 
 
 def violated(name: str, lines: Sequence[str], jobs: Iterable[int], *, count: int | None = None,

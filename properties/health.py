@@ -7,18 +7,20 @@ Pure functions of a :class:`~core.history.History`, like the safety properties i
 from __future__ import annotations
 
 from collections import Counter
+from typing import NamedTuple
 
 from ..core.events import EndedBy, LogEvent
 from ..core.history import Execution, History
 from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
-from .core import VIOLATED, Result, decides, held, over_limits, unknown, violated
+from .core import VIOLATED, Result, decides, held, not_judged, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
 
 # A worker transaction holding an xid or a snapshot for more than this fraction of a lease is held
 # *across* the job's work, not just around the claim or the finish (which take milliseconds): half a
 # lease is far above any short transaction, and below an overrun (1.5 leases) or a slow job (0.75).
+# The lease is the design's own (History.clock): the schedule's only where the harness sets it.
 HORIZON_LEASE_FRACTION = 0.5
 
 # Connections a worker may open beyond its pool size without a terminate fault: one reconnect after
@@ -123,35 +125,97 @@ def bounded_blast_radius(h: History, name: str) -> Result:
                       "none beyond max_attempts per job")
 
 
+class Threshold(NamedTuple):
+    """The horizon threshold of a history: real seconds (None: none to judge by), the lease it is half
+    of in words (or why there is none), and whether a missing one is the design's (``judged`` False)."""
+
+    seconds: float | None
+    lease: str
+    judged: bool = True
+
+
+def horizon_threshold(h: History) -> Threshold:
+    """:data:`HORIZON_LEASE_FRACTION` of the design's lease (``History.clock``: the schedule's for a
+    built-in design, the library's own interval for a hosted one); none for a design without a lease
+    the harness knows. A history that does not record its clock: a built-in design's lease is the
+    schedule's; a hosted one's is not known."""
+    clock = h.clock
+    if clock is None:
+        if h.hosted:
+            return Threshold(None, "the history does not record the design's lease (saved before it was)")
+        lease = h.schedule.timing.lease
+        if lease is None:
+            return Threshold(None, "the schedule gives no timing.lease")
+        clock = {"seconds": h.schedule.seconds(lease), "basis": "schedule", "what": "the schedule's lease"}
+    if clock.get("seconds") is None:
+        return Threshold(None, str(clock.get("what")), judged=False)
+    seconds = float(clock["seconds"])
+    whose = "" if clock.get("basis") == "schedule" else f", half of {clock.get('what')} ({seconds:g} s)"
+    return Threshold(HORIZON_LEASE_FRACTION * seconds, whose)
+
+
 @decides("horizon", group="resources", position=10)
 def horizon(h: History, name: str) -> Result:
     """Violated by every worker session (pid) sampled holding an xid or a snapshot for longer than
-    :data:`HORIZON_LEASE_FRACTION` of a lease; unknown when no worker session was sampled.
-    Count: sessions; jobs: those the session's worker was running when sampled."""
+    :func:`horizon_threshold` (half the design's own lease); not judged, with the longest such
+    transaction sampled as a figure, for a design without a lease the harness knows; unknown when no
+    worker session was sampled (saying why). Count: sessions; jobs: those the session's worker was
+    running when sampled."""
     samples = [s for s in h.samples if s.get("role") == "worker"]
+    threshold = horizon_threshold(h)
+    holding = [s for s in samples if (s.get("xid") is not None or s.get("xmin") is not None)
+               and s.get("xact_age") is not None]
+    if threshold.seconds is None:
+        if not samples:
+            figure = _unsampled(h)
+        elif not holding:
+            figure = f"{plural(len(samples), 'worker sample')}, none in a transaction with an xid or snapshot"
+        else:
+            figure = "the longest worker transaction sampled: " + _longest(h, holding)
+        why = f"{figure}; no verdict: {threshold.lease}"
+        return unknown(name, why) if threshold.judged else not_judged(name, why)
     if not samples:
-        return unknown(name, "no worker session was sampled in pg_stat_activity")
-    lease = h.schedule.timing.lease
-    if lease is None:
-        return unknown(name, "the schedule gives no timing.lease")
-    threshold = HORIZON_LEASE_FRACTION * lease * h.schedule.time_scale
-    held_back = [s for s in samples if (s.get("xid") is not None or s.get("xmin") is not None)
-                 and s.get("xact_age") is not None and s["xact_age"] > threshold]
+        return unknown(name, _unsampled(h))
+    limit = threshold.seconds
+    held_back = [s for s in holding if s["xact_age"] > limit]
     if not held_back:
         return held(name, f"{plural(len(samples), 'worker sample')}: no transaction with an xid or "
-                          f"snapshot older than {threshold:.2f} s")
+                          f"snapshot older than {limit:.2f} s{threshold.lease}")
     pids = {s.get("pid") for s in held_back}
-    executions = h.executions()
-    longest = max(held_back, key=lambda s: s["xact_age"])
-    what = "an xid" if longest.get("xid") is not None else "a snapshot"
-    job = _job_at(h, executions, longest)
-    during = f" during job {job}" if job is not None else ""
-    evidence = (f"{longest.get('app')} held a transaction with {what} open for {longest['xact_age']:.2f} s"
-                f"{during} (threshold {threshold:.2f} s)")
+    evidence = f"{_longest(h, held_back)} (threshold {limit:.2f} s{threshold.lease})"
     if len(pids) > 1:
         evidence += f"; {len(pids)} worker sessions in all"
+    executions = h.executions()
     jobs = (_job_at(h, executions, s) for s in held_back)
     return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
+
+
+def _longest(h: History, samples: list[dict]) -> str:
+    """The longest-open transaction among *samples*, in words: whose, holding what, how long, during
+    which job."""
+    longest = max(samples, key=lambda s: s["xact_age"])
+    what = "an xid" if longest.get("xid") is not None else "a snapshot"
+    job = _job_at(h, h.executions(), longest)
+    during = f" during job {job}" if job is not None else ""
+    return f"{longest.get('app')} held a transaction with {what} open for {longest['xact_age']:.2f} s{during}"
+
+
+def _unsampled(h: History) -> str:
+    """Why no worker session was sampled, and what would let the property decide: the supervisor samples
+    ``pg_stat_activity`` four times a lease and counts a session as a worker's by its application_name
+    (``w1.0``, ``w1.0/purpose``: each worker process sets ``PGAPPNAME`` to its identity)."""
+    said = "no worker session was sampled in pg_stat_activity (one named after a worker: w1.0, w1.0/purpose)"
+    failed = next((n for n in h.notes if "sampling pg_stat_activity failed" in n), None)
+    if failed is not None:
+        return f"{said}: the supervisor's sampling failed ({failed})"
+    names = sorted({str(s.get("app")) for s in h.samples if s.get("role") == "other" and s.get("app")})
+    if names:
+        more = f" (and {len(names) - 3} more)" if len(names) > 3 else ""
+        return (f"{said}: the sessions sampled were named {', '.join(names[:3])}{more} -- the design's "
+                "connections name themselves; leave application_name unset (the worker's PGAPPNAME names "
+                "them) or name them ctx.identity or f'{ctx.identity}/purpose' to have them judged")
+    return (f"{said}: the run lasted {h.t1 - h.t0:.2f} s and no worker connection was open at a sample "
+            "(sampled four times a lease): a run whose jobs last longer would be sampled")
 
 
 def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None:
@@ -169,7 +233,8 @@ def pool_hygiene(h: History, name: str) -> Result:
     (terminate and lost-commit-reply faults aimed at it) + (sessions the server cut, per its
     ``session-cut`` records) + (server restarts: each breaks every connection) connections, and by every
     record whose error mentions a prepared statement. Count: such workers plus such records. Unknown when
-    no connection was recorded (and no prepared-statement error)."""
+    no connection was recorded (and no prepared-statement error); not judged when the jobs ran on the
+    worker's own connections (``run_job(..., conn=)``), whose pool size the harness does not know."""
     # A connection of the worker's own (the heartbeat's, "purpose") has a budget of one per purpose,
     # like a pool of one: counted under "<worker>/<purpose>".
     # A child process the library spawned to run jobs in (chancy's process executor) has a pool of
@@ -205,8 +270,8 @@ def pool_hygiene(h: History, name: str) -> Result:
                       tuple(r["job"] for r in broken if r.get("job") is not None), evidence)
     if not connects:
         if any(r.get("own_tenant") for r in h.records if r.get("event") == LogEvent.STARTED):
-            return unknown(name, "the jobs ran on the worker's own connections, whose pool size the harness "
-                                 "does not know: no connection was counted")
+            return not_judged(name, "the jobs ran on the worker's own connections, whose pool size the "
+                                    "harness does not know: no connection was counted")
         return unknown(name, "no connection was recorded")
     if pool is None:
         return unknown(name, "the schedule gives no pool_size")

@@ -23,7 +23,11 @@ from __future__ import annotations
 
 from ..core.history import Execution, History
 from .checks import by_job, plural, who
-from .core import Result, decides, held, unknown, violated
+from .core import Result, decides, held, not_judged, unknown, violated
+
+# How the runner notes an accepted_finishes that raised (workers/hosted/finishes.py, read): that run could
+# not read what the library accepted -- an unknown of the run's, unlike a design that says nothing.
+RAISED = "accepted_finishes raised"
 
 # Seconds a finish may be dated before the end it follows: the server's clock is read once, half a
 # round trip either way (workers/hosted/finishes.py), and a timestamp is rounded to the microsecond.
@@ -109,16 +113,21 @@ def _judge(lib: str, job: int, entry: dict,
 def library_one_finish(h: History, name: str) -> Result:
     """For a hosted design: violated by every job the library accepted more than one successful
     finish for, and by every finish it accepted from a stale execution (see the module docstring).
-    Unknown when the design does not say what the library accepted, or a finish cannot be attributed.
-    Held vacuously for a built-in design, whose finish is the transaction ``single-commit`` judges.
-    Count: offences."""
+    Unknown when a finish cannot be attributed, or the design's ``accepted_finishes`` raised; not judged
+    (unknown, ``judged`` False: ``--strict`` does not fail on it) when the design does not say what
+    the library accepted (no ``accepted_finishes``, or one that returns None). Held vacuously for a
+    built-in design, whose finish is the transaction ``single-commit`` judges. Count: offences."""
     if not h.hosted:
         return held(name, "vacuous: not a hosted queue (the design's finish commits with its job_runs row: "
                           "single-commit judges it)")
     lib = h.design  # a library's name or your own queue's: the evidence names it, never "the library"
     if h.finishes is None:
-        return unknown(name, f"{lib} does not say what it accepted (its design has no accepted_finishes): "
-                             f"{lib}'s own record of its finishes was not read")
+        failed = next((note for note in h.notes if RAISED in note), None)
+        if failed is not None:
+            return unknown(name, f"{lib}'s own record of its finishes could not be read: {failed}")
+        return not_judged(name, f"{lib} does not say what it accepted (its design has no "
+                                "accepted_finishes, or it returns None): implement accepted_finishes to "
+                                f"have {lib}'s own record of its finishes judged")
     entries = {e.get("job"): e for e in h.finishes}
     groups = by_job(h.executions())
     ids: set[int] = {row["id"] for row in h.jobs if row.get("id") is not None} | set(groups)
