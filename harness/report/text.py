@@ -159,14 +159,15 @@ def results_json(results: dict) -> dict:
 
 def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None) -> None:
     """One test case per property (per design); a violation is a failure, unknown is skipped (with
-    *strict*, as ``--strict`` fails the run: a failure too). A property outside *gate* (``--allow``)
-    never fails: its violation is a skipped case saying it was allowed."""
+    *strict*, as ``--strict`` fails the run: a failure too, unless the property is not judged for the
+    design: ``Result.judged``). A property outside *gate* (``--allow``) never fails: its violation is a
+    skipped case saying it was allowed."""
     root = ET.Element("testsuites")
     for suite_name, results in suites.items():
         cases: list[tuple[str, str | None, str, str | None]] = []  # name, kind (None: passed), message, body
         for n, r in results.items():
             gated = gate is None or n in gate
-            if gated and (r.status == "violated" or strict and r.status == "unknown"):
+            if gated and (r.status == "violated" or strict and r.status == "unknown" and r.judged):
                 cases.append((n, "failure", r.evidence, json.dumps(r.to_dict())))
             elif r.status == "violated":
                 cases.append((n, "skipped", f"allowed (--fail-on/--allow): {r.evidence}", None))
