@@ -12,7 +12,7 @@ import pytest
 from pg_job_chaos.adapters import finishes as readers
 from pg_job_chaos.core.history import History
 from pg_job_chaos.core.schedule import JobSpec, Schedule
-from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
+from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check, undecided_names
 from pg_job_chaos.workers import DesignHandle, load_design
 from pg_job_chaos.workers.hosted import HostedDesign, finishes
 from tests.unit.test_properties import died, drained, execution, history, job, one, rec, run_row, sane
@@ -109,7 +109,10 @@ def test_undecidable_is_unknown_never_held():
     told_nothing = paused()
     told_nothing.finishes = None
     r = one(NAME, told_nothing)
-    assert r.status == UNKNOWN and r.evidence.startswith("procrastinate does not say what it accepted")
+    # the design's, not the run's: not judged, and --strict does not fail on it (undecided_names)
+    assert (r.status, r.judged) == (UNKNOWN, False) and r.to_dict()["judged"] is False
+    assert r.evidence.startswith("not judged for this design: procrastinate does not say what it accepted")
+    assert undecided_names({NAME: r}) == []
     # a success no execution had returned before (a clock that does not agree)
     assert one(NAME, paused(fin("success", 0.5))).status == UNKNOWN
     # an undated failure while a failed execution was stale: whose was it?
@@ -159,8 +162,9 @@ def test_your_own_hosted_queue_is_named_in_the_evidence_never_called_a_library()
                                   "one success per job")
     h.finishes = None  # no accepted_finishes hook
     res = check(h)
-    assert res[NAME].evidence == ("my-queue does not say what it accepted (its design has no "
-                                  "accepted_finishes): my-queue's own record of its finishes was not read")
+    assert res[NAME].evidence == ("not judged for this design: my-queue does not say what it accepted (its "
+                                  "design has no accepted_finishes, or it returns None): implement "
+                                  "accepted_finishes to have my-queue's own record of its finishes judged")
     assert res["single-commit"].evidence.startswith(
         "the body's commit and effect happened before my-queue's finish: at-least-once by design, not "
         "my-queue's fence (what my-queue accepted is unknown: library-one-finish): ")
