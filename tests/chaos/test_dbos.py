@@ -48,9 +48,12 @@ def test_fault_free_every_job_done_once(runner):
                  "bounded-attempts", "progress", "terminal-states", "library-one-finish"):
         assert r[name].status == "held", (name, r[name].evidence)
     # DBOS's background jobs thread holds its advisory-lock transaction idle, with a snapshot, for the
-    # rest of its fixed 1 s interval (_workflow_commands.py:100-131): longer than half a lease here.
-    assert r["horizon"].status == "violated", r["horizon"].evidence
-    assert "/dbos held a transaction with a snapshot" in r["horizon"].evidence
+    # rest of its fixed 1 s interval (_workflow_commands.py:100-131). DBOS has no lease: no verdict from
+    # the harness's (half of which is 0.125 s here), the figure only -- and --strict does not fail on it.
+    assert (r["horizon"].status, r["horizon"].judged) == ("unknown", False), r["horizon"].evidence
+    assert "/dbos held a transaction with a snapshot open for " in r["horizon"].evidence
+    assert "no verdict: dbos has no lease the harness sets" in r["horizon"].evidence
+    assert h.clock == {"seconds": None, "basis": None, "what": r["horizon"].evidence.split("no verdict: ")[1]}
 
 
 def test_a_transient_raise_is_retried_by_the_step_and_not_counted(runner):
