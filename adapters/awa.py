@@ -57,6 +57,7 @@ from ..core import procs, sqlfile
 from ..workers import hosted
 from ..workers.hosted import contract
 from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
+from ..workers.hosted.protocol import body_threads
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 from . import finishes
 
@@ -176,6 +177,7 @@ class Awa(DeclaredDesign):
     def __init__(self, **options: str):
         super().__init__(**options)
         self.max_workers = self.whole("max_workers", MAX_WORKERS)
+        self.concurrency = self.max_workers  # the queue's max_workers: 50, QueueConfig's (dispatcher.rs:156)
         self.rotate_ms = self.whole("queue_rotate_ms", QUEUE_ROTATE_MS)
         self.storage = self.choice("storage", STORAGES)
         self.queue = "pgjc"
@@ -235,6 +237,7 @@ class Awa(DeclaredDesign):
             asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
+        body_threads(ctx)  # asyncio.to_thread's default threads would bound the bodies, not awa
         t = self.intervals(ctx.schedule)
         client = awa.AsyncClient(url(ctx.worker_dsn, application_name=f"{ctx.identity}/queue"))
         stop = asyncio.Event()

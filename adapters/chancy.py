@@ -34,6 +34,7 @@ whose worker has no live ``chancy_workers`` row -- exactly what ``Recovery.recov
 
 import asyncio
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -153,7 +154,12 @@ class Chancy(DeclaredDesign):
     def __init__(self, **options: str):
         super().__init__(**options)
         self.executor = self.choice("executor", tuple(EXECUTORS))
-        self.whole("concurrency")
+        # chancy's Queue(concurrency=None) takes the executor's default: the core count for its process
+        # executor (executors/process.py:365-378), min(32, cores + 4) threads for its threaded one
+        # (executors/thread.py:61-77; 3.11 has no os.process_cpu_count). Each process child runs one.
+        cores = os.cpu_count() or 1
+        default = cores if self.executor == "process" else min(32, cores + 4)
+        self.concurrency = self.whole("concurrency", default)
         self.choice("eager_polling", ("false", "true"))
         if self.executor == "threaded":  # the body runs here, on the harness's pool: open it first
             self.pool_first, self.min_time_scale = True, 0.25

@@ -246,6 +246,8 @@ class DjangoTasks(DeclaredDesign):
     STATUS = {"READY": "queued", "RUNNING": "running", "SUCCESSFUL": "done", "FAILED": "dead"}
     SQL = Q
     TIMING = TIMING
+    # One task at a time: db_worker's loop claims a task, runs it, then fetches again (db_worker.py:106-128).
+    concurrency = 1
 
     def __init__(self, **options: str):
         super().__init__(**options)

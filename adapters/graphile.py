@@ -66,3 +66,4 @@ class GraphileWorker(ContractDesign):
     # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale
     # breaks a ratio that a larger one keeps.
     min_time_scale = TIMING.min_time_scale()
+    concurrency = 1  # concurrentJobs: 1, graphile-worker's default (dist/config.js:20-21)

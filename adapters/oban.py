@@ -64,6 +64,10 @@ class Oban(ContractDesign):
     # Below it oban's loops spin: the stager would poll more often than every 3 ms, the refresher
     # every 50 ms, in their documented ratios to a lease under 1 s.
     min_time_scale = 1.0
+    # The queue's limit as the docs' example starts it, queues={"default": 10} (python/oban-worker.py work()):
+    # oban-py has none of its own ("queues: Queue names mapped to worker limits (default: {})", oban.py:84);
+    # a producer takes limit - running jobs at a fetch (_producer.py:59).
+    concurrency = 10
 
     def client(self) -> tuple[str, ...]:
         python = python312()

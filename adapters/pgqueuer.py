@@ -65,6 +65,7 @@ from ..core import sqlfile
 from ..core.errors import UsageError
 from ..workers import hosted
 from ..workers.hosted.declared import DeclaredDesign, admin_dsn
+from ..workers.hosted.protocol import body_threads
 from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 from . import finishes
 
@@ -148,6 +149,10 @@ class PgQueuer(DeclaredDesign):
                                      if "max_concurrent_tasks" in options else None)
         self.heartbeat_timeout = (_positive("heartbeat_timeout", options["heartbeat_timeout"])
                                   if "heartbeat_timeout" in options else None)
+        # Unlimited by default: QueueManager.run(max_concurrent_tasks=None) (qm.py:395, "a hard cap on this
+        # worker's picked jobs"; None: none), and fetch_jobs dequeues batch after batch until the queue is
+        # empty (qm.py:244-270), every job picked dispatched at once (qm.py:472-484).
+        self.concurrency = self.max_concurrent_tasks
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
@@ -206,6 +211,7 @@ class PgQueuer(DeclaredDesign):
         from pgqueuer.core.qm import QueueManager
         from pgqueuer.domain.models import Job
 
+        body_threads(ctx)  # asyncio.to_thread's default threads would bound the bodies, not pgqueuer
         t = self.intervals(ctx.schedule)
         heartbeat_timeout = self.heartbeat_timeout or t["heartbeat timeout"]
         aconn = await psycopg.AsyncConnection.connect(ctx.worker_dsn, autocommit=True,

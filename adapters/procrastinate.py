@@ -104,6 +104,7 @@ class Procrastinate(DeclaredDesign):
     # Every other interval of procrastinate is a float.
     min_time_scale = TIMING.min_time_scale()
     OPTIONS = {"recovery": "on (default): the documented retry_stalled_jobs periodic task; off: none"}
+    concurrency = 1  # worker.py:28 WORKER_CONCURRENCY = 1, "maximum number of parallel jobs" (run_worker's)
 
     def __init__(self, **options: str):
         super().__init__(**options)

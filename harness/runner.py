@@ -97,13 +97,14 @@ class Runner:
         return run
 
     def stamp(self, schedule: Schedule, design: DesignHandle | None = None) -> Schedule:
-        """*schedule* with where it runs recorded (server major version, pooler, the hosted library's
-        version), as saved and replayed."""
+        """*schedule* with where and how it runs recorded (server major version, pooler, the hosted
+        library's version, the body's pool size: ``DesignHandle.pool_size``, what ``pool-hygiene``
+        budgets by), as saved and replayed. Stamping a stamped schedule changes nothing."""
         if design is None:
             design = self.design(schedule)
         libraries = design.versions() or schedule.libraries
         return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler,
-                                libraries=libraries)
+                                libraries=libraries, pool_size=design.pool_size(schedule))
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""

@@ -40,6 +40,10 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     below this time scale the design cannot keep its own intervals' ratios.
 ``hosted`` (False; True for a :class:`~workers.hosted.HostedDesign` or a design with ``reset``)
     it hosts a queue library: its finish is the library's, judged by ``library-one-finish``.
+``concurrency`` (``"pool"``: :data:`~workers.hosted.protocol.POOL`)
+    a hosted design's bodies at once in one worker by the library's documented default (an int of at
+    least 1; None: no limit); the body's pool is sized from it (:meth:`DesignHandle.pool_size`). The
+    default: the schedule's ``pool_size`` (a built-in design's worker loop runs one job at a time).
 ``for_run(schedule)`` (the design itself)
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
@@ -73,12 +77,16 @@ from ..core.schedule import JOB_POINTS, JobSpec, Schedule
 from .base import QueueDesign
 from .context import WorkerContext
 from .hosted import HostedDesign
+from .hosted.protocol import POOL
 from .hosted.timing import FIXED, Intervals
 from .tenant import SETTING
 
 REQUIRED = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
 
 Row = dict[str, object]  # one job's final state, or one finish
+# The most connections a hosted body's pool may open for executions that overlap (a retry started while
+# the previous execution still runs): jobs x max_attempts up to this. Opened as needed, never at start.
+OVERLAP_CAP = 64
 Finishes = dict[int, dict[str, object]]
 
 
@@ -184,6 +192,7 @@ class DesignHandle:
     pool_first: bool = False
     min_time_scale: float | None = None
     hosted: bool = False
+    concurrency: int | str | None = POOL
 
     @classmethod
     def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None) -> DesignHandle:
@@ -205,12 +214,17 @@ class DesignHandle:
         exits: Mapping[int, str] = getattr(design, "exit_outcomes", None) or {}
         setting: str = getattr(design, "tenant_setting", None) or SETTING
         floor: float | None = getattr(design, "min_time_scale", None)
+        concurrency = getattr(design, "concurrency", POOL)  # None: unlimited, not the default
+        if concurrency is not None and concurrency != POOL and not (
+                isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1):
+            raise UsageError(f"--design {label}: concurrency {concurrency!r}: a whole number of at least 1, "
+                             f"None (no limit) or {POOL!r} (the schedule's pool_size)")
         return cls(
             design=d, spec=spec or d.name, options=dict(options or {}), name=str(d.name),
             default_restart_delay=float(d.default_restart_delay), points=tuple(points),
             exit_outcomes=dict(exits), tenant_setting=str(setting),
             pool_first=bool(getattr(design, "pool_first", False)), min_time_scale=floor or None,
-            hosted=isinstance(design, HostedDesign | _Resets),
+            hosted=isinstance(design, HostedDesign | _Resets), concurrency=concurrency,
         )
 
     @property
@@ -222,6 +236,21 @@ class DesignHandle:
         """The design bound to *schedule*, before the run's enqueue and fork (in the supervisor's process)."""
         view = self.design.for_run(schedule) if isinstance(self.design, _Binds) else None
         return DesignRun(self, cast(Design, view) if view is not None else self.design, schedule)
+
+    def pool_size(self, schedule: Schedule) -> int:
+        """The size of the body's pool in a run of *schedule*: never what bounds how many bodies run at
+        once. A design of the default :attr:`concurrency` (built-in, or hosted and declaring none): the
+        schedule's ``pool_size``. A declared one: at least as many as it runs at once (its concurrency,
+        at most the schedule's jobs), and room for executions that overlap -- a retry the library starts
+        while the previous execution still runs (pg-boss past an expiration, awa's rescue, oban's
+        lifeline) -- up to jobs x ``max_attempts``, at most :data:`OVERLAP_CAP`. The pool opens
+        its connections as they are needed (``workers/tenant.py``); the runner stamps this size into
+        the run's schedule, where ``pool-hygiene`` and a replay read it."""
+        if self.concurrency == POOL:
+            return schedule.pool_size
+        jobs = len(schedule.jobs)
+        at_once = jobs if self.concurrency is None else min(int(self.concurrency), jobs)
+        return max(schedule.pool_size, at_once, min(jobs * schedule.max_attempts, OVERLAP_CAP))
 
     def install(self, conn: psycopg.Connection, *, worker_role: str) -> None:
         self.design.install(conn, worker_role=worker_role)

@@ -58,12 +58,14 @@ class TenantMode:
     def pool(self, conninfo: str, *, size: int = 1, name: str = "jobs",
              configure: Callable[[psycopg.Connection], None] | None = None,
              application_name: str = "pg-job-chaos") -> ConnectionPool:
-        """An open pool as a worker of this mode would create it."""
+        """An open pool as a worker of this mode would create it: one connection at start, up to *size*
+        opened as they are needed (a pool of a hosted library's bodies may be large; only what runs at
+        once is opened), and kept for the run."""
         kwargs: dict = {"autocommit": self.autocommit, "application_name": application_name}
         if self.prepare_threshold is not _DEFAULT:
             kwargs["prepare_threshold"] = self.prepare_threshold
         pool = ConnectionPool(
-            conninfo, min_size=size, max_size=size, kwargs=kwargs, configure=configure,
+            conninfo, min_size=1, max_size=size, kwargs=kwargs, configure=configure,
             reset=self.reset, name=name, open=False, timeout=POOL_TIMEOUT,
         )
         pool.open(wait=True, timeout=POOL_TIMEOUT)

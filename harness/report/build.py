@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ...core import overlap
 from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import HELD, UNKNOWN, Result, violated_names
@@ -84,6 +85,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                                    small.violated, small.history, for_property=n))
     report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
                     coverage=coverage, retry_spacing=out.retry_spacing(), never_struck=never,
+                    bodies=overlap.summary(r.history for r in out.runs),
                     no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
@@ -96,7 +98,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "examples": examples, "seed": seed, "server": server,
                    "properties": text.results_json(results),
                    "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
-                   "retry_spacing": report.retry_spacing,
+                   "retry_spacing": report.retry_spacing, "bodies_at_once": report.bodies,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
                    "no_fault_could_strike": blocked}
     return report
@@ -111,10 +113,11 @@ def replay_report(history: History, results: dict, schedule: Schedule, file: str
     saved = [Saved("this replay", schedule, Path(file), violated_names(results),
                    history)]
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
-                    notes=[*notes, *text.notes_for(results)], gate=gate)
+                    notes=[*notes, *text.notes_for(results)], gate=gate,
+                    bodies=overlap.bodies_at_once(history).to_dict())
     report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode,
                    "faults": schedule.faults(), "replay": str(file), "server": history.server,
-                   "properties": text.results_json(results)}
+                   "properties": text.results_json(results), "bodies_at_once": report.bodies}
     return report
 
 

@@ -61,6 +61,7 @@ class Report:
     runs: int = 1
     coverage: dict = field(default_factory=dict)
     retry_spacing: dict = field(default_factory=dict)  # SearchOutcome.retry_spacing: a figure, not a verdict
+    bodies: dict = field(default_factory=dict)  # job bodies at once (core.overlap): a figure, not a verdict
     never_struck: list[str] = field(default_factory=list)  # allowed faults that struck in no run
     no_strike: bool = False  # faults were allowed and no execution reached a single strike point
     budget_spent: bool = False

@@ -87,6 +87,17 @@ def retry_line(spacing: dict) -> list[str]:
             f"median {spacing['median']:g}{back}"]
 
 
+def bodies_line(figure: dict) -> list[str]:
+    """How many job bodies ran at once (``core.overlap``: :func:`~core.overlap.summary`'s or
+    :meth:`~core.overlap.AtOnce.to_dict`'s *figure*): a figure, not a verdict (none when empty)."""
+    if not figure:
+        return []
+    runs = figure.get("runs", 1)
+    where = f"in one run of {runs}" if runs > 1 else "in the run"
+    return [f"bodies at once (a figure, not a verdict): at most {figure['worker']} in one worker, "
+            f"{figure['run']} {where}"]
+
+
 def coverage_line(coverage: dict[str, dict[str, int]]) -> list[str]:
     """Fault coverage beside the verdicts: per fault, the points it struck at and in how many runs
     (an allowed fault that struck in no run is a :meth:`~harness.report.result.Report.warnings` line)."""
@@ -206,9 +217,10 @@ def render(report) -> str:
     if report.allowed():
         out.append(f"{ALLOWED}{', '.join(report.allowed())}")
     if report.kind == "replay":
-        out += ["timeline:", timeline(report.history)]
+        out += bodies_line(report.bodies) + ["timeline:", timeline(report.history)]
         return "\n".join(out)
-    out += coverage_line(report.coverage) + retry_line(report.retry_spacing) + report.warnings()
+    out += (coverage_line(report.coverage) + retry_line(report.retry_spacing) + bodies_line(report.bodies)
+            + report.warnings())
     ce = report.counterexample
     if ce is not None:
         state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"

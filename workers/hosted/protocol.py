@@ -33,7 +33,13 @@ members below; :class:`~workers.hosted.declared.DeclaredDesign` builds ``reset``
     schedule's ``max_attempts``, never a column the library may change.
 ``run_worker(ctx)``
     the library's real worker loop in the forked worker, at the library's default concurrency and
-    executor; its task calls :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``).
+    executor; its task calls :func:`run_job` (sync; from asyncio through ``asyncio.to_thread``, after
+    :func:`body_threads`).
+``concurrency`` (optional, :data:`POOL` by default)
+    how many job bodies one worker process of the library runs at once by its documented default
+    (None: no limit), with the source line that says so; the body's pool is sized from it
+    (:meth:`~workers.design.DesignHandle.pool_size`). :data:`POOL`: as many as the schedule's
+    ``pool_size``, which is then the body's pool, as it is.
     Timing derives from the schedule (``ctx.lease``, ``ctx.poll``, ``ctx.heartbeat``, real seconds);
     logic stays as documented.
 ``TIMING`` (optional, a :class:`~workers.hosted.timing.Intervals`)
@@ -57,11 +63,13 @@ them and the library's version (:meth:`HostedDesign.versions`), and a replay use
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import importlib.metadata
 import signal
 import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Self, overload
 
 from psycopg.types.json import Jsonb
@@ -75,8 +83,12 @@ from . import own_connection, timing
 
 Q = sqlfile.load(__file__, "protocol.sql", "record_id", "schedule_ids")
 
-__all__ = ["HOSTED_POINTS", "STATES", "HostedDesign", "Jsonb", "claimed", "job_args", "record_ids", "run_job",
-           "schedule_ids"]
+__all__ = ["HOSTED_POINTS", "POOL", "STATES", "HostedDesign", "Jsonb", "body_threads", "claimed", "job_args",
+           "record_ids", "run_job", "schedule_ids"]
+
+POOL = "pool"
+"""A design's ``concurrency`` when it declares none: as many bodies at once as the schedule's
+``pool_size``."""
 
 STATES = JOB_STATES
 """What ``final_states`` may say of a job: waiting to run (or to be retried), taken by a worker,
@@ -135,6 +147,15 @@ def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
         _run_on_pool(ctx, conn, job)
 
 
+def body_threads(ctx) -> None:
+    """Give the running event loop a default executor (``asyncio.to_thread``'s) with a thread for every
+    connection of the body's pool. Hazard: asyncio's own has min(32, cores + 4) threads -- 6 on two
+    cores -- and would bound a library that runs 50 bodies at once; the few threads over the pool are for
+    the statement wrapper's waits at a strike point (``workers/statements.py``), which take one too."""
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=ctx.schedule.pool_size + 4, thread_name_prefix="pgjc-body"))
+
+
 def _block_strike_signal(ctx, job: Claimed) -> None:
     if STRIKE_SIGNAL not in signal.pthread_sigmask(signal.SIG_BLOCK, ()):
         # The library made this thread with the strike signal unblocked (the worker blocks it before
@@ -171,6 +192,8 @@ class HostedDesign:
     points: tuple[str, ...] = HOSTED_POINTS
     exit_outcomes: dict[int, str] = {}
     min_time_scale: float | None = None  # below this the library cannot honour its own intervals
+    # Bodies one worker runs at once by the library's default (None: unlimited; the module docstring).
+    concurrency: int | str | None = POOL
     pool_first = True  # the worker opens the harness's pool before run_worker: no job waits for it
     # The setting the worker's own tenant code sets (run_job's conn=); the invoices' row-level security
     # policy reads it in this design's runs. The harness's tenant modes set app.tenant.
