@@ -38,6 +38,14 @@ self-hosting "Workflow Recovery"), never patched. Lines cited are of the install
   ``max_attempts`` dispatches (a design option restores DBOS's default, 100).
 - finish: ``update_workflow_outcome`` writes only a PENDING row still owned by the claim's ``owner_xid``
   (``_sys_db.py:1483-1560``): a stale execution's outcome lands nowhere.
+- ``finish=transaction`` (an option; ``step``, the default, is as above): DBOS's exactly-once path, a
+  datasource transaction (``_datasource.py`` ``SQLAlchemyDatasource.transaction``, SERIALIZABLE). The
+  whole body runs in ``pgjc_commit`` on the datasource's connection (:mod:`workers.hosted.own_connection`,
+  the tenant set locally first: ``dbos.sql`` ``set_tenant``); DBOS commits ``job_runs`` with the step's
+  checkpoint (``_record_result``) and on a re-dispatch returns the recorded output without calling it
+  (``_check_execution``). ``after-insert`` strikes after that commit. A transaction retries only
+  serialization failures (``run_tx_step``): the workflow calls it up to ``max_attempts`` times, with the
+  step's back-off (``DBOS.sleep``). Work and effect run inside the transaction (``horizon``).
 
 Hazards, DBOS's, left as they are: (1) its background jobs thread takes a transaction-level advisory lock
 and holds that transaction idle for the rest of a fixed 1 s interval, then takes it again at once
@@ -59,20 +67,25 @@ import threading
 
 import dbos  # noqa: F401 -- the library at import: --design without it is a usage error
 import sqlalchemy as sa
-from psycopg import conninfo
+from psycopg import conninfo, sql
 
 from ..core import sqlfile
+from ..core.events import LogEvent
 from ..workers import hosted
+from ..workers.hosted import own_connection
 from ..workers.hosted.declared import DeclaredDesign, admin_dsn
+from ..workers.hosted.protocol import _block_strike_signal
 from ..workers.hosted.timing import FIXED, Interval, Intervals
 
-Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "accepted_finishes")
+Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "accepted_finishes",
+                 "set_tenant")
 
 APP = "pg-job-chaos"  # DBOSConfig name: 3-256 of [a-z0-9-_] (_dbos_config.py:510)
 SCHEMA = "dbos"  # DBOS's default system schema; dbos.sql names it
 QUEUE = "pgjc"
 WORKFLOW = "pgjc_job"
 STEP = "pgjc_body"
+TRANSACTION = "pgjc_commit"  # finish=transaction: the datasource transaction the body runs in
 BACKOFF = 2.0  # @DBOS.step backoff_rate default (_dbos.py:1406): a factor, not an interval
 
 # Real seconds a restarted worker takes to recover: fork, DBOS(config), DBOS.launch() (its migrations
@@ -129,11 +142,15 @@ class Dbos(DeclaredDesign):
     # the deadline is 15 s, plus the stretch.
     min_time_scale = 0.25
     OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts "
-                                        "dispatches) or dbos (DBOS's default, 100)"}
+                                        "dispatches) or dbos (DBOS's default, 100)",
+               "finish": "step (default: the body in a @DBOS.step, on the harness's pool) or transaction "
+                         "(the body in a datasource transaction that commits with DBOS's checkpoint)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
         self.recovery_limit = self.choice("max_recovery_attempts", ("schedule", "dbos"))
+        self.finish = self.choice("finish", ("step", "transaction"))
+        self.pool_first = self.finish == "step"  # a transaction's body runs on the datasource's engine
 
     def stall_extra(self, schedule) -> float:
         """DBOS recovers only when a dead worker's slot launches again: the run's stall and deadline
@@ -152,6 +169,8 @@ class Dbos(DeclaredDesign):
     # --- the supervisor's side (admin connection) -------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
         dbos.DBOS.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
+        # Whatever the option (installed once per name): finish=transaction's table, its version, its grants.
+        dbos.SQLAlchemyDatasource.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         t = self.intervals(self.schedule)
@@ -186,10 +205,12 @@ class Dbos(DeclaredDesign):
         # Registered here, in the fork: the parent never holds DBOS's registry or runtime.
         @DBOS.step(name=STEP, retries_allowed=True, max_attempts=max_attempts,
                    interval_seconds=t["step retry interval"], backoff_rate=BACKOFF)
-        def pgjc_body(args: dict) -> None:
+        def pgjc_step(args: dict) -> None:
             status = DBOS.step_status
             assert status is not None  # inside a step: DBOS.step_status is None only outside one
             hosted.run_job(ctx, args, attempt=(status.current_attempt or 0) + 1)
+
+        pgjc_body = pgjc_step if self.finish == "step" else _transaction_body(ctx, t, max_attempts)
 
         @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=self.max_recovery_attempts(max_attempts))
         def pgjc_job(args: dict) -> None:
@@ -230,3 +251,49 @@ def _error_text(error: str | None) -> str | None:
         return repr(DefaultSerializer().deserialize(error))
     except Exception:
         return error[:200]
+
+
+def _transaction_body(ctx, t: dict[str, float], max_attempts: int):
+    """``finish=transaction`` (the module docstring): the function the workflow calls with the job's args.
+    Hazard: called in the workflow, never in a step -- inside a step a datasource transaction is a plain
+    transaction, no checkpoint (``run_tx_step``: ``in_wf``)."""
+    DBOS = dbos.DBOS
+    # The body's connections: the datasource engine's, as many as the body's pool, each counted at connect.
+    engine = {"pool_size": ctx.schedule.pool_size, "max_overflow": 0,
+              "connect_args": {"application_name": ctx.identity}}
+    ds = dbos.SQLAlchemyDatasource.create(url(ctx.worker_dsn), schema=SCHEMA, run_migrations=False,
+                                          engine_kwargs=engine)
+    sa.event.listen(ds.engine, "connect",
+                    lambda dbapi, _: ctx.log.write(LogEvent.CONNECT, backend=dbapi.info.backend_pid))
+
+    @ds.transaction(name=TRANSACTION)
+    def pgjc_commit(args: dict, attempt: int, box: dict) -> None:
+        if "body" in box:  # DBOS runs the function again: a serialization failure at its commit
+            box.pop("body").rolled_back(RuntimeError("the datasource transaction did not commit"))
+        job = hosted.claimed(args, attempt)
+        _block_strike_signal(ctx, job)  # as run_job does
+        conn = ds.sql_session().connection().connection.driver_connection  # the psycopg connection
+        assert conn is not None  # None only for a connection returned to its pool
+        if job.tenant is not None:  # the worker's own tenant code, local to the transaction
+            conn.execute(sql.SQL(Q.set_tenant).format(setting=sql.Literal(ctx.spec.tenant_setting),
+                                                      tenant=sql.Literal(str(job.tenant))))
+        box["body"] = own_connection.run_until_commit(ctx, conn, job)
+
+    def body(args: dict) -> None:
+        for attempt in range(1, max_attempts + 1):
+            box: dict = {}
+            try:
+                pgjc_commit(args, attempt, box)
+            except BaseException as exc:
+                if "body" in box:  # the body returned; DBOS's checkpoint or commit failed
+                    box["body"].rolled_back(exc)
+                # A DBOSBaseException (cancelled, another owner) is DBOS's own stop, never retried.
+                if attempt == max_attempts or not isinstance(exc, Exception):
+                    raise
+                DBOS.sleep(t["step retry interval"] * BACKOFF ** (attempt - 1))
+                continue
+            if "body" in box:  # else DBOS returned the recorded output: the body did not run again
+                box["body"].committed()
+            return
+
+    return body

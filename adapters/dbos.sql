@@ -3,13 +3,15 @@
 -- write a workflow row.
 
 -- name: reset
--- Between runs: every DBOS table but its migration version, as DBOS's own truncate reset does
--- (_sys_db_postgres.py:235, _truncate_system_database) -- without its first step, which terminates every
--- other session of the database (the runner's admin connection among them).
+-- Between runs: every DBOS table but its migration versions (its own; its datasource's, finish=transaction),
+-- as DBOS's own truncate reset does (_sys_db_postgres.py:235, _truncate_system_database) -- without its
+-- first step, which terminates every other session of the database (the runner's admin connection among
+-- them).
 do $$
 begin
   execute (select 'truncate ' || string_agg(format('%I.%I', schemaname, tablename), ', ')
-             from pg_tables where schemaname = 'dbos' and tablename <> 'dbos_migrations');
+             from pg_tables where schemaname = 'dbos'
+              and tablename not in ('dbos_migrations', 'dbos_datasource_migrations'));
 end
 $$;
 
@@ -52,3 +54,8 @@ select m.job_id as id,
   from job_map m
   left join dbos.workflow_status w on w.workflow_uuid = m.library_id
  order by m.job_id;
+
+-- name: set_tenant
+-- finish=transaction: the job's tenant, local to DBOS's datasource transaction (the worker's own tenant
+-- code, adapters/dbos.py _transaction_body). Client-side literals (see own_connection.sql: observe).
+select set_config({setting}, {tenant}, true);

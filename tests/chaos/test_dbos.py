@@ -8,7 +8,9 @@ installed 3.4.0):
   queue, and any executor claims them (_sys_db.py:4963); each claim adds 1 to ``recovery_attempts``
   (_sys_db.py:5201); past ``max_recovery_attempts + 1`` a claim dead-letters the workflow (_core.py:1317);
 - no heartbeat, no lease: nothing takes a workflow from a live (or stopped) executor;
-- _workflow_commands.py:100-131: the background jobs thread keeps a transaction idle for its fixed 1 s.
+- _workflow_commands.py:100-131: the background jobs thread keeps a transaction idle for its fixed 1 s;
+- ``--design-option finish=transaction`` (_datasource.py ``run_tx_step``): the body's ``job_runs`` row commits
+  with the datasource's checkpoint, and a re-dispatch returns the recorded output instead of running it.
 """
 
 from __future__ import annotations
@@ -117,4 +119,66 @@ def test_a_paused_worker_keeps_its_workflow(runner):
     assert only.worker == paused["worker"] and only.outcome == "ok" and only.end > resumed["t"]
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
     for name in ("no-overlap", "single-commit", "at-most-once-effects", "no-stale-effect"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+TRANSACTION = {"finish": "transaction"}
+
+
+@pytest.mark.parametrize("finish", ["step", "transaction"])
+def test_a_crash_after_the_bodys_commit(runner, finish):
+    """Job 1 kills its worker once at ``after-insert``: after the body's ``job_runs`` row committed, before
+    the workflow returns. The restart in slot w1 recovers the PENDING workflow (_dbos.py:895-909).
+    finish=step: the step's checkpoint is written only after the step returns (_core.py:2455), so the
+    step runs again and commits a second row. finish=transaction: the row committed with the datasource's
+    checkpoint (_datasource.py run_tx_step, _record_result), and the re-dispatch returns the recorded
+    output (_check_execution) -- the body does not run again."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="after-insert", strikes=1)],
+                workers=1, design_options={"finish": finish})
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
+    assert _row(runner, 1) == ("SUCCESS", 2, "w1")
+    runs = sorted((x["worker"], x["attempt"]) for x in h.runs)
+    if finish == "step":
+        first, second = h.executions()
+        assert (first.worker, second.worker) == ("w1.0", "w1.1") and second.outcome == "ok"
+        assert runs == [("w1.0", 1), ("w1.1", 1)]
+        assert r["single-commit"].status == "violated", r["single-commit"].evidence
+        assert "job 1" in r["single-commit"].evidence
+    else:
+        (only,) = h.executions()  # the crashed one: w1.1 replayed its recorded output
+        assert only.worker == "w1.0" and only.effects == 1
+        assert [(f["fault"], f["point"]) for f in only.faults] == [("crash", "after-insert")]
+        assert runs == [("w1.0", 1)]
+        for name in ("single-commit", "at-most-once-effects", "tenant-isolation", "done-means-committed"):
+            assert r[name].status == "held", (name, r[name].evidence)
+        # The success is the re-dispatch's, which ran no body: no execution explains it (a limitation).
+        assert r["library-one-finish"].status == "unknown", r["library-one-finish"].evidence
+        assert "that no execution of the job explains" in r["library-one-finish"].evidence
+
+
+def test_fault_free_on_the_transaction_path(runner):
+    """finish=transaction: every job's body runs in DBOS's datasource transaction on the datasource's own
+    connections (counted: pool-hygiene decides), its tenant set locally by the worker's code."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 7)],
+                design_options=TRANSACTION)
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
+    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
+    assert all(e.own_tenant and e.outcome == "ok" for e in h.executions())
+    for name in (*CORRECT, "single-commit", "at-most-once-effects", "no-overlap", "progress",
+                 "terminal-states", "library-one-finish"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_transient_raise_is_retried_by_the_workflow_on_the_transaction_path(runner):
+    """A datasource transaction retries only serialization failures (_datasource.py run_tx_step); the
+    workflow calls it again after the step's interval (adapters/dbos.py). The failed attempt's error is
+    checkpointed (_record_error) and its transaction rolled back: one job_runs row, attempt 2's."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", strikes=1)], workers=1,
+                design_options=TRANSACTION)
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+    assert [(e.attempt, e.outcome) for e in h.executions()] == [(1, "fail"), (2, "ok")]
+    assert [x["attempt"] for x in h.runs] == [2]
+    for name in ("transient-recovers", "single-commit", "done-means-committed", "library-one-finish"):
         assert r[name].status == "held", (name, r[name].evidence)

@@ -73,3 +73,55 @@ def run_on(ctx, conn: psycopg.Connection, job) -> None:
         ex.failed(exc)
         raise
     ex.finished()
+
+
+class Uncommitted:
+    """An execution whose ``job_runs`` row waits in the worker's open transaction
+    (:func:`run_until_commit`): the worker says how its commit ended."""
+
+    def __init__(self, ex):
+        self.ex = ex
+
+    def committed(self) -> None:
+        """The worker's commit returned: ``after-insert`` strikes (now after the commit), then
+        ``finished``; raises what the point raised (``failed`` logged)."""
+        try:
+            self.ex.point("after-insert")
+        except BaseException as exc:
+            self.ex.failed(exc)
+            raise
+        self.ex.finished()
+
+    def rolled_back(self, exc: BaseException) -> None:
+        """The worker's commit failed, or it ran the transaction again: this execution ``failed``."""
+        self.ex.failed(exc)
+
+
+def run_until_commit(ctx, conn: psycopg.Connection, job) -> Uncommitted:
+    """:func:`run_on` for a worker that commits the body's transaction itself once the body has
+    returned (a library's transactional step, whose own checkpoint commits with it: DBOS's datasource
+    transaction). The same steps on *conn*, up to and with the ``job_runs`` insert, nothing committed;
+    the worker then calls :meth:`Uncommitted.committed` after its commit -- so ``after-insert`` lies
+    after the commit, as in the harness's own body -- or :meth:`Uncommitted.rolled_back`. Raises what
+    the body raised (``failed`` logged). Hazard: the same steps as :func:`run_on`'s; keep them equal."""
+    setting = check_setting(ctx.spec.tenant_setting)
+    ex = ctx.execution(conn, job)
+    try:
+        ex.started(own_tenant=True)
+        tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
+        seen, pid, visible, foreign = one(conn.execute(
+            sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)))
+        ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
+                      value=seen, backend=pid, visible=visible, foreign=foreign)
+        ex.point("before-tenant")
+        started = one(conn.execute("select clock_timestamp()"))[0]
+        ex.work()
+        ex.effect()
+        ex.point("before-finish")
+        conn.execute(sql.SQL(Q.insert_finished_run).format(
+            job=sql.Literal(job.id), worker=sql.Literal(ctx.identity), attempt=sql.Literal(job.attempt),
+            started=sql.Literal(started)))
+    except BaseException as exc:
+        ex.failed(exc)
+        raise
+    return Uncommitted(ex)
