@@ -7,8 +7,8 @@
 # Replace "--design lease-outbox" with your own design (package.module:attr or path/to/file.py:attr),
 # the faults with the ones it must survive, and "--fail-on safety" with what your design promises.
 # There is no PyPI release: build a wheel in a pg-job-chaos checkout (pip wheel --no-deps . -w dist) and
-# keep it under vendor/. With --strict, a HostedDesign of your own needs accepted_finishes, or add
-# --allow library-one-finish (docs/guides/own-worker.md).
+# keep it under vendor/. With --strict, a property not judged for your design (library-one-finish
+# without accepted_finishes: docs/guides/own-worker.md) does not fail the job.
 set -euo pipefail
 pip install vendor/pg_job_chaos-*.whl
 pg-job-chaos search --design lease-outbox --faults crash,overrun --examples 10 --fail-on safety --strict --junit chaos-out/junit.xml --json chaos-out/result.json --html chaos-out/report.html
