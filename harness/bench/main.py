@@ -31,6 +31,7 @@ from ..engine.search import search
 from ..postgres import dataset as db
 from ..postgres import provision
 from ..runner import Runner
+from . import findings as bench_findings
 from . import libraries as bench_libraries
 from . import matrix as bench_matrix
 from . import planted
@@ -145,6 +146,7 @@ def command(args, progress) -> int:
         with provision(args.server) as database, Runner(database, libs) as runner:
             print(f"PostgreSQL: {database.server}", file=out)
             bench_libraries.figures(runner, libs, out, examples=args.examples, quick=args.quick)
+            bench_findings.figures(runner, out)  # the finding pages too slow for the suite (cost=bench)
         return 0
     if not args.server.pooler:  # slots need databases of their own, a pooler names one
         with provision(args.server) as database:

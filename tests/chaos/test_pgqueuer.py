@@ -75,7 +75,7 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
     ``batch_size=1 max_concurrent_tasks=2``, the lowest, the other worker ran them to the end.)"""
     jobs = (JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work"),
             JobSpec(2, tenant=2, duration=0.05), JobSpec(3, tenant=3, duration=0.05))
-    # The schedule of docs/findings/libraries/pgqueuer-repick-uncounted.md (one restart: 3 executions
+    # The schedule docs/findings/libraries/schedules/pgqueuer-repick-uncounted.json (one restart: 3 executions
     # already pass max_attempts 2), built here as the page's file holds it.
     h = runner.run(Schedule(jobs=jobs, workers=2, design="pgqueuer", time_scale=SCALE, max_attempts=2,
                             restarts=1))
