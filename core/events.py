@@ -41,6 +41,7 @@ class LogEvent(StrEnum):
     POINT = "point"  # at a watched point, waiting for the supervisor's go
     POINT_TIMEOUT = "point-timeout"  # the go never came within strike_wait
     STATEMENT = "statement"  # the first time the worker sent a statement point
+    TENANT_STATEMENT = "tenant-statement"  # a job's own statement and the tenant setting it ran under
     # The built-in designs (workers/base.py, heartbeat.py, outbox.py)
     CLAIM_FAILED = "claim-failed"
     HEARTBEAT_ERROR = "heartbeat-error"

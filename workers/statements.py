@@ -15,8 +15,18 @@ point, job-bound or not), so a search learns which points a design has; only the
 schedule's events name wait (``WorkerSpec.watch``). From asyncio the wait runs in a thread: a
 library's event loop is never blocked in it (its heartbeat would freeze with it).
 
+Every statement also passes the tenant tracking (``workers/tenant_track.py``: the design's tenant
+setting in force on each connection, worked out client-side from the statements and the connection's
+own transaction commands, which are wrapped too), the body's included. A statement that is not the
+body's, sent while this thread runs a job, is logged once per execution with the setting in force when
+it ran (``tenant-statement``: the statement's text, its value, or ``known`` false), so that
+``tenant-isolation`` judges the user's own statements, whatever table they read
+(``core/statement_tenants.py`` keeps those between the execution's start and end records only: a
+thread keeps its last job as current after it ended, and its next claim is no statement of that job).
+
 Installed by the worker process (``install``) by wrapping ``psycopg.Cursor.execute`` / ``executemany``
-and their async twins; the supervisor's own connections are in another process and never pass here.
+and their async twins, and the connection's ``_exec_command`` (its BEGIN, COMMIT, ROLLBACK and
+savepoints); the supervisor's own connections are in another process and never pass here.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from psycopg import sql
 
 from ..core.events import LogEvent
 from ..core.sqlfile import NAMES, normalized
+from . import tenant_track
 
 PREFIX = "sql:"
 # The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of
@@ -43,6 +54,8 @@ BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
 
+STATEMENT_CHARS = 120  # of a statement's text in its tenant-statement record (the evidence quotes it)
+
 _local = threading.local()
 _ctx = None  # the worker's WorkerContext, once installed
 
@@ -50,6 +63,7 @@ _ctx = None  # the worker's WorkerContext, once installed
 def set_current(job) -> None:
     """The job this thread now runs (kept after it ends: the job it last ran)."""
     _local.job = job
+    _local.logged = set()  # the (statement, value) pairs logged for this execution
 
 
 def current():
@@ -88,23 +102,68 @@ def _from_body() -> bool:
     return f is not None and f.f_code.co_filename.endswith(BODY_FILES)
 
 
-def _before(cursor, query) -> tuple[str, object] | None:
-    """Log the first sighting; return (point, job) when the supervisor watches it."""
+def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | None, list | None]:
+    """Track the tenant setting and log a job's statement with it; log the first sighting of a point.
+    Returns (point, job) when the supervisor watches it, and the setting changes the statement makes
+    (applied once it succeeded: :func:`_after`)."""
     ctx = _ctx
-    if ctx is None or _from_body():
-        return None
+    if ctx is None:
+        return None, None
+    body = _from_body()
+    text = _text(query)
+    found = _changes(ctx, cursor, query, text, params, many) if text is not None else None
+    if body or text is None:
+        return None, found
+    job = current()
+    if job is not None and not found:
+        _log_statement(ctx, cursor, job, text)
     point = name_of(query)
     if point is None:
-        return None
-    job = current()
+        return None, found
     seen = ctx.statements_seen
     key = (point, job is not None)
     if key not in seen:
         seen.add(key)
         ctx.log.write(LogEvent.STATEMENT, point=point, job=getattr(job, "id", None), bound=job is not None)
     if (getattr(job, "id", None), point) in ctx.spec.watch:
-        return point, job
-    return None
+        return (point, job), found
+    return None, found
+
+
+def _changes(ctx, cursor, query, text: str, params, many: bool) -> list | None:
+    """What the statement does to the tenant setting (None: nothing); the cheap test first."""
+    name = ctx.spec.tenant_setting.lower()
+    if not tenant_track.mentions(text, name):
+        return None
+    full = text if isinstance(query, str) else tenant_track.text_of(query, cursor.connection)
+    if full is None:
+        return None
+    if many:
+        return [c for p in (params or ()) for c in tenant_track.changes(full, name, p)] or None
+    return tenant_track.changes(full, name, params) or None
+
+
+def _log_statement(ctx, cursor, job, text: str) -> None:
+    """One ``tenant-statement`` record per execution, statement and value in force."""
+    value = tenant_track.in_force(cursor.connection)
+    logged = getattr(_local, "logged", None)
+    if logged is None:
+        logged = _local.logged = set()
+    key = (text, value)
+    if key in logged:
+        return
+    logged.add(key)
+    ctx.log.write(LogEvent.TENANT_STATEMENT, job=job.id, attempt=job.attempt, setting=ctx.spec.tenant_setting,
+                  statement=" ".join(text.split())[:STATEMENT_CHARS], value=value,
+                  known=value is not tenant_track.UNKNOWN)
+
+
+def _after(cursor, found) -> None:
+    """The statement succeeded: apply its changes, or notice a transaction that ended unseen."""
+    if found:
+        tenant_track.applied(cursor.connection, found)
+    elif _ctx is not None:
+        tenant_track.settle(cursor.connection)
 
 
 def _wait(cursor, hit) -> None:
@@ -118,24 +177,43 @@ def _wait(cursor, hit) -> None:
     ctx.wait_for_supervisor(job, point, backend)
 
 
-def _wrap_sync(method):
+def _params(args: tuple, kwargs: dict, many: bool):
+    return args[0] if args else kwargs.get("params_seq" if many else "params")
+
+
+def _wrap_sync(method, many: bool):
     @functools.wraps(method)
     def execute(self, query, *args, **kwargs):
-        hit = _before(self, query)
+        hit, found = _before(self, query, _params(args, kwargs, many), many)
         if hit is not None:
             _wait(self, hit)
-        return method(self, query, *args, **kwargs)
+        result = method(self, query, *args, **kwargs)
+        _after(self, found)
+        return result
     return execute
 
 
-def _wrap_async(method):
+def _wrap_async(method, many: bool):
     @functools.wraps(method)
     async def execute(self, query, *args, **kwargs):
-        hit = _before(self, query)
+        hit, found = _before(self, query, _params(args, kwargs, many), many)
         if hit is not None:
             await asyncio.to_thread(_wait, self, hit)  # never on the event loop's thread
-        return await method(self, query, *args, **kwargs)
+        result = await method(self, query, *args, **kwargs)
+        _after(self, found)
+        return result
     return execute
+
+
+def _wrap_command(method):
+    """The connection's own commands (psycopg's generator; ``conn.commit()``, ``conn.transaction()``)."""
+    @functools.wraps(method)
+    def _exec_command(self, command, *args, **kwargs):
+        result = yield from method(self, command, *args, **kwargs)
+        if _ctx is not None:
+            tenant_track.command(self, command)
+        return result
+    return _exec_command
 
 
 def install(ctx) -> None:
@@ -150,6 +228,11 @@ def install(ctx) -> None:
         return
     for cls, wrap in ((psycopg.Cursor, _wrap_sync), (psycopg.AsyncCursor, _wrap_async)):
         for name in ("execute", "executemany"):
-            wrapped = wrap(getattr(cls, name))
+            wrapped = wrap(getattr(cls, name), name == "executemany")
             wrapped._pgjc = True
             setattr(cls, name, wrapped)
+    # Hazard: a private psycopg method (3.1 to 3.3): every transaction command the connection sends
+    # itself goes through it; a psycopg without it leaves commit/rollback unseen (settle: unknown).
+    base = psycopg.Connection.__mro__[1]
+    if hasattr(base, "_exec_command"):
+        base._exec_command = _wrap_command(base._exec_command)

@@ -6,9 +6,15 @@ itself, ``overrun`` and ``slow``, has none), and once with no fault at all:
 
 * **one job on two workers** -- what a second worker does to a job the first one lost (an overrun, a
   pause, a crash mid-job); for a supervisor fault, the event on that job at that point;
-* **two jobs on one worker** -- what one job leaves to the next: a leaked tenant (tenant 1's job,
-  then a system job with no tenant, which sets none: what it begins with is what the first one
-  left, whoever's code sets the tenant), a blocked queue, a poisoned connection.
+* **three jobs on one worker** -- what one job leaves to the next: a leaked tenant (tenant 1's job,
+  then two system jobs with no tenant, which set none: what they begin with and run their own
+  statements under is what the first one left, whoever's code sets the tenant), a blocked queue, a
+  poisoned connection. Three, not two: a worker's pool of two connections hands them out in turn
+  (psycopg_pool's: the connection returned longest ago first), so the second job gets the other
+  connection and only the third gets the first job's back; a pool of one, or one that hands back the
+  latest, gives the first job's connection to the second. Both later jobs are system jobs: a job of
+  its own tenant would set it, and hide what was left. (A pool of N needs N + 1 jobs: the pass
+  covers the pools of one and two connections that workers usually give their job bodies.)
 
 And for every allowed job fault, once at its default point on **the first execution only** (a
 transient fault, ``strikes`` 1: one job, two workers): a design that never retries, or retries
@@ -37,12 +43,13 @@ from ...properties.strategies import dequeue_budget
 SHAPE_ONE_JOB = "one job, two workers"
 SHAPE_STATEMENT = "one job, three workers"
 STATEMENT_CAP = 8  # statement points the small-scope pass strikes at, first sent first
-SHAPE_TWO_JOBS = "two jobs, one worker"
+SHAPE_JOBS_IN_TURN = "three jobs, one worker"
+JOBS_IN_TURN = 3  # tenant 1, then system jobs: the first job's connection back in a pool of up to 2
 
 
 def _shapes(workers: int | None) -> list[tuple[str, int, int]]:
     """(name, jobs, workers) of the two shapes."""
-    return [(SHAPE_ONE_JOB, 1, workers or 2), (SHAPE_TWO_JOBS, 2, workers or 1)]
+    return [(SHAPE_ONE_JOB, 1, workers or 2), (SHAPE_JOBS_IN_TURN, JOBS_IN_TURN, workers or 1)]
 
 
 def _cases(faults, points: tuple[str, ...]) -> Iterable[tuple[str, str | None, str | None, str]]:
@@ -94,7 +101,7 @@ def statement_schedules(statements, *, faults, design: str, tenant_mode: str, ti
 
 def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, workers: int | None = None,
               max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS) -> list[tuple[str, Schedule]]:
-    """Every small-scope schedule, labelled ("crash at after-effect; two jobs, one worker")."""
+    """Every small-scope schedule, labelled ("crash at after-effect; three jobs, one worker")."""
     kinds = {f.name: f.kind for f in faults}
     out = []
     for label, fault, point, variant in _cases(faults, points):
@@ -102,7 +109,7 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
             jobs, events = [], []
             for i in range(1, n + 1):
                 job_fault = fault if (i == 1 and fault and kinds[fault] == "job") else None
-                tenant = 1 if i == 1 else None  # the second job a system job: see the module docstring
+                tenant = 1 if i == 1 else None  # the later jobs system jobs: see the module docstring
                 jobs.append(JobSpec(id=i, tenant=tenant, fault=job_fault, point=point if job_fault else None))
             if fault and kinds[fault] == "supervisor":
                 assert point is not None  # _cases: a supervisor fault strikes at every point, never at none

@@ -48,8 +48,8 @@ GROUP = {"janitor": "postgres"}  # one concept, two places
 # and the hosting of code the harness did not write, beside each other (neither imports the other: both
 # build on the body); the design boundary that loads either (``workers/design.py``) on top.
 WORKERS = {
-    "statements": 0, "tenant": 0,  # the statement wrapper; tenant modes
-    "body": 1,  # one execution's steps
+    "tenant_track": 0, "tenant": 0,  # the tenant setting tracked per connection; tenant modes
+    "statements": 1, "body": 1,  # the statement wrapper (it tracks the setting); one execution's steps
     "context": 2,  # the worker context a design's loop gets
     "builtin": 3, "hosted": 3,  # the article's designs; hosting a library, a user's worker, the contract
     "design": 4,  # the boundary: the protocol and the handle load_design returns
