@@ -15,7 +15,9 @@ Which execution last used a server session is derived from the server pids in th
 from a session marker (the harness's own body sets one: here it could hide the leak it looks for).
 
 Order: ``started``; observe and read; ``before-tenant`` (named as the harness body's point after its
-inherited read: here the worker's tenant code has run and the job has read); the work (``mid-work``);
+inherited read: here the worker's tenant code has run and the job has read); the job's own code when
+``run_job`` was given it (``work=``: its statements, on any connection, are the job's, each judged by
+the tenant setting in force when it ran: ``workers/statements.py``); the work (``mid-work``);
 the side effect (``after-effect``); ``before-finish``; the ``job_runs`` row, in the worker's
 transaction (``after-insert`` then lies before the worker's commit, unless its connection is in
 autocommit). Every statement is sent with client-side literals (the simple query protocol). Raises
@@ -47,8 +49,9 @@ def check_setting(name: str) -> str:
     return name
 
 
-def run_on(ctx, conn: psycopg.Connection, job) -> None:
-    """One execution of *job* on the worker's own *conn* (see the module docstring)."""
+def run_on(ctx, conn: psycopg.Connection, job, work=None) -> None:
+    """One execution of *job* on the worker's own *conn* (see the module docstring); *work*, the job's
+    own code, is called after ``before-tenant``: its statements are the job's (``tenant-isolation``)."""
     setting = check_setting(ctx.spec.tenant_setting)
     ex = ctx.execution(conn, job)
     try:
@@ -62,6 +65,8 @@ def run_on(ctx, conn: psycopg.Connection, job) -> None:
         # before anything can strike.
         ex.point("before-tenant")
         started = one(conn.execute("select clock_timestamp()"))[0]
+        if work is not None:
+            work()
         ex.work()
         ex.effect()
         ex.point("before-finish")

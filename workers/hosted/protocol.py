@@ -122,7 +122,7 @@ def claimed(args: dict, attempt: int) -> Claimed:
     return Claimed(int(args["job"]), args.get("tenant"), int(attempt), payload)
 
 
-def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
+def run_job(ctx, args: dict, *, attempt: int, conn=None, work=None) -> None:
     """The harness's job body, as a library's task runs it. With *conn* (the connection the worker
     gives the job, its tenant already set by the worker's own code): on that connection, observed
     and not changed (:mod:`workers.hosted.own_connection`). Without: on a connection of the harness's
@@ -132,11 +132,13 @@ def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
     horizon back: the body's doing, not the library's); ``after-insert`` is after the body's commit.
     Raises what the body raised (``raise``, ``sql-error``, a lost connection), so the library records
     the failure and applies its own retry policy; the library then writes its own finish. Safe to
-    call from several threads at once (one connection each)."""
+    call from several threads at once (one connection each). *work* (a callable of no arguments): the
+    job's own code, called inside the execution after the body's first read and ``before-tenant``, so
+    that its statements are the job's, judged by ``tenant-isolation`` (``workers/statements.py``)."""
     job = claimed(args, attempt)
     _block_strike_signal(ctx, job)
     if conn is not None:
-        own_connection.run_on(ctx, conn, job)
+        own_connection.run_on(ctx, conn, job, work)
         return
     if ctx.spec.tenant_setting != own_connection.DEFAULT_SETTING:
         raise UsageError(f"tenant_setting {ctx.spec.tenant_setting!r} names the worker's own tenant code: "
@@ -144,7 +146,7 @@ def run_job(ctx, args: dict, *, attempt: int, conn=None) -> None:
     if ctx.pool is None:
         ctx.open_pool()
     with ctx.pool.connection() as conn:
-        _run_on_pool(ctx, conn, job)
+        _run_on_pool(ctx, conn, job, work)
 
 
 def body_threads(ctx) -> None:
@@ -164,11 +166,13 @@ def _block_strike_signal(ctx, job: Claimed) -> None:
         ctx.log.write("strike-signal-unblocked", job=job.id, thread=threading.current_thread().name)
 
 
-def _run_on_pool(ctx, conn, job: Claimed) -> None:
+def _run_on_pool(ctx, conn, job: Claimed, work=None) -> None:
     ex = ctx.execution(conn, job)
     try:
         ex.started()
         started = ex.read_briefly()
+        if work is not None:
+            work()
         ex.work()
         ex.effect()
         ex.point("before-finish")
