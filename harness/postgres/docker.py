@@ -146,7 +146,9 @@ def start(image: str | None = None, *, janitor=None, settings: dict[str, str] | 
         # Never pulled implicitly: the harness makes no traffic beyond the machine on its own.
         raise HarnessError(f"image {image} is not on this machine; build or pull it first "
                            f"(docker pull {image})")
-    command = ["postgres", "-c", "fsync=off", "-c", "max_connections=200"]
+    from .local import MAX_CONNECTIONS  # the local server's room for every slot's workers
+
+    command = ["postgres", "-c", "fsync=off", "-c", f"max_connections={MAX_CONNECTIONS}"]
     for k, v in (settings or {}).items():  # after the defaults: the last -c of a name wins
         command += ["-c", f"{k}={v}"]
     host_port = None

@@ -34,6 +34,14 @@ RUNS_DIR = Path(tempfile.gettempdir()) / "pg-job-chaos"
 READY_TIMEOUT = 60.0  # seconds for a fresh server to accept connections
 ADMIN = "pgjc_admin"
 
+# Room for every slot's workers at once, each with its library's own pool and the body's (opened as
+# needed up to DesignHandle.pool_size: a hosted library runs at its own concurrency): awa's client keeps
+# up to 10 connections (AsyncClient max_connections), its bodies up to 12 at once in a searched schedule
+# (MAX_JOBS), 3 workers, MAX_SLOTS 8 slots: 8 x 3 x 22 + the supervisors' own ~ 550. Measured: a search
+# --design awa --workers 2 --faults crash,overrun,pause, the default 4 slots here, peaked at 90 client
+# backends (200 before was the whole limit). 600 costs 20 MB of shared memory over 200 (PostgreSQL 17).
+MAX_CONNECTIONS = 600
+
 # Settings for a throwaway server. Durability is irrelevant; the article ran "default settings",
 # so nothing here changes the planner, VACUUM or locking behaviour.
 SERVER_SETTINGS = {
@@ -41,7 +49,7 @@ SERVER_SETTINGS = {
     "fsync": "off",
     "synchronous_commit": "off",
     "full_page_writes": "off",
-    "max_connections": "200",
+    "max_connections": str(MAX_CONNECTIONS),
     "log_min_messages": "warning",
 }
 # Runs with the restart fault: an immediate stop must not lose acknowledged commits, or the
