@@ -15,6 +15,12 @@ side). What pg-boss does, read from its source (``src/``, 10.4.2):
   ``trySetMaintenanceTime``) fails or retries an ``active`` job past ``started_on + expire_in``
   (``failJobsByTimeout``): how a job of a worker that died comes back. There is no heartbeat.
 
+``--design-option finish=transaction``: pg-boss's ``complete(name, id, data, {db})`` (``manager.js``
+``complete``: ``options.db || this.db``) with ``fetch()``, as its docs pair them -- the completion runs
+on the body's connection in its finishing transaction, after the ``job_runs`` insert (the Node client's
+``runJob(.., inFinish)``), so both commit together and ``after-insert`` lies after that commit; a count
+other than 1 (the job is no longer ``active``) rolls the row back. The default, ``work``, is as above.
+
 Status mapping: ``created``, ``retry`` -> ``queued``; ``active`` -> ``running``; ``completed`` -> ``done``;
 ``failed``, ``cancelled`` -> ``dead``. ``lease_expired``: an ``active`` job past ``started_on + expire_in``.
 """
@@ -50,4 +56,10 @@ class PgBoss(ContractDesign):
     # (manager.js watch). Not a bound on executions: a handler past its expiration keeps running while
     # the retry starts (module docstring); the body's pool makes room for those (DesignHandle.pool_size).
     concurrency = 1
+    OPTIONS = {"finish": "work (default: work(), pg-boss completes after the handler, on its own pool) or "
+                         "transaction (fetch(), and complete(.., {db}) in the body's finishing transaction)"}
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.choice("finish", ("work", "transaction"))
 

@@ -100,12 +100,44 @@ const commands = {
     const b = boss({ maintenanceIntervalSeconds: t['maintenance interval'] });
     await b.start();
     const polling = Math.max(0.5, t['polling interval']);
-    await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: polling },
-      async ([job]) => client.runJob(job.data, job.retryCount + 1));
-    while (client.mayDequeue()) await contract.sleep(client.seconds.poll * 1000);
-    await b.offWork(QUEUE); // the dequeue budget spent: take no more
+    if (client.options.finish === 'transaction') {
+      await fetchAndComplete(b, client, polling);
+    } else {
+      await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: polling },
+        async ([job]) => client.runJob(job.data, job.retryCount + 1));
+      while (client.mayDequeue()) await contract.sleep(client.seconds.poll * 1000);
+      await b.offWork(QUEUE); // the dequeue budget spent: take no more
+    }
     await b.stop({ graceful: true, wait: true });
   },
 };
+
+/**
+ * finish=transaction (adapters/pgboss.py): pg-boss's fetch() and complete(name, id, data, {db}) -- its
+ * docs: complete "would likely only be used with fetch()" -- one job at a time, as work() runs them.
+ * The completion runs on the body's connection inside its finishing transaction, so the job_runs row
+ * and the completion commit together. complete() matches state = 'active', not the attempt
+ * (plans.js completeJobs): a count other than 1 (expired and retried, failed by maintenance) throws,
+ * and the body's row rolls back with it. A failure is pg-boss's fail(), as work() calls it. No
+ * resolveWithinSeconds here: an expired job comes back by maintenance alone (failJobsByTimeout).
+ */
+async function fetchAndComplete(b, client, polling) {
+  while (client.mayDequeue()) {
+    const [job] = await b.fetch(QUEUE, { includeMetadata: true });
+    if (!job) {
+      await contract.sleep(polling * 1000);
+      continue;
+    }
+    try {
+      await client.runJob(job.data, job.retryCount + 1, async (conn) => {
+        const db = { executeSql: (text, values) => conn.query(text, values) };
+        const done = await b.complete(QUEUE, job.id, null, { db });
+        if (done.affected !== 1) throw new Error(`pg-boss: job ${job.id} is no longer active`);
+      });
+    } catch (err) {
+      await b.fail(QUEUE, job.id, err);
+    }
+  }
+}
 
 contract.main(commands);

@@ -1,6 +1,8 @@
 """pg-boss (the real library, Node, adapters/pgboss.py through the worker contract) under the harness:
 fault-free, a transient raise, a crash and an overrun, each asserting what pg-boss's own code implies
-(pg-boss 10.4.2, workers/clients/node/node_modules/pg-boss/src):
+(pg-boss 10.4.2, workers/clients/node/node_modules/pg-boss/src); a crash after the body's commit on both
+finish paths (``--design-option finish=transaction``: fetch() and complete(.., {db}) in the body's
+transaction), and the transaction path fault-free:
 
 - plans.js ``fetchNextJob``: ``retry_count + 1`` on every fetch after the first """ \
   """(the attempt the body is told);
@@ -8,7 +10,7 @@ fault-free, a transient raise, a crash and an overrun, each asserting what pg-bo
   job is failed (retried while attempts remain) and the handler is not stopped;
 - boss.js ``maintain`` -> ``failJobsByTimeout``: an active job past its expiration is retried or failed.
 
-Budget: about 40 s on this machine (four runs at time scale 1, the least pg-boss's whole-second
+Budget: about 60 s on this machine (seven runs at time scale 1, the least pg-boss's whole-second
 expiration allows)."""
 
 from __future__ import annotations
@@ -71,3 +73,42 @@ def test_an_overrun_runs_twice_at_once(runner):
     # it and says unknown rather than guess
     lof = r["library-one-finish"]
     assert lof.status == "unknown" and "no execution of the job explains" in lof.evidence, lof.evidence
+
+
+@pytest.mark.parametrize("finish", ["work", "transaction"])
+def test_a_crash_after_the_bodys_commit(runner, finish):
+    """Job 1 kills its worker once at ``after-insert``, after the body's ``job_runs`` row committed.
+    finish=work: the job stays active until maintenance finds it expired (failJobsByTimeout) and
+    retries it -- a second row. finish=transaction: complete(.., {db}) committed with the row
+    (adapters/node/pg-boss.js fetchAndComplete), so the job is completed and never runs again."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="after-insert", strikes=1)],
+                workers=1, restarts=2, design_options={"finish": finish})
+    assert h.ended_by == "quiescent"
+    rows = sorted((x["worker"], x["attempt"]) for x in h.runs)
+    if finish == "work":
+        assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 2)]
+        assert rows == [("w1.0", 1), ("w1.1", 2)]
+        assert r["single-commit"].status == "violated", r["single-commit"].evidence
+    else:
+        assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+        (only,) = h.executions()
+        assert only.worker == "w1.0" and [f["point"] for f in only.faults] == ["after-insert"]
+        assert rows == [("w1.0", 1)]
+        for name in ("single-commit", "at-most-once-effects", "done-means-committed"):
+            assert r[name].status == "held", (name, r[name].evidence)
+        # The completion committed inside the execution that then crashed: no finished execution
+        # explains it (properties/library.py; a limitation, reported).
+        assert r["library-one-finish"].status == "unknown", r["library-one-finish"].evidence
+        assert "that no execution of the job explains" in r["library-one-finish"].evidence
+
+
+def test_the_transaction_path_fault_free_and_a_transient_raise(runner):
+    """Four jobs done once; job 5 raises once: its transaction rolls back, fail() retries it, done."""
+    h, r = _run(runner, [*(JobSpec(i, tenant=i, duration=0.01) for i in range(1, 5)),
+                         JobSpec(5, tenant=5, fault="raise", strikes=1)],
+                design_options={"finish": "transaction"})
+    assert h.ended_by == "quiescent"
+    assert sorted((j["id"], j["status"], j["attempts"]) for j in h.jobs) == [
+        (1, "done", 1), (2, "done", 1), (3, "done", 1), (4, "done", 1), (5, "done", 2)]
+    assert sorted((x["job_id"], x["attempt"]) for x in h.runs) == [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2)]
+    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}

@@ -172,14 +172,16 @@ class Client {
   /**
    * The harness's job body for one execution of the job `args` names (the task's arguments as
    * enqueued), `attempt` as the queue counts it (1-based). Rejects with what the body raised, so the
-   * queue records the failure and applies its own retry policy.
+   * queue records the failure and applies its own retry policy. `inFinish(conn)`, optional: the
+   * queue's own completion, run in the body's finishing transaction after its job_runs insert, so
+   * both commit together (after-insert then lies after that commit); what it throws rolls both back.
    */
-  async runJob(args, attempt) {
+  async runJob(args, attempt, inFinish = null) {
     const ex = new Execution(this, args, Number(attempt));
     const conn = await this.borrow();
     let broken = false;
     try {
-      await ex.run(conn);
+      await ex.run(conn, inFinish);
     } catch (err) {
       broken = !!err.pgjcBroken;
       throw err;
@@ -223,7 +225,7 @@ class Execution {
     return this.conn.query({ text: t, values: v, rowMode: 'array' });
   }
 
-  async run(conn) {
+  async run(conn, inFinish = null) {
     const c = this.c;
     const sql = c.spec.sql;
     const tenant = c.spec.tenant;
@@ -259,6 +261,7 @@ class Execution {
       await conn.query('begin');
       await this.setTenant();
       await this.q(sql.insert_finished_run, { job: this.job, worker: c.identity, attempt: this.attempt, started });
+      if (inFinish) await inFinish(conn);
       await conn.query('commit');
       await this.point('after-insert');
     } catch (err) {
