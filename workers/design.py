@@ -55,12 +55,9 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     the documented ratios a schedule cannot keep; the article seconds a run's stall limit stretches by.
 ``accepted_finishes(conn)`` (None: cannot tell)
     what the library accepted per job, from its own tables (``workers/hosted/protocol.py``).
-``lease_seconds(schedule)`` (resolved by :meth:`DesignHandle.clock`)
-    real seconds of the system's own lease (the time after which it takes a job back from a worker: a
-    lease, visibility or lock timeout) in a run of *schedule*; None: it has none. A threshold derived
-    from a lease (``horizon``: half of it) is judged against it. Without it: a hosted design whose
-    ``TIMING`` makes the schedule's lease one of its intervals, that interval; a built-in design, the
-    schedule's lease; any other, none (``horizon`` then reports its figure without a verdict).
+``lease_seconds(schedule)`` (a ``TIMING`` interval anchored to the lease; a built-in's, the schedule's)
+    real seconds after which it takes a job back (lease, visibility or lock timeout; None: never):
+    ``horizon`` judges half of it, with no verdict without one (:meth:`DesignHandle.clock`).
 """
 
 from __future__ import annotations
@@ -270,27 +267,22 @@ class DesignHandle:
         return float(self.design.stall_extra(schedule)) if isinstance(self.design, _Stalls) else 0.0
 
     def clock(self, schedule: Schedule) -> dict[str, object]:
-        """The lease a threshold derived from one is judged against in a run of *schedule* (the module
-        docstring's ``lease_seconds``), for the history: ``seconds`` (real; None: the system has none
-        the harness knows), ``basis`` (``declared``, ``timing``, ``schedule`` or None) and ``what``,
-        whose lease it is in words."""
+        """The design's lease in a run of *schedule* (the module docstring's ``lease_seconds``): ``seconds``
+        (real; None: none known), ``basis`` (declared, timing, schedule or None), ``what`` (in words)."""
         if isinstance(self.design, _Leased):
             own = self.design.lease_seconds(schedule)
             return {"seconds": None if own is None else float(own), "basis": "declared",
                     "what": f"{self.name}'s own lease (its lease_seconds)"}
         timing = getattr(self.design, "TIMING", None)
-        anchor = timing.anchors.get("lease") if isinstance(timing, Intervals) else None
-        if timing is not None and anchor is not None:
+        if isinstance(timing, Intervals) and (anchor := timing.anchors.get("lease")) is not None:
             how = "fixed in the library" if timing[anchor].grid == FIXED else "set from the schedule's lease"
             return {"seconds": timing.values(schedule)[anchor], "basis": "timing",
                     "what": f"{timing.library}'s {anchor}, {how}"}
-        if isinstance(self.design, QueueDesign) and schedule.timing.lease is not None:
+        if isinstance(self.design, QueueDesign):
             return {"seconds": schedule.seconds(schedule.timing.lease), "basis": "schedule",
                     "what": "the schedule's lease"}
-        return {"seconds": None, "basis": None,
-                "what": f"{self.name} has no lease the harness sets (not a built-in design, no TIMING "
-                        "interval anchored to the schedule's lease) and declares none (lease_seconds)"}
-
+        return {"seconds": None, "basis": None, "what": f"{self.name} has no lease the harness sets (not "
+                "built in, no TIMING interval anchored to it) and declares none (lease_seconds)"}
 
 def key_of(spec: str, options: Mapping[str, str] | None) -> str:
     return f"{spec}|{sorted((options or {}).items())!r}"
