@@ -17,11 +17,22 @@ from collections.abc import Callable, Iterable
 from ..core.errors import UsageError
 from ..core.history import History
 from . import checks, effects, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
-from .core import HELD, REGISTRY, UNKNOWN, VIOLATED, Result, aggregate, undecided_names, violated_names, worst
+from .core import (
+    HELD,
+    REGISTRY,
+    UNKNOWN,
+    VIOLATED,
+    Result,
+    aggregate,
+    not_judged_names,
+    undecided_names,
+    violated_names,
+    worst,
+)
 from .explain import explain
 
 __all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate",
-           "undecided_names", "violated_names", "worst"]
+           "not_judged_names", "undecided_names", "violated_names", "worst"]
 
 # Every property module registers its properties (``@decides(name, group=..., position=...)``) as it
 # is imported: all of them are imported above, so the registry is complete here.

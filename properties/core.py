@@ -76,6 +76,11 @@ def violated_names(results: dict[str, Result]) -> list[str]:
     return [n for n, r in results.items() if r.status == VIOLATED]
 
 
+def not_judged_names(results: dict[str, Result]) -> list[str]:
+    """The names of the properties not judged for the design (unknown, ``judged`` False)."""
+    return [n for n, r in results.items() if r.status == UNKNOWN and not r.judged]
+
+
 def undecided_names(results: dict[str, Result]) -> list[str]:
     """The names of the properties that could not decide (``unknown``) and are judged for the design:
     what ``--strict`` fails on. A property not judged for the design (``judged`` False) is left out."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from ...core.errors import EXIT_HELD, EXIT_VIOLATED
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import PROPERTIES, undecided_names, violated_names
+from ...properties import PROPERTIES, not_judged_names, undecided_names, violated_names
 
 PROGRAM = "pg-job-chaos"  # the console script; run.py and python -m pg_job_chaos are the same program
 
@@ -99,6 +99,16 @@ class Report:
             names += [n for n in undecided_names(results) if n not in names and self.gates(n)]
         return names
 
+    def not_judged(self) -> list[str]:
+        """Gated properties not judged for the design, and undecided in no suite: ``--strict`` passes
+        over them (``Result.judged``)."""
+        undecided = self.undecided()
+        names: list[str] = []
+        for results in self.suites.values():
+            names += [n for n in not_judged_names(results)
+                      if n not in names and n not in undecided and self.gates(n)]
+        return names
+
     def gates(self, name: str) -> bool:
         """True when a violation of *name* fails the run (``--fail-on``/``--allow``)."""
         return self.gate is None or name in self.gate
@@ -118,6 +128,9 @@ class Report:
                for f in self.never_struck]
         if self.budget_spent:
             out.append("--budget ran out before the example budget: fewer schedules ran than asked for")
+        if self.strict and self.not_judged():
+            out.append(f"--strict passes over what is not judged for this design (unknown, never held): "
+                       f"{', '.join(self.not_judged())}")
         return out
 
     def to_json(self) -> dict:

@@ -155,6 +155,10 @@ def _results(judged: bool) -> dict:
 def test_strict_fails_on_a_runs_unknown_only(tmp_path, judged, code):
     r = Report("search", "q", {"q": _results(judged)}, strict=True)
     assert r.exit_code() == code and (r.undecided() == ["library-one-finish"]) is judged
+    passed_over = "--strict passes over what is not judged for this design (unknown, never held): " \
+                  "library-one-finish"
+    assert (passed_over in r.warnings()) is not judged
+    assert passed_over not in Report("search", "q", {"q": _results(judged)}, strict=False).warnings()
     path = tmp_path / "junit.xml"
     report.junit(str(path), r.suites, strict=True)
     case = next(c for c in ET.parse(path).getroot().iter("testcase") if c.get("name") == "library-one-finish")
