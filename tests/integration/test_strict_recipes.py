@@ -56,6 +56,9 @@ def test_the_readme_and_guide_strict_recipe_holds_for_your_own_worker(tmp_path):
     assert (props["horizon"]["status"], props["horizon"]["judged"]) == ("unknown", False)
     assert "no verdict: my-worker has no lease the harness sets" in props["horizon"]["evidence"]
     assert "could not decide; the run fails" not in r.stdout + r.stderr
+    # said, for the gated properties (horizon is a resource property: not gated by --fail-on safety)
+    assert "--strict passes over what is not judged for this design (unknown, never held): " \
+           "library-one-finish\n" in r.stdout + r.stderr
     # the JUnit file agrees with the exit code: no failure, the unjudged property skipped with its reason
     junit = ET.parse(tmp_path / "chaos-out" / "junit.xml").getroot()
     cases = {c.get("name"): c for c in junit.iter("testcase")}
