@@ -150,7 +150,10 @@ class History:
         misspelt one of ``core/events.py``'s is a :class:`ValueError` here and in every reader below
         that dispatches on events; a design's own event is passed over."""
         exit_at = self._death_times()
-        current: dict[tuple[str, int | None], Execution] = {}  # job None: a record of no job
+        # By worker, job and attempt: a library may start a job's next attempt in the worker still running
+        # the last (pg-boss past an expiration); a record without an attempt goes to the job's latest.
+        current: dict[tuple[str, int | None, int | None], Execution] = {}  # job None: a record of no job
+        latest: dict[tuple[str, int | None], Execution] = {}
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
             w, ev = r["worker"], event_of(r)
@@ -158,10 +161,10 @@ class History:
                 new = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
                                 fault=r.get("fault"), lease_until=r.get("lease_until"),
                                 own_tenant=bool(r.get("own_tenant")), pid=r.get("pid"))
-                prev = current.get((w, r["job"]))
-                if prev is not None and prev.end is None:  # the same job again with no end: cannot happen
+                prev = current.get((w, r["job"], new.attempt))
+                if prev is not None and prev.end is None:  # the same attempt again with no end: cannot happen
                     prev.end = r["t"]
-                current[(w, r["job"])] = new
+                current[(w, r["job"], new.attempt)] = latest[(w, r["job"])] = new
                 out.append(new)
                 continue
             # a library's child the job ran in is gone (workers/hosted/spawned.py)
@@ -173,7 +176,7 @@ class History:
                         # the library saw it fail only if it lived on (not when the process was the library)
                         gone.process_ended = not r.get("library")
                 continue
-            ex = current.get((w, r.get("job")))
+            ex = current.get((w, r.get("job"), r.get("attempt"))) or latest.get((w, r.get("job")))
             if ex is None:
                 continue
             if ev == LogEvent.TENANT_INHERITED:
