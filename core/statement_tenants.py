@@ -49,7 +49,7 @@ def statement_tenants(h: History,
     for r in sorted(h.records, key=lambda r: r["t"]):
         if event_of(r) != LogEvent.TENANT_STATEMENT:
             continue
-        for i, ex in spans.get((r["worker"], r.get("job"), r.get("attempt")), ()):
+        for i, ex in spans.get((r["worker"], r["job"], r["attempt"]), ()):
             if ex.start <= r["t"] <= (ex.end if ex.end is not None else h.t1):
                 out.setdefault(i, []).append(StatementTenant(
                     r["job"], r["attempt"], r["worker"], r["t"], r.get("statement") or "?", r.get("value"),

@@ -29,28 +29,24 @@ is parsed; a server-side end is not) leaves the value unknown where it had chang
 connection starts unset. Not seen: a change made by server-side code the statement only calls (a
 function of the user's, a ``SET`` clause of a function), a per-role or per-database default
 (``ALTER ROLE ... SET``), a connection string's ``options=-c name=...``, ``ServerCursor`` and
-``Cursor.stream`` / ``copy`` statements (they do not go through ``execute``).
+``Cursor.stream`` / ``copy`` statements (they do not go through ``execute``). The reading of a
+statement's text is ``core/setting_sql.py`` (pure: tests/unit/test_tenant_track.py); the state per
+connection, and what psycopg tells of it (its transaction status, pipeline mode), are here.
 """
 
 from __future__ import annotations
 
-import re
-
 from psycopg import pq, sql
 
-UNSET = ""  # the setting absent or reset: current_setting(name, true) says null or ''
-UNKNOWN = None  # the value cannot be known client-side
+from ..core.setting_sql import UNKNOWN, UNSET, changes, mentions, transaction_command
+
+__all__ = ["UNKNOWN", "UNSET", "State", "applied", "changes", "command", "in_force", "mentions", "settle",
+           "state", "text_of"]
+
 _NOT = object()  # no change in the current transaction
 _ATTR = "_pgjc_tenant"  # where a connection keeps its State
 _IN_BLOCK = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
-_SET = re.compile(r"set\s+(?:(session|local)\s+)?(\"?[\w.$]+\"?)\s*(?:to|=)\s*(.+)", re.S)
-_SET_RAW = re.compile(r"set\s+(?:(?:session|local)\s+)?\S+?\s*(?:\bto\b|=)\s*(.+)$", re.S | re.I)
-_RESET = re.compile(r"reset\s+(\"?[\w.$]+\"?)\s*$")
-_SET_CONFIG = re.compile(r"set_config\s*\(", re.I)
-_PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?[sbt]|%%")
-_CAST = re.compile(r"\s*::\s*\w+\s*$")
-_LITERAL = re.compile(r"[eE]?'((?:[^']|'')*)'")
 
 
 class State:
@@ -123,174 +119,6 @@ def in_force(conn) -> str | None:
     return UNSET if st is None else st.value()
 
 
-def mentions(text: str, name: str) -> bool:
-    """Whether *text* may change the setting or end a transaction (the cheap test before parsing)."""
-    low = text.lower()
-    return name in low or "set_config" in low or "reset" in low or "discard" in low or low.lstrip()[:3] in (
-        "com", "rol", "end", "abo", "sav", "rel")
-
-
-def _split(text: str) -> list[str]:
-    """Statements of a multi-statement string (a ``;`` inside a literal splits it wrongly: then the
-    parts are unrecognised, or a set_config's arguments unreadable, which says unknown)."""
-    return [p.strip() for p in text.split(";") if p.strip()]
-
-
-def _args(text: str, start: int) -> tuple[list[str], int] | None:
-    """The top-level, comma-separated arguments of the call whose ``(`` is at *start*, and where it
-    ends; None when unbalanced."""
-    depth, quote, out, begin = 0, False, [], start + 1
-    for i in range(start, len(text)):
-        c = text[i]
-        if c == "'":
-            quote = not quote
-        elif quote:
-            continue
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                out.append(text[begin:i].strip())
-                return out, i
-        elif c == "," and depth == 1:
-            out.append(text[begin:i].strip())
-            begin = i + 1
-    return None
-
-
-class _Params:
-    """The statement's parameters, read in placeholder order (positional) or by key."""
-
-    def __init__(self, text: str, params) -> None:
-        self.params = params
-        self.where = {m.start(): m for m in _PLACEHOLDER.finditer(text) if m.group(0) != "%%"}
-        self.order = sorted(self.where)
-
-    def at(self, pos: int, m) -> tuple[bool, object]:
-        if m.group(1) is not None:
-            p = self.params
-            return (True, p[m.group(1)]) if isinstance(p, dict) and m.group(1) in p else (False, None)
-        try:
-            return True, self.params[self.order.index(pos)]
-        except (TypeError, IndexError, KeyError, ValueError):
-            return False, None
-
-
-def _arg(text: str, offset: int, params: _Params) -> tuple[bool, object]:
-    """(known, value) of one set_config argument: a literal, a parameter, true/false/null."""
-    a = _CAST.sub("", text).strip()
-    m = _LITERAL.fullmatch(a)
-    if m:
-        return True, m.group(1).replace("''", "'")
-    low = a.lower()
-    if low in ("true", "false"):
-        return True, low == "true"
-    if low == "null":
-        return True, None
-    p = _PLACEHOLDER.fullmatch(a)
-    if p:
-        return params.at(offset + (len(text) - len(text.lstrip())), p)
-    if re.fullmatch(r"-?\d+", a):
-        return True, a
-    return False, None
-
-
-def _truth(v: object) -> bool | None:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.lower() in ("t", "true", "on", "yes", "1", "f", "false", "off", "no", "0"):
-        return v.lower() in ("t", "true", "on", "yes", "1")
-    return None
-
-
-def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = []
-    for m in _SET_CONFIG.finditer(text):
-        got = _args(text, m.end() - 1)
-        if got is None or len(got[0]) != 3:
-            out.append(("unknown", UNKNOWN))
-            continue
-        args, pos, values = got[0], m.end(), []
-        for a in args:  # each argument's offset in *text*, for its positional placeholder
-            off = text.index(a, pos) if a else pos
-            values.append(_arg(a, off, params))
-            pos = off + len(a)
-        (name_known, setting), (value_known, value), (local_known, local) = values
-        if name_known and (not isinstance(setting, str) or setting.lower() != name):
-            continue  # another setting
-        scope = {True: "local", False: "session"}.get(_truth(local)) if local_known else None  # type: ignore[arg-type]
-        if not name_known or scope is None:
-            out.append(("unknown", UNKNOWN))
-        else:
-            out.append((scope, (UNSET if value is None else str(value)) if value_known else UNKNOWN))
-    return out
-
-
-def changes(text: str, name: str, params=None) -> list[tuple[str, str | None]]:
-    """What *text* does to the setting *name* (lower case), in order: ``(scope, value)`` with scope
-    ``session``, ``local`` or ``unknown``, value a string (``UNSET``: reset) or ``UNKNOWN``; and
-    ``("end", "commit"|"rollback")`` or ``("savepoint"|"release"|"rollback-to", savepoint)`` for a
-    transaction command. Pure: no connection needed (the module docstring gives the forms)."""
-    out: list[tuple[str, str | None]] = []
-    # With parameters psycopg sends one statement (the extended protocol): never split it.
-    for stmt in ([text.strip()] if params is not None else _split(text)):
-        ps = _Params(stmt, params)
-        low = " ".join(stmt.lower().split())
-        tx = _transaction(low)
-        if tx is not None:
-            out.append(tx)
-            continue
-        m = _SET.fullmatch(low)
-        if m:
-            if m.group(2).strip('"') == name:
-                out.append((m.group(1) or "session", _set_value(stmt, m.group(3))))
-            continue
-        m = _RESET.fullmatch(low)
-        if m:
-            if m.group(1).strip('"') in (name, "all"):
-                out.append(("session", UNSET))
-            continue
-        if low == "discard all":
-            out.append(("session", UNSET))
-            continue
-        out.extend(_set_configs(stmt, name, ps))
-    return out
-
-
-def _set_value(stmt: str, lowered: str) -> str | None:
-    """The value of ``SET name TO value``: a literal keeps its case, so it is read from *stmt*."""
-    v = lowered.strip()
-    if v == "default":
-        return UNSET
-    m = _SET_RAW.match(stmt.strip())
-    raw = m.group(1).strip() if m else v
-    lit = _LITERAL.fullmatch(raw)
-    if lit:
-        return lit.group(1).replace("''", "'")
-    if re.fullmatch(r"[\w.$-]+", raw):
-        return raw.lower() if not raw.lstrip("-").isdigit() else raw
-    return UNKNOWN  # a list, or something else SET takes
-
-
-def _transaction(low: str) -> tuple[str, str | None] | None:
-    words = low.split()
-    if not words:
-        return None
-    first = words[0]
-    if first in ("commit", "end") and len(words) <= 2:
-        return ("end", "commit")
-    if first in ("rollback", "abort"):
-        if len(words) >= 3 and words[1] == "to":
-            return ("rollback-to", words[-1].strip('"'))
-        return ("end", "rollback")
-    if first == "savepoint" and len(words) == 2:
-        return ("savepoint", words[1].strip('"'))
-    if first == "release":
-        return ("release", words[-1].strip('"'))
-    return None
-
-
 def text_of(query, conn) -> str | None:
     """A statement's full text (a composed one rendered for *conn*), or None when it is unreadable."""
     if isinstance(query, str):
@@ -334,7 +162,7 @@ def command(conn, command) -> None:
     if getattr(conn, _ATTR, None) is None:
         return  # nothing ever changed on this connection: nothing to end
     text = text_of(command, conn)
-    tx = _transaction(" ".join(text.lower().split())) if text else None
+    tx = transaction_command(" ".join(text.lower().split())) if text else None
     if tx is not None:
         applied(conn, [tx])
     else:

@@ -1,0 +1,192 @@
+"""What one SQL statement's text does to a setting: the pure half of the tenant tracking.
+
+:func:`changes` reads a statement's text (and its parameters, as psycopg would send them) and says what
+it does to the setting it is asked about and to the transaction it runs in; ``workers/tenant_track.py``
+applies that to a connection's state. No connection, no server: the forms it knows are listed in that
+module's docstring; anything else that names the setting in a way it cannot read says ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNSET = ""  # the setting absent or reset: current_setting(name, true) says null or ''
+UNKNOWN = None  # the value cannot be known client-side
+
+_SET = re.compile(r"set\s+(?:(session|local)\s+)?(\"?[\w.$]+\"?)\s*(?:to|=)\s*(.+)", re.S)
+_SET_RAW = re.compile(r"set\s+(?:(?:session|local)\s+)?\S+?\s*(?:\bto\b|=)\s*(.+)$", re.S | re.I)
+_RESET = re.compile(r"reset\s+(\"?[\w.$]+\"?)\s*$")
+_SET_CONFIG = re.compile(r"set_config\s*\(", re.I)
+_PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?[sbt]|%%")
+_CAST = re.compile(r"\s*::\s*\w+\s*$")
+_LITERAL = re.compile(r"[eE]?'((?:[^']|'')*)'")
+
+
+def mentions(text: str, name: str) -> bool:
+    """Whether *text* may change the setting or end a transaction (the cheap test before parsing)."""
+    low = text.lower()
+    return name in low or "set_config" in low or "reset" in low or "discard" in low or low.lstrip()[:3] in (
+        "com", "rol", "end", "abo", "sav", "rel")
+
+
+def _split(text: str) -> list[str]:
+    """Statements of a multi-statement string (a ``;`` inside a literal splits it wrongly: then the
+    parts are unrecognised, or a set_config's arguments unreadable, which says unknown)."""
+    return [p.strip() for p in text.split(";") if p.strip()]
+
+
+def _args(text: str, start: int) -> tuple[list[str], int] | None:
+    """The top-level, comma-separated arguments of the call whose ``(`` is at *start*, and where it
+    ends; None when unbalanced."""
+    depth, quote, out, begin = 0, False, [], start + 1
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "'":
+            quote = not quote
+        elif quote:
+            continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                out.append(text[begin:i].strip())
+                return out, i
+        elif c == "," and depth == 1:
+            out.append(text[begin:i].strip())
+            begin = i + 1
+    return None
+
+
+class _Params:
+    """The statement's parameters, read in placeholder order (positional) or by key."""
+
+    def __init__(self, text: str, params) -> None:
+        self.params = params
+        self.where = {m.start(): m for m in _PLACEHOLDER.finditer(text) if m.group(0) != "%%"}
+        self.order = sorted(self.where)
+
+    def at(self, pos: int, m) -> tuple[bool, object]:
+        if m.group(1) is not None:
+            p = self.params
+            return (True, p[m.group(1)]) if isinstance(p, dict) and m.group(1) in p else (False, None)
+        try:
+            return True, self.params[self.order.index(pos)]
+        except (TypeError, IndexError, KeyError, ValueError):
+            return False, None
+
+
+def _arg(text: str, offset: int, params: _Params) -> tuple[bool, object]:
+    """(known, value) of one set_config argument: a literal, a parameter, true/false/null."""
+    a = _CAST.sub("", text).strip()
+    m = _LITERAL.fullmatch(a)
+    if m:
+        return True, m.group(1).replace("''", "'")
+    low = a.lower()
+    if low in ("true", "false"):
+        return True, low == "true"
+    if low == "null":
+        return True, None
+    p = _PLACEHOLDER.fullmatch(a)
+    if p:
+        return params.at(offset + (len(text) - len(text.lstrip())), p)
+    if re.fullmatch(r"-?\d+", a):
+        return True, a
+    return False, None
+
+
+def _truth(v: object) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.lower() in ("t", "true", "on", "yes", "1", "f", "false", "off", "no", "0"):
+        return v.lower() in ("t", "true", "on", "yes", "1")
+    return None
+
+
+def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    for m in _SET_CONFIG.finditer(text):
+        got = _args(text, m.end() - 1)
+        if got is None or len(got[0]) != 3:
+            out.append(("unknown", UNKNOWN))
+            continue
+        args, pos, values = got[0], m.end(), []
+        for a in args:  # each argument's offset in *text*, for its positional placeholder
+            off = text.index(a, pos) if a else pos
+            values.append(_arg(a, off, params))
+            pos = off + len(a)
+        (name_known, setting), (value_known, value), (local_known, local) = values
+        if name_known and (not isinstance(setting, str) or setting.lower() != name):
+            continue  # another setting
+        scope = {True: "local", False: "session"}.get(_truth(local)) if local_known else None  # type: ignore[arg-type]
+        if not name_known or scope is None:
+            out.append(("unknown", UNKNOWN))
+        else:
+            out.append((scope, (UNSET if value is None else str(value)) if value_known else UNKNOWN))
+    return out
+
+
+def changes(text: str, name: str, params=None) -> list[tuple[str, str | None]]:
+    """What *text* does to the setting *name* (lower case), in order: ``(scope, value)`` with scope
+    ``session``, ``local`` or ``unknown``, value a string (``UNSET``: reset) or ``UNKNOWN``; and
+    ``("end", "commit"|"rollback")`` or ``("savepoint"|"release"|"rollback-to", savepoint)`` for a
+    transaction command. Pure: no connection needed (the module docstring gives the forms)."""
+    out: list[tuple[str, str | None]] = []
+    # With parameters psycopg sends one statement (the extended protocol): never split it.
+    for stmt in ([text.strip()] if params is not None else _split(text)):
+        ps = _Params(stmt, params)
+        low = " ".join(stmt.lower().split())
+        tx = transaction_command(low)
+        if tx is not None:
+            out.append(tx)
+            continue
+        m = _SET.fullmatch(low)
+        if m:
+            if m.group(2).strip('"') == name:
+                out.append((m.group(1) or "session", _set_value(stmt, m.group(3))))
+            continue
+        m = _RESET.fullmatch(low)
+        if m:
+            if m.group(1).strip('"') in (name, "all"):
+                out.append(("session", UNSET))
+            continue
+        if low == "discard all":
+            out.append(("session", UNSET))
+            continue
+        out.extend(_set_configs(stmt, name, ps))
+    return out
+
+
+def _set_value(stmt: str, lowered: str) -> str | None:
+    """The value of ``SET name TO value``: a literal keeps its case, so it is read from *stmt*."""
+    v = lowered.strip()
+    if v == "default":
+        return UNSET
+    m = _SET_RAW.match(stmt.strip())
+    raw = m.group(1).strip() if m else v
+    lit = _LITERAL.fullmatch(raw)
+    if lit:
+        return lit.group(1).replace("''", "'")
+    if re.fullmatch(r"[\w.$-]+", raw):
+        return raw.lower() if not raw.lstrip("-").isdigit() else raw
+    return UNKNOWN  # a list, or something else SET takes
+
+
+def transaction_command(low: str) -> tuple[str, str | None] | None:
+    """``("end", "commit"|"rollback")``, ``("savepoint"|"release"|"rollback-to", name)`` for a
+    transaction command (*low*: lower case, whitespace collapsed), else None."""
+    words = low.split()
+    if not words:
+        return None
+    first = words[0]
+    if first in ("commit", "end") and len(words) <= 2:
+        return ("end", "commit")
+    if first in ("rollback", "abort"):
+        if len(words) >= 3 and words[1] == "to":
+            return ("rollback-to", words[-1].strip('"'))
+        return ("end", "rollback")
+    if first == "savepoint" and len(words) == 2:
+        return ("savepoint", words[1].strip('"'))
+    if first == "release":
+        return ("release", words[-1].strip('"'))
+    return None
