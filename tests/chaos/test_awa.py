@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("awa", reason="awa-pg is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos.adapters.awa import Awa  # noqa: E402
+from pg_job_chaos.core import overlap  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
@@ -130,3 +131,13 @@ def test_canonical_storage_rescues_a_live_overrun(runner):
     # the re-run waits for the body's one pool connection (pool_size 1), so it commits after the first
     assert r["single-commit"].status == "violated" and r["single-commit"].cause == "at-least-once"
     _held(r, "tenant-isolation", "library-one-finish")
+
+
+def test_bodies_run_at_awas_max_workers(runner):
+    """awa's queue runs up to max_workers 50 jobs at once (dispatcher.rs:156): eight jobs of one worker all
+    run at once, on a body pool sized to them and as many threads (workers/hosted/protocol.py)."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=2.0) for i in range(1, 9)], workers=1)
+    assert h.ended_by == "quiescent"
+    assert Awa().concurrency == 50
+    assert overlap.bodies_at_once(h).worker == 8
+    _held(r, *CORRECT, "single-commit", "no-overlap")

@@ -6,10 +6,12 @@ beside each assertion (chancy's installed source, ``python -c 'import chancy; pr
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
 
+from pg_job_chaos.core import overlap
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
 
@@ -171,3 +173,17 @@ def test_cost_per_job_beside_lease_heartbeat_and_the_budget_stops_the_worker(run
     # are transactions of their own, which grow with the run's length, not its jobs: per job it stays
     # within a small multiple of lease-heartbeat (measured 1.7x-1.8x; a ratio: the machine is noisy).
     assert cost["chancy"]["transactions"] < 4 * cost["lease-heartbeat"]["transactions"], cost
+
+
+def test_bodies_run_at_chancys_default_concurrency(runner):
+    """chancy's queue without a concurrency runs as many jobs as its process executor's default, the core
+    count (executors/process.py get_default_concurrency), each in a pool child: four jobs of one worker
+    run that many at once."""
+    from pg_job_chaos.adapters.chancy import Chancy
+
+    jobs = tuple(JobSpec(i, tenant=i, duration=0.5) for i in range(1, 5))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="chancy", time_scale=SCALE))
+    assert h.ended_by == "quiescent", h.notes
+    concurrency = Chancy().concurrency
+    assert concurrency == (os.cpu_count() or 1)
+    assert overlap.bodies_at_once(h).worker >= min(concurrency, 4)

@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("dbos", reason="dbos is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos.adapters.dbos import Dbos  # noqa: E402
+from pg_job_chaos.core import overlap  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
@@ -181,4 +182,15 @@ def test_a_transient_raise_is_retried_by_the_workflow_on_the_transaction_path(ru
     assert [(e.attempt, e.outcome) for e in h.executions()] == [(1, "fail"), (2, "ok")]
     assert [x["attempt"] for x in h.runs] == [2]
     for name in ("transient-recovers", "single-commit", "done-means-committed", "library-one-finish"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_every_workflow_claimed_runs_at_once(runner):
+    """No worker_concurrency: one executor claims every ENQUEUED workflow at a poll and runs each on a
+    thread of its unbounded executor (_dbos.py:820-824): six jobs of one worker run at once."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=2.0) for i in range(1, 7)], workers=1)
+    assert h.ended_by == "quiescent"
+    assert Dbos().concurrency is None
+    assert overlap.bodies_at_once(h).worker == 6
+    for name in (*CORRECT, "single-commit", "no-overlap"):
         assert r[name].status == "held", (name, r[name].evidence)

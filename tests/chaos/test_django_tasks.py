@@ -21,6 +21,8 @@ import pytest
 pytest.importorskip("django_tasks_db",
                     reason="django-tasks-db is not installed (pip install -e '.[libraries]')")
 
+from pg_job_chaos.adapters.django_tasks import DjangoTasks  # noqa: E402
+from pg_job_chaos.core import overlap  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted, violated  # noqa: E402
 
@@ -117,3 +119,12 @@ def test_a_pause_inside_the_claim_holds_the_horizon(runner):
     assert "no verdict: django-tasks-db has no lease the harness sets" in r["horizon"].evidence
     for name in ("single-commit", "no-overlap", *CORRECT):
         assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_one_body_at_a_time(runner):
+    """db_worker runs one task at a time (db_worker.py:106-128: claim, run, fetch again): three jobs of
+    one worker never overlap, the body's pool no longer the bound (DesignHandle.pool_size)."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.5) for i in range(1, 4)], workers=1)
+    assert h.ended_by == "quiescent"
+    assert DjangoTasks().concurrency == 1 and h.schedule.pool_size > 1
+    assert overlap.bodies_at_once(h).worker == 1

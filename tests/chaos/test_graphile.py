@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.adapters.graphile import GraphileWorker
+from pg_job_chaos.core import overlap
 from pg_job_chaos.core.schedule import JobSpec, Timing
 from pg_job_chaos.harness import scales
 from tests.hosted_runs import node_missing, run_hosted
@@ -90,3 +91,11 @@ def test_an_overrun_runs_once(runner):
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
     assert len(h.executions()) == 1 and len(h.runs) == 1
     assert r["no-overlap"].status == "held" and r["single-commit"].status == "held"
+
+
+def test_one_body_at_a_time_graphiles_concurrent_jobs(runner):
+    """graphile-worker's concurrentJobs is 1 (dist/config.js): three jobs of one worker never overlap."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.2) for i in range(1, 4)], workers=1)
+    assert h.ended_by == "quiescent"
+    assert GraphileWorker.concurrency == 1 and h.schedule.pool_size > 1
+    assert overlap.bodies_at_once(h).worker == 1

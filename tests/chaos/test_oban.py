@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.adapters.oban import Oban, python312
+from pg_job_chaos.core import overlap
 from pg_job_chaos.core.schedule import JobSpec
 from tests.hosted_runs import run_hosted
 from tests.hosted_runs import violated as _violated
@@ -93,3 +94,13 @@ def test_a_crash_is_rescued_by_the_lifeline_and_retried(runner):
     # oban's record: the retry's completion (the crash appended no error: the lifeline's rescue is no finish)
     assert [(f["outcome"], f["attempt"]) for f in h.finishes[0]["finishes"]] == [("success", 2)]
     assert r["library-one-finish"].status == "held", r["library-one-finish"].evidence
+
+
+def test_bodies_run_at_the_queues_limit(runner):
+    """The queue's limit 10 (queues={"default": 10}): a producer fetches limit - running jobs
+    (_producer.py), and the contract client gives each body a thread and a connection: ten jobs of one
+    worker run at once."""
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.3) for i in range(1, 11)], workers=1)
+    assert h.ended_by == "quiescent"
+    assert Oban.concurrency == 10
+    assert overlap.bodies_at_once(h).worker == 10

@@ -22,6 +22,7 @@ pytest.importorskip("pgqueuer", reason="pgqueuer is not installed (pip install -
 
 from pg_job_chaos import properties  # noqa: E402
 from pg_job_chaos.adapters.pgqueuer import PgQueuer  # noqa: E402
+from pg_job_chaos.core import overlap  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
@@ -189,3 +190,15 @@ def test_pgqueuers_finish_takes_a_stale_managers_and_drops_the_re_picks(runner):
     assert accepted["recorded"] == "pgqueuer_log queued, picked, picked, successful"
     (success,) = accepted["finishes"]
     assert success["outcome"] == "success" and success["at"] < between  # A's: written before B returned
+
+
+def test_every_job_picked_runs_at_once(runner):
+    """pgqueuer's default concurrency is unlimited (QueueManager.run(max_concurrent_tasks=None); fetch_jobs
+    dequeues batch after batch, each picked job dispatched at once): ten jobs of one worker all run at
+    once -- on the body's pool, sized to them (DesignHandle.pool_size), and asyncio.to_thread's threads
+    (workers/hosted/protocol.py body_threads: asyncio's own six would have bounded them)."""
+    jobs = tuple(JobSpec(i, tenant=i, duration=0.1) for i in range(1, 11))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="pgqueuer", time_scale=SCALE))
+    assert h.ended_by == "quiescent"
+    assert PgQueuer().concurrency is None
+    assert overlap.bodies_at_once(h).worker == 10

@@ -12,6 +12,7 @@ pytest.importorskip("procrastinate", reason="procrastinate is not installed (pip
 
 from pg_job_chaos import properties  # noqa: E402
 from pg_job_chaos.adapters.procrastinate import TIMING, Procrastinate  # noqa: E402
+from pg_job_chaos.core import overlap  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing  # noqa: E402
 from pg_job_chaos.harness import scales  # noqa: E402
 
@@ -225,3 +226,14 @@ def test_a_worker_pruned_while_paused_dies_on_its_next_fetch(runner):
     assert "procrastinate_fetch_job_v2" in error["traceback"]
     # and before it died, A finished job 1 beside its re-run (the pause test's zombie)
     assert sorted(e.attempt for e in h.executions() if e.job == 1) == [1, 2]
+
+
+def test_one_body_at_a_time_procrastinates_default_concurrency(runner):
+    """procrastinate runs one job at a time per worker (worker.py:28 WORKER_CONCURRENCY = 1): with the
+    body's pool no longer the bound (DesignHandle.pool_size), three jobs of one worker still never
+    overlap."""
+    jobs = tuple(JobSpec(i, tenant=i, duration=0.2) for i in range(1, 4))
+    h = runner.run(Schedule(jobs=jobs, workers=1, design="procrastinate", time_scale=SCALE))
+    assert h.ended_by == "quiescent"
+    assert Procrastinate().concurrency == 1 and h.schedule.pool_size > 1
+    assert overlap.bodies_at_once(h).worker == 1

@@ -23,7 +23,8 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "never_struck",
+                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "bodies_at_once",
+                         "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
                          "allowed_violations", "failing", "failed"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
@@ -33,6 +34,8 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault)
     assert data["small_scope_runs"] == 13 and data["never_struck"] == [] and not data["budget_spent"]
     assert data["retry_spacing"]["retries"] >= 1  # a crashed job came back
+    # lease's worker loop runs one job at a time (core/overlap.py), whatever its pool
+    assert data["bodies_at_once"]["worker"] == 1 and data["bodies_at_once"]["run"] >= 1
     assert set(data["coverage"]["crash"]) == {"before-tenant", "after-insert", "mid-work", "after-effect",
                                               "before-finish"}, data["coverage"]
     assert (data["design"], data["tenant_mode"], data["faults"], data["examples"], data["seed"]) == (
