@@ -50,8 +50,11 @@ def check_setting(name: str) -> str:
 
 
 def run_on(ctx, conn: psycopg.Connection, job, work=None) -> None:
-    """One execution of *job* on the worker's own *conn* (see the module docstring); *work*, the job's
-    own code, is called after ``before-tenant``: its statements are the job's (``tenant-isolation``)."""
+    """One execution of *job* on the worker's own *conn* (see the module docstring). *work* (a callable
+    of no arguments; ``run_job``'s, on this path or the pool's): the job's own code, called inside the
+    execution after the body's first read and ``before-tenant``, so that its statements, on any
+    connection, are the job's, each judged by ``tenant-isolation`` by the tenant setting in force when
+    it ran (``workers/statements.py``)."""
     setting = check_setting(ctx.spec.tenant_setting)
     ex = ctx.execution(conn, job)
     try:
