@@ -132,8 +132,7 @@ def run_job(ctx, args: dict, *, attempt: int, conn=None, work=None) -> None:
     horizon back: the body's doing, not the library's); ``after-insert`` is after the body's commit.
     Raises what the body raised (``raise``, ``sql-error``, a lost connection), so the library records
     the failure and applies its own retry policy; the library then writes its own finish. Safe to
-    call from several threads at once (one connection each). *work*: the job's own code, run inside the
-    execution, its statements the job's (:func:`~workers.hosted.own_connection.run_on`)."""
+    call from several threads at once (one connection each). *work*: see :func:`own_connection.run_on`."""
     job = claimed(args, attempt)
     _block_strike_signal(ctx, job)
     if conn is not None:
