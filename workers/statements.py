@@ -144,7 +144,12 @@ def _changes(ctx, cursor, query, text: str, params, many: bool) -> list | None:
 
 
 def _log_statement(ctx, cursor, job, text: str) -> None:
-    """One ``tenant-statement`` record per execution, statement and value in force."""
+    """One ``tenant-statement`` record per execution, statement and value in force. Behind a
+    transaction pooler none unless the value was set in the statement's own transaction: between
+    transactions the server session, and its setting, are not this connection's."""
+    pooler = getattr(getattr(ctx, "schedule", None), "pooler", None)
+    if pooler is not None and ":session" not in pooler and not tenant_track.set_here(cursor.connection):
+        return
     value = tenant_track.in_force(cursor.connection)
     logged = getattr(_local, "logged", None)
     if logged is None:

@@ -40,8 +40,8 @@ from psycopg import pq, sql
 
 from ..core.setting_sql import UNKNOWN, UNSET, changes, mentions, transaction_command
 
-__all__ = ["UNKNOWN", "UNSET", "State", "applied", "changes", "command", "in_force", "mentions", "settle",
-           "state", "text_of"]
+__all__ = ["UNKNOWN", "UNSET", "State", "applied", "changes", "command", "in_force", "mentions", "set_here",
+           "settle", "state", "text_of"]
 
 _NOT = object()  # no change in the current transaction
 _ATTR = "_pgjc_tenant"  # where a connection keeps its State
@@ -117,6 +117,13 @@ def in_force(conn) -> str | None:
     """The setting's value on *conn* now (``UNSET``: none; ``UNKNOWN``: cannot be known)."""
     st = getattr(conn, _ATTR, None)
     return UNSET if st is None else st.value()
+
+
+def set_here(conn) -> bool:
+    """Whether the value in force on *conn* was set in its current transaction (a transaction pooler
+    keeps one server session for a transaction, not between them)."""
+    st = getattr(conn, _ATTR, None)
+    return st is not None and (st.local is not _NOT or st.session is not _NOT)
 
 
 def text_of(query, conn) -> str | None:
