@@ -257,14 +257,14 @@ def _transaction_body(ctx, t: dict[str, float], max_attempts: int):
     """``finish=transaction`` (the module docstring): the function the workflow calls with the job's args.
     Hazard: called in the workflow, never in a step -- inside a step a datasource transaction is a plain
     transaction, no checkpoint (``run_tx_step``: ``in_wf``)."""
-    DBOS = dbos.DBOS
-    # The body's connections: the datasource engine's, as many as the body's pool, each counted at connect.
-    engine = {"pool_size": ctx.schedule.pool_size, "max_overflow": 0,
-              "connect_args": {"application_name": ctx.identity}}
-    ds = dbos.SQLAlchemyDatasource.create(url(ctx.worker_dsn), schema=SCHEMA, run_migrations=False,
-                                          engine_kwargs=engine)
-    sa.event.listen(ds.engine, "connect",
+    # The body's connections: the datasource's (DBOS's driver), counted at connect from the first one on.
+    engine = sa.create_engine(sa.make_url(url(ctx.worker_dsn)).set(drivername="postgresql+psycopg"),
+                              pool_size=ctx.schedule.pool_size, max_overflow=0,
+                              connect_args={"application_name": ctx.identity})
+    sa.event.listen(engine, "connect",
                     lambda dbapi, _: ctx.log.write(LogEvent.CONNECT, backend=dbapi.info.backend_pid))
+    ds = dbos.SQLAlchemyDatasource.create(url(ctx.worker_dsn), engine=engine, schema=SCHEMA,
+                                          run_migrations=False)
 
     @ds.transaction(name=TRANSACTION)
     def pgjc_commit(args: dict, attempt: int, box: dict) -> None:
@@ -290,7 +290,7 @@ def _transaction_body(ctx, t: dict[str, float], max_attempts: int):
                 # A DBOSBaseException (cancelled, another owner) is DBOS's own stop, never retried.
                 if attempt == max_attempts or not isinstance(exc, Exception):
                     raise
-                DBOS.sleep(t["step retry interval"] * BACKOFF ** (attempt - 1))
+                dbos.DBOS.sleep(t["step retry interval"] * BACKOFF ** (attempt - 1))
                 continue
             if "body" in box:  # else DBOS returned the recorded output: the body did not run again
                 box["body"].committed()

@@ -167,6 +167,7 @@ def test_fault_free_on_the_transaction_path(runner):
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 6
     assert sorted(x["job_id"] for x in h.runs) == list(range(1, 7))
     assert all(e.own_tenant and e.outcome == "ok" for e in h.executions())
+    assert r["pool-hygiene"].judged, r["pool-hygiene"].evidence  # the engine's connections, counted
     for name in (*CORRECT, "single-commit", "at-most-once-effects", "no-overlap", "progress",
                  "terminal-states", "library-one-finish"):
         assert r[name].status == "held", (name, r[name].evidence)
@@ -194,3 +195,15 @@ def test_every_workflow_claimed_runs_at_once(runner):
     assert overlap.bodies_at_once(h).worker == 6
     for name in (*CORRECT, "single-commit", "no-overlap"):
         assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_raise_after_the_commit_ends_the_workflow_on_the_transaction_path(runner):
+    """``after-insert`` is workflow code after the datasource transaction returned: a raise there ends the
+    workflow ERROR -- DBOS runs no workflow again for an exception -- and the workflow does not call the
+    transaction again, which would commit a second row. One row; the transient fault ends the job dead."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="raise", point="after-insert", strikes=1)], workers=1,
+                design_options=TRANSACTION)
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 1)]
+    assert [(x["worker"], x["attempt"]) for x in h.runs] == [("w1.0", 1)]
+    assert r["single-commit"].status == "held", r["single-commit"].evidence
+    assert r["transient-recovers"].status == "violated", r["transient-recovers"].evidence
