@@ -121,14 +121,19 @@ def test_a_pause_never_gets_two_finishes_accepted(runner):
 def test_canonical_storage_rescues_a_live_overrun(runner):
     """storage=canonical: the jobs queued before any worker started. The heartbeat service writes to
     the builder's queue storage (client.rs:1578-1580), never to awa.jobs: the rescue takes the live job
-    as dead and the same worker claims it again; the first run's finish is fenced off (run_lease). A
-    dequeue budget of 2 ends the run (awa would re-run it until the deadline)."""
+    as dead and the same worker claims it again while the first run still works -- two executions at once
+    (awa's max_workers 50; the body's pool has room for both, DesignHandle.pool_size); the first run's
+    finish is fenced off (run_lease). A dequeue budget of 2 ends the run (awa would re-run it until the
+    deadline)."""
     h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")], workers=1, dequeues=2, restarts=0,
                 design_options={"storage": "canonical"})
     ones = h.executions()
     assert [e.attempt for e in ones][:2] == [1, 2] and {e.worker for e in ones} == {"w1.0"}
     assert "heartbeat stale: worker presumed dead" in _rescues(h, 1)
-    # the re-run waits for the body's one pool connection (pool_size 1), so it commits after the first
+    first, second = ones[:2]
+    assert second.start < first.end  # the rescue's claim of a live job: both bodies run and commit
+    assert r["no-overlap"].status == "violated", r["no-overlap"].evidence
+    assert "job 1: w1.0 attempt 1 and w1.0 attempt 2 ran at once" in r["no-overlap"].evidence
     assert r["single-commit"].status == "violated" and r["single-commit"].cause == "at-least-once"
     _held(r, "tenant-isolation", "library-one-finish")
 
