@@ -14,7 +14,7 @@ from pg_job_chaos.workers.tenant_track import UNKNOWN, UNSET, State, changes
 NAME = "app.tenant"
 
 
-@pytest.mark.parametrize(("text", "params", "want"), [
+FORMS = [
     ("select set_config('app.tenant', '3', false)", None, [("session", "3")]),
     ("select set_config('app.tenant', '3', true)", None, [("local", "3")]),
     ("select set_config('app.tenant', %s, false)", ["4"], [("session", "4")]),
@@ -39,7 +39,10 @@ NAME = "app.tenant"
     ("alter role x set app.tenant = '1'", None, []),  # later sessions', not this one's
     ("select current_setting('app.tenant', true)", None, []),
     ("select count(*) from documents", None, []),
-])
+]
+
+
+@pytest.mark.parametrize(("text", "params", "want"), FORMS)
 def test_every_form_that_sets_or_resets_it(text, params, want):
     assert changes(text, NAME, params) == want
 
@@ -137,3 +140,33 @@ def test_a_statement_leaks_only_as_another_tenant():
     assert st("").as_tenant(4) is None  # no tenant: no leak (the job's own read judges the rows)
     assert st("1").as_tenant(None) == "1"  # a system job as any tenant
     assert st(None, known=False).as_tenant(None) is None
+
+
+def test_the_contract_clients_copy_answers_as_the_originals():
+    """workers/clients/python/pgjc_tenant.py is a copy (the client runs where pg-job-chaos is not
+    installed): the same forms give the same changes, and the same state machine the same values."""
+    import sys
+
+    from pg_job_chaos.workers.hosted import contract
+
+    sys.path.insert(0, str(contract.CLIENTS / "python"))
+    try:
+        import pgjc_tenant
+    finally:
+        sys.path.pop(0)
+    corpus = [(text, params) for text, params, _ in FORMS] + [
+        ("select set_config('app.tenant', (select '1'), false)", None), ("commit", None),
+        ('ROLLBACK TO SAVEPOINT "_pg3_1"', None), ("begin; set local app.tenant = '2'; commit", None)]
+    for text, params in corpus:
+        assert pgjc_tenant.changes(text, NAME, params) == changes(text, NAME, params), text
+        assert pgjc_tenant.mentions(text, NAME) == tenant_track.mentions(text, NAME), text
+    mine, theirs = State(), pgjc_tenant.State()
+    for st in (mine, theirs):
+        st.change("session", "1", in_block=True)
+        st.savepoint("savepoint", "a")
+        st.change("local", "2", in_block=True)
+    assert mine.value() == theirs.value() == "2"
+    for st in (mine, theirs):
+        st.savepoint("rollback", "a")
+        st.end(committed=True)
+    assert mine.value() == theirs.value() == "1"

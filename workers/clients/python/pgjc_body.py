@@ -51,8 +51,8 @@ class InjectedError(Exception):
 class Execution:
     """One execution: the steps of the harness's hosted body, in its order, each logged."""
 
-    def __init__(self, client: Client, args: dict, attempt: int):
-        self.c, self.args, self.attempt = client, args, attempt
+    def __init__(self, client: Client, args: dict, attempt: int, work=None):
+        self.c, self.args, self.attempt, self.work = client, args, attempt, work
         self.job, self.tenant = int(args["job"]), args.get("tenant")
         self.reached: list[str] = []
         self.fault = client.spec["faults"].get(args.get("fault")) if args.get("fault") else None
@@ -82,6 +82,8 @@ class Execution:
             self._log("rows-visible", tenant=self.tenant, visible=visible, foreign=foreign)
             started = _one(conn.execute("select clock_timestamp()"))[0]
             conn.commit()
+            if self.work is not None:  # the job's own code: its statements are the job's
+                self.work()
             total = self.work_seconds()
             time.sleep(total / 2)
             self.point("mid-work")

@@ -37,6 +37,7 @@ import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+import pgjc_tenant
 import psycopg
 import psycopg.sql
 from pgjc_body import EXIT_CRASH, Execution, InjectedError  # noqa: F401 - the client's API
@@ -126,55 +127,107 @@ class Client:
 
     def watch_statements(self) -> None:
         """Make every statement this process sends through psycopg (the queue's own) a strike point:
-        the wrap of ``workers/statements.py``, again here (this client imports nothing of pg-job-chaos)."""
+        the wrap of ``workers/statements.py``, again here (this client imports nothing of pg-job-chaos);
+        and track the tenant setting on every connection (``pgjc_tenant``), logging each statement the
+        job's own code sends (``run_job(..., work=)``; not the body's) with the setting it ran under."""
         client = self
+        setting = self.spec.get("tenant_setting", "app.tenant").lower()
 
-        def before(cur, query):
+        def track(cur, query, params, many):
+            text = _text(query)
+            if text is None or not pgjc_tenant.mentions(text, setting):
+                return None
+            full = text if isinstance(query, str) else pgjc_tenant.text_of(query, cur.connection)
+            rows = (params or ()) if many else (params,)
+            return [c for p in rows for c in pgjc_tenant.changes(full or "", setting, p)] or None
+
+        def before(cur, query, params=None, many=False):
+            found = track(cur, query, params, many)
             text = _text(query)
             if text is None or cur.connection in client._body or " ".join(text.split()).lower() in BODY_TEXTS:
-                return None
+                return None, found
             point, job = digest(text), getattr(client._local, "job", None)
+            if job is not None and not found:
+                client.log_statement(cur, job, text)
             key = (point, job is not None)
             if key not in client._seen:
                 client._seen.add(key)
                 client.log("statement", point=point, job=job, bound=job is not None)
-            return (job, point) if (job, point) in client.watch else None
+            return ((job, point) if (job, point) in client.watch else None), found
+
+        def after(cur, found):
+            if found:
+                pgjc_tenant.applied(cur.connection, found)
+            else:
+                pgjc_tenant.settle(cur.connection)
 
         def hold(cur, hit):
             client.wait(hit[0], getattr(client._local, "attempt", None), hit[1],
                         cur.connection.info.backend_pid)
 
-        def sync(method):
+        def params_of(a, k, many):
+            return a[0] if a else k.get("params_seq" if many else "params")
+
+        def sync(method, many):
             @functools.wraps(method)
             def execute(self, query, *a, **k):
-                hit = before(self, query)
+                hit, found = before(self, query, params_of(a, k, many), many)
                 if hit:
                     hold(self, hit)
-                return method(self, query, *a, **k)
+                result = method(self, query, *a, **k)
+                after(self, found)
+                return result
             return execute
 
-        def asynchronous(method):
+        def asynchronous(method, many):
             @functools.wraps(method)
             async def execute(self, query, *a, **k):
-                hit = before(self, query)
+                hit, found = before(self, query, params_of(a, k, many), many)
                 if hit:
                     await asyncio.to_thread(hold, self, hit)  # never on the event loop's thread
-                return await method(self, query, *a, **k)
+                result = await method(self, query, *a, **k)
+                after(self, found)
+                return result
             return execute
+
+        def command(method):  # the connection's own BEGIN, COMMIT, ROLLBACK, savepoints
+            @functools.wraps(method)
+            def _exec_command(self, cmd, *a, **k):
+                result = yield from method(self, cmd, *a, **k)
+                pgjc_tenant.command(self, cmd)
+                return result
+            return _exec_command
 
         for cls, wrap in ((psycopg.Cursor, sync), (psycopg.AsyncCursor, asynchronous)):
             for name in ("execute", "executemany"):
-                setattr(cls, name, wrap(getattr(cls, name)))
+                setattr(cls, name, wrap(getattr(cls, name), name == "executemany"))
+        base = psycopg.Connection.__mro__[1]  # psycopg's private generator (3.1 to 3.3)
+        if hasattr(base, "_exec_command"):
+            base._exec_command = command(base._exec_command)
+
+    def log_statement(self, cur, job: int, text: str) -> None:
+        """One ``tenant-statement`` record per execution, statement and setting in force."""
+        local, attempt = self._local, getattr(self._local, "attempt", None)
+        if getattr(local, "logged_for", None) != (job, attempt):
+            local.logged, local.logged_for = set(), (job, attempt)
+        value = pgjc_tenant.in_force(cur.connection)
+        if (text, value) in local.logged:
+            return
+        local.logged.add((text, value))
+        self.log("tenant-statement", job=job, attempt=attempt, statement=" ".join(text.split())[:120],
+                 value=value, known=value is not pgjc_tenant.UNKNOWN)
 
     # --- the job body ------------------------------------------------------------------------------
-    def run_job(self, args: dict, attempt: int) -> None:
+    def run_job(self, args: dict, attempt: int, work=None) -> None:
         """The harness's job body for one execution of the job *args* names (the task's arguments as
         enqueued), *attempt* as the queue counts it (1-based). Raises what the body raised, so the
-        queue records the failure and applies its own retry policy. Safe from several threads."""
-        Execution(self, args, int(attempt)).run()
+        queue records the failure and applies its own retry policy. Safe from several threads.
+        *work* (a callable of no arguments): the job's own code, called inside the execution after its
+        first read; its statements are the job's, each logged with the tenant setting it ran under."""
+        Execution(self, args, int(attempt), work).run()
 
-    async def run_job_async(self, args: dict, attempt: int) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._threads, self.run_job, args, attempt)
+    async def run_job_async(self, args: dict, attempt: int, work=None) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._threads, self.run_job, args, attempt, work)
 
     def connect(self) -> psycopg.Connection:
         tenant = self.spec["tenant"]
