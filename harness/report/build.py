@@ -137,6 +137,8 @@ def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out
                    "schedules": [d.schedule.to_dict() for d in c.schedules],
                    "origins": [d.origin for d in c.schedules], "files": [str(s.file) for s in saved],
                    "designs": {d: {"properties": text.results_json(r),
-                                   "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()}}
+                                   "decided_by": {n: i + 1 for n, i in c.decided_by[d].items()},
+                                   "bodies_at_once": overlap.summary(
+                                       x.history for x in (c.outcomes[d].runs if d in c.outcomes else ()))}
                                for d, r in c.results.items()}}
     return report
