@@ -138,8 +138,10 @@ def _changes(ctx, cursor, query, text: str, params, many: bool) -> list | None:
     full = text if isinstance(query, str) else tenant_track.text_of(query, cursor.connection)
     if full is None:
         return None
-    if many:
-        return [c for p in (params or ()) for c in tenant_track.changes(full, name, p)] or None
+    if many:  # Hazard: a generator of parameters is the user's to consume: its changes are unknown
+        if not isinstance(params, list | tuple):
+            return tenant_track.changes(full, name) or None  # its placeholders unread: unknown values
+        return [c for p in params for c in tenant_track.changes(full, name, p)] or None
     return tenant_track.changes(full, name, params) or None
 
 

@@ -174,3 +174,11 @@ def test_async_cursors(tracked, database):
     mine = [r for r in tracked.records() if r["event"] == "tenant-statement"]
     assert {"job": 5, "statement": "select count(*) from pg_class", "value": "2", "known": True}.items() \
         <= next(r for r in mine if r["statement"].startswith("select count")).items()
+
+
+def test_executemany_reads_a_list_and_leaves_a_generator_to_the_user(tracked, database):
+    with psycopg.connect(database.worker_dsn, autocommit=True) as conn, conn.cursor() as cur:
+        cur.executemany("select set_config('app.tenant', %s, false)", [["1"], ["2"]])
+        assert agree(conn) == "2"
+        cur.executemany("select set_config('app.tenant', %s, false)", (p for p in [["3"], ["4"]]))
+        assert tenant_track.in_force(conn) is UNKNOWN and truth(conn) == "4"  # the generator not consumed

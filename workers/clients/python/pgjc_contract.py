@@ -138,7 +138,7 @@ class Client:
             if text is None or not pgjc_tenant.mentions(text, setting):
                 return None
             full = text if isinstance(query, str) else pgjc_tenant.text_of(query, cur.connection)
-            rows = (params or ()) if many else (params,)
+            rows = (params if isinstance(params, list | tuple) else [None]) if many else (params,)
             return [c for p in rows for c in pgjc_tenant.changes(full or "", setting, p)] or None
 
         def before(cur, query, params=None, many=False):
