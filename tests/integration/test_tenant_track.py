@@ -182,3 +182,11 @@ def test_executemany_reads_a_list_and_leaves_a_generator_to_the_user(tracked, da
         assert agree(conn) == "2"
         cur.executemany("select set_config('app.tenant', %s, false)", (p for p in [["3"], ["4"]]))
         assert tenant_track.in_force(conn) is UNKNOWN and truth(conn) == "4"  # the generator not consumed
+
+
+def test_a_change_and_its_transactions_end_in_one_string(tracked, database):
+    with psycopg.connect(database.worker_dsn) as conn:
+        conn.execute("select set_config('app.tenant', '1', false); rollback")
+        assert agree(conn) == UNSET
+        conn.execute("select set_config('app.tenant', '2', false); commit")
+        assert agree(conn) == "2"

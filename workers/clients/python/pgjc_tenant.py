@@ -257,7 +257,8 @@ def applied(conn, found: list[tuple[str, str | None]]) -> None:
     except Exception:  # noqa: BLE001 - a closed connection: nothing more runs on it
         return
     in_block = status in _IN_BLOCK
-    for kind, arg in found:
+    ends = [i for i, (kind, _) in enumerate(found) if kind == "end"]  # a change before one was in its block
+    for i, (kind, arg) in enumerate(found):
         if pipeline and (kind not in ("end", "savepoint", "release", "rollback-to") or st.pending()):
             st.base, st.session, st.local, st.savepoints = UNKNOWN, _NOT, _NOT, []
             return
@@ -268,7 +269,7 @@ def applied(conn, found: list[tuple[str, str | None]]) -> None:
         elif kind == "rollback-to":
             st.savepoint("rollback", arg or "")
         else:
-            st.change(kind, arg, in_block)
+            st.change(kind, arg, in_block or bool(ends and i < ends[-1]))
     settle(conn, st, status)
 
 
