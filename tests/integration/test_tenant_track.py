@@ -26,8 +26,8 @@ pytestmark = pytest.mark.integration
 def tracked(tmp_path):
     """The statement wrapper installed in this process with a worker context of its own; its log's
     records as ``tracked.records()``."""
-    if getattr(psycopg.Cursor.execute, "_pgjc", False):
-        pytest.skip("the statement wrapper is already installed in this process")
+    # Another test may have installed the wrapper in this process (test_statements.py does): then only
+    # its worker context is swapped, and put back after.
     base = psycopg.Connection.__mro__[1]
     saved = [(cls, n, cls.__dict__[n]) for cls in (psycopg.Cursor, psycopg.AsyncCursor)
              for n in ("execute", "executemany")] + [(base, "_exec_command", base.__dict__["_exec_command"])]
