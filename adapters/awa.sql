@@ -47,7 +47,7 @@ select m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id
             then coalesce(j.heartbeat_at, a.heartbeat_at, c.claimed_at)
                  < now() - make_interval(secs => %(staleness)s::float8)
        end as lease_expired
-  from job_map m
+  from pgjc.job_map m
   left join awa.jobs j on j.id = m.library_id::bigint
   left join lateral (select 'running' as state, lc.job_id, lc.attempt, lc.run_lease, lc.claimed_at
                        from awa.lease_claims lc
@@ -67,7 +67,7 @@ select m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id
 select m.job_id as id, coalesce(j.state::text, c.state) as state, coalesce(j.attempt, c.attempt) as attempt,
        coalesce(j.run_lease, c.run_lease) as run_lease, j.finalized_at,
        coalesce(to_jsonb(j.errors), r.payload -> 'errors', '[]'::jsonb) as errors, %(clock)s::text as clock
-  from job_map m
+  from pgjc.job_map m
   left join awa.jobs j on j.id = m.library_id::bigint
   left join lateral (select 'running' as state, lc.attempt, lc.run_lease from awa.lease_claims lc
                       where j.id is null and lc.job_id = m.library_id::bigint

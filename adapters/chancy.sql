@@ -25,7 +25,7 @@ select m.job_id as id, (j.kwargs -> 'args' ->> 'tenant')::int as tenant_id, j.st
             then not exists (select 1 from chancy_workers w
                               where w.worker_id = j.taken_by and w.expires_at >= now())
        end as lease_expired
-  from job_map m
+  from pgjc.job_map m
   join chancy_jobs j on j.id::text = m.library_id
  order by m.job_id;
 
@@ -34,6 +34,6 @@ select m.job_id as id, (j.kwargs -> 'args' ->> 'tenant')::int as tenant_id, j.st
 -- Worker.flush, fenced by claim_id): state, attempts, the errors list, completed_at
 -- (adapters/finishes.py reads them).
 select m.job_id as id, j.state, j.attempts, j.max_attempts, j.errors, j.completed_at
-  from job_map m
+  from pgjc.job_map m
   join chancy_jobs j on j.id::text = m.library_id
  order by m.job_id;

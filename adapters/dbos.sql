@@ -20,7 +20,7 @@ $$;
 -- thread will enqueue it), PENDING (an executor runs it, or the restart of its executor recovers it:
 -- _dbos.py:895-909, startup recovery of the executor id's own PENDING workflows).
 select count(*)
-  from job_map m
+  from pgjc.job_map m
   join dbos.workflow_status w on w.workflow_uuid = m.library_id
  where w.status in ('ENQUEUED', 'DELAYED', 'PENDING');
 
@@ -30,7 +30,7 @@ select count(*)
 -- serialized by DBOS: adapters/dbos.py reads it). No lease: lease_expired is left out (None).
 select m.job_id as id, coalesce(w.status, 'absent') as status, w.recovery_attempts as attempts,
        o.error as last_error
-  from job_map m
+  from pgjc.job_map m
   left join dbos.workflow_status w on w.workflow_uuid = m.library_id
   left join dbos.workflow_output o on o.workflow_uuid = m.library_id
  order by m.job_id;
@@ -51,7 +51,7 @@ select m.job_id as id,
                 where s.workflow_uuid = m.library_id and s.error is null),
               (select count(*) from dbos.operation_outputs s
                 where s.workflow_uuid = m.library_id and s.error is not null)) as recorded
-  from job_map m
+  from pgjc.job_map m
   left join dbos.workflow_status w on w.workflow_uuid = m.library_id
  order by m.job_id;
 

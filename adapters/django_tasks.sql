@@ -22,7 +22,7 @@ truncate django_tasks_database_dbtaskresult;
 -- stays open until the finish's save (close_old_connections runs only between tasks,
 -- db_worker.py:108 and 155). A RUNNING row of a dead worker is acted on by nobody: not counted.
 select count(*)
-  from job_map m
+  from pgjc.job_map m
   join django_tasks_database_dbtaskresult t on t.id::text = m.library_id
  where t.status = 'READY'
     or (t.status = 'RUNNING'
@@ -36,7 +36,7 @@ select count(*)
 select m.job_id as id, (t.args_kwargs -> 'kwargs' ->> 'tenant')::int as tenant_id,
        coalesce(t.status, 'absent') as status, coalesce(jsonb_array_length(t.worker_ids), 0) as attempts,
        nullif(t.exception_class_path, '') as last_error
-  from job_map m
+  from pgjc.job_map m
   left join django_tasks_database_dbtaskresult t on t.id::text = m.library_id
  order by m.job_id;
 
@@ -50,6 +50,6 @@ select m.job_id as id,
        coalesce(jsonb_array_length(t.worker_ids), 0) as attempt,
        format('dbtaskresult status %s, worker_ids %s', t.status, t.worker_ids)
          || coalesce(', exception ' || nullif(t.exception_class_path, ''), '') as recorded
-  from job_map m
+  from pgjc.job_map m
   join django_tasks_database_dbtaskresult t on t.id::text = m.library_id
  order by m.job_id;

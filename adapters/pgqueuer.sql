@@ -57,7 +57,7 @@ select m.job_id as id, j.tenant_id, coalesce(q.status::text, t.status, 'absent')
        e.error as last_error,
        case when q.status = 'picked'
             then q.heartbeat < now() - make_interval(secs => %(timeout)s::float8) end as lease_expired
-  from job_map m
+  from pgjc.job_map m
   left join pgjc_pgqueuer_jobs j on j.job_id = m.job_id
   left join pgqueuer q on q.id = m.library_id::bigint
   left join terminal t on t.job_id = m.library_id::bigint
@@ -72,6 +72,6 @@ select m.job_id as id, j.tenant_id, coalesce(q.status::text, t.status, 'absent')
 -- with a traceback: build_retry_job_query) and the finish (build_log_job_query: written only when
 -- its DELETE found the row), each at now() (adapters/finishes.py reads them).
 select m.job_id as id, l.status::text as status, l.created as at, l.traceback is not null as traceback
-  from job_map m
+  from pgjc.job_map m
   left join pgqueuer_log l on l.job_id = m.library_id::bigint
  order by m.job_id, l.id;

@@ -27,7 +27,7 @@ restart identity;
 -- jobs are not the schedule's: never counted.
 select count(*)
   from procrastinate_jobs j
-  join job_map m on m.library_id = j.id::text
+  join pgjc.job_map m on m.library_id = j.id::text
   left join procrastinate_workers w on w.id = j.worker_id
  where j.status = 'todo'
     or (j.status = 'doing' and (%(recovery)s
@@ -47,7 +47,7 @@ select m.job_id as id, (j.args ->> 'tenant')::int as tenant_id, j.status::text a
             then j.worker_id is null
                  or coalesce(w.last_heartbeat < now() - make_interval(secs => %(stale)s::float8), false)
        end as lease_expired
-  from job_map m
+  from pgjc.job_map m
   join procrastinate_jobs j on j.id::text = m.library_id
   left join procrastinate_workers w on w.id = j.worker_id
  order by m.job_id;
@@ -58,7 +58,7 @@ select m.job_id as id, (j.args ->> 'tenant')::int as tenant_id, j.status::text a
 -- in its order, with the job's final status and attempts (adapters/finishes.py reads them).
 -- 'scheduled' is no transition: left out.
 select m.job_id as id, j.status::text as status, j.attempts, e.type::text as event, e.at
-  from job_map m
+  from pgjc.job_map m
   join procrastinate_jobs j on j.id::text = m.library_id
   left join procrastinate_events e on e.job_id = j.id and e.type is distinct from 'scheduled'
  order by m.job_id, e.id;

@@ -7,6 +7,7 @@ plus the final tables into a :class:`~core.history.History`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import psycopg
 
 from ..core.cleanup import Cleanup
+from ..core.errors import UsageError
 from ..core.events import LogEvent
 from ..core.history import History
 from ..core.schedule import Schedule
@@ -23,7 +25,7 @@ from ..faults.catalogue import entries
 from ..workers.design import DesignHandle, DesignRun, key_of
 from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
-from ..workers.loading import load_design
+from ..workers.loading import BUILTIN, LIBRARIES, load_design
 from ..workers.tenant import SETTING
 from .postgres import Database
 from .postgres import dataset as db
@@ -83,18 +85,57 @@ class Runner:
     def prepare(self, schedule: Schedule, design: DesignHandle | None = None) -> DesignRun:
         """Reset the queue and enqueue the schedule's jobs. Returns the design bound to this run."""
         design = design or self.design(schedule)
-        if design.name not in self._installed:
-            design.install(self.admin, worker_role=self.database.worker_role)
-            self._installed.add(design.name)
+        with self._own(design, "install"):
+            if design.name not in self._installed:
+                design.install(self.admin, worker_role=self.database.worker_role)
+                self._installed.add(design.name)
+        if not design.hosted:
+            self._check_bare(design)
         db.reset(self.admin)
         if design.tenant_setting != self._policy_setting:  # a design's own tenant code sets another setting
             db.tenant_policy(self.admin, check_setting(design.tenant_setting))
             self._policy_setting = design.tenant_setting
         run = design.for_run(schedule)  # before the fork: the supervisor's process queries it too
-        design.reset(run, self.admin)  # a hosted design empties its library's own tables
-        with self.admin.transaction():
+        with self._own(design, "reset"):
+            design.reset(run, self.admin)  # a hosted design empties its library's own tables
+        with self._own(design, "enqueue"), self.admin.transaction():
             run.enqueue(self.admin)
         return run
+
+    @contextlib.contextmanager
+    def _own(self, design: DesignHandle, step: str):
+        """Around a step of a user's design on the admin connection: an error of its on one of the
+        harness's tables or its schema is a usage error naming the table and the fix
+        (:func:`~harness.postgres.dataset.clash`); any other error goes on as it is."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            if design.spec in BUILTIN or design.spec in LIBRARIES:
+                raise  # ours: a bug of the harness's, not a clash of the user's
+            error = db.clash(self.admin, exc, design.spec, step)
+            if error is None:
+                raise
+            raise error from None
+
+    def _check_bare(self, design: DesignHandle) -> None:
+        """A design on the harness's queue names its tables bare (``jobs``, as the article does): a
+        usage error when a table of the user's hides ours on the search_path (a user's design run on
+        this database made a ``public.jobs``), before any of its statements could read or empty it."""
+        hidden = db.shadowed(self.admin)
+        if not hidden:
+            return
+        name, where = next(iter(hidden.items()))
+        if where is None:
+            path = self.admin.execute("show search_path").fetchone()[0]
+            raise UsageError(f"design {design.spec} names the harness's table {name} bare, but this "
+                             f"database's search_path ({path}) lacks the harness's schema {db.SCHEMA}: "
+                             f"the connection string's options or the role (ALTER ROLE ... SET) set one of "
+                             f"their own; leave it out")
+        raise UsageError(
+            f"design {design.spec} names the harness's table {name} bare (its queue, {db.SCHEMA}.{name}), "
+            f"but on this database {name} is {where}.{name}, a table of another's: a design run here "
+            f"before made it (or the server's template database had it). Run that design on a database "
+            f"of its own (another command, or another session), or name its table otherwise")
 
     def stamp(self, schedule: Schedule, design: DesignHandle | None = None) -> Schedule:
         """*schedule* with where and how it runs recorded (server major version, pooler, the hosted

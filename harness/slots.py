@@ -29,11 +29,11 @@ from psycopg import sql
 
 from ..core import procs
 from ..core.cleanup import Cleanup
-from ..core.errors import HarnessError
+from ..core.errors import HarnessError, UsageError
 from ..core.history import History
 from ..core.schedule import Schedule
 from ..workers.design import DesignHandle
-from .postgres import Database
+from .postgres import Database, dataset
 from .postgres import dsn as dsn_backend
 
 MAX_SLOTS = 8
@@ -62,6 +62,8 @@ def _serve(conn: Connection, database: Database, parent: int, designs: Sequence[
                     break
                 try:
                     conn.send(("ok", runner.run(Schedule.from_dict(json.loads(msg))).to_dict()))
+                except UsageError as exc:  # the user's (a design's clash with our tables): as it is
+                    conn.send(("usage", str(exc)))
                 except Exception as exc:  # the parent turns it into a HarnessError
                     conn.send(("error", f"{type(exc).__name__}: {exc}"))
     except (EOFError, KeyboardInterrupt):
@@ -110,6 +112,7 @@ class Slots:
                 raise HarnessError(f"cannot clone the database for slot {k}: {exc}") from None
             conn.execute(sql.SQL("grant connect on database {} to {}").format(
                 sql.Identifier(name), sql.Identifier(d.worker_role)))
+            dataset.set_search_path(conn, name)  # a clone does not inherit its template's
         return replace(d, admin_dsn=dsn_backend.with_db(d.admin_dsn, dbname=name),
                        worker_dsn=dsn_backend.with_db(d.worker_dsn, dbname=name), database=name)
 
@@ -158,6 +161,8 @@ class Slots:
                     status, payload = conn.recv()
                 except EOFError:
                     raise HarnessError(f"slot {slot} died (exit {self._procs[slot].exitcode})") from None
+                if status == "usage":
+                    raise UsageError(payload)
                 if status != "ok":
                     raise HarnessError(f"slot {slot} could not run a schedule: {payload}")
                 out[busy.pop(slot)] = History.from_dict(payload)

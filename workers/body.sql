@@ -1,4 +1,5 @@
--- The job body's statements, shared by every design (workers/body.py).
+-- The job body's statements, shared by every design (workers/body.py). They name the harness's schema,
+-- pgjc: they run on connections a design's own code may share, beside its own tables (a user's jobs).
 
 -- name: inherited_tenant
 -- What the server session carries before this job sets anything: the tenant, the marker of the
@@ -24,17 +25,17 @@ select set_config('app.tenant', %(tenant)s, %(local)s);
 
 -- name: insert_run
 -- One row per execution, written when it starts (inside whatever transaction is open).
-insert into job_runs (job_id, worker, attempt) values (%(job)s, %(worker)s, %(attempt)s) returning id;
+insert into pgjc.job_runs (job_id, worker, attempt) values (%(job)s, %(worker)s, %(attempt)s) returning id;
 
 -- name: insert_finished_run
 -- lease-heartbeat writes its row at the end, in the short finishing transaction.
-insert into job_runs (job_id, worker, attempt, started, finished)
+insert into pgjc.job_runs (job_id, worker, attempt, started, finished)
 values (%(job)s, %(worker)s, %(attempt)s, %(started)s, clock_timestamp());
 
 -- name: finish_run
 -- Close this execution's row.
-update job_runs set finished = clock_timestamp() where id = %(run)s;
+update pgjc.job_runs set finished = clock_timestamp() where id = %(run)s;
 
 -- name: read_invoices
 -- What the job can see: all visible invoices, and how many of them are another tenant's.
-select count(*), count(*) filter (where tenant_id is distinct from %(tenant)s::int) from invoices;
+select count(*), count(*) filter (where tenant_id is distinct from %(tenant)s::int) from pgjc.invoices;

@@ -37,7 +37,7 @@ function options(extra = {}) {
 // neither table is 'missing', a state the harness does not map: the properties that read it say
 // unknown. A locked row is running; an unlocked one with attempts >= max_attempts failed for good
 // (is_available, sql/000011.sql:67).
-const DELETED = 'pgjc_graphile_deleted'; // in the owner's current schema, beside job_map
+const DELETED = 'pgjc_graphile_deleted'; // in the owner's current schema (public; job_map is in pgjc)
 const FINAL_STATES = `
   select m.library_id,
          case when j.id is not null then
@@ -48,7 +48,7 @@ const FINAL_STATES = `
               else 'missing' end,
          coalesce(j.attempts, d.attempts)::int, j.last_error,
          case when j.locked_at is not null then j.locked_at < now() - interval '4 hours' end
-    from job_map m
+    from pgjc.job_map m
     left join ${SCHEMA}.jobs j on j.id::text = m.library_id
     left join ${DELETED} d on d.id::text = m.library_id`;
 
@@ -68,7 +68,7 @@ const ACCEPTED_FINISHES = `
                           case when j.locked_at is null then 'unlocked' else 'locked' end,
                           coalesce(left(j.last_error, 60), 'none'))
               else 'no row' end
-    from job_map m
+    from pgjc.job_map m
     left join ${SCHEMA}.jobs j on j.id::text = m.library_id
     left join ${DELETED} d on d.id::text = m.library_id
    where j.id is not null or d.id is not null`; // a job in neither table: nothing recorded, no row

@@ -1,6 +1,6 @@
 """Experiment 7, horizon: a held transaction makes every dequeue slower, in a straight line.
 
-One worker takes jobs one by one from a queue table of its own (``exp_horizon_jobs``) with the
+One worker takes jobs one by one from a queue table of its own (``pgjc.exp_horizon_jobs``) with the
 shortest dequeue, while another session holds a transaction (an xid, or a REPEATABLE READ
 snapshot), and we take the median dequeue time per block of 10 %. Then the holder ends and one
 more block runs. EXPLAIN (ANALYZE, BUFFERS) of the dequeue at the midpoint, held and free.
@@ -88,7 +88,7 @@ def _run_variant(ctx: Context, admin, name: str, n: int, timeout_s: float | None
                                            worker=sql.Identifier(ctx.database.worker_role)))
     if partial:
         admin.execute(Q.partial_index)
-        admin.execute("analyze exp_horizon_jobs")
+        admin.execute("analyze pgjc.exp_horizon_jobs")
     statement = Q.dequeue_done if dequeue == "done" else Q.dequeue_delete
     worker = psycopg.connect(ctx.direct_worker_dsn, autocommit=True,
                              application_name="pg-job-chaos/exp-worker")

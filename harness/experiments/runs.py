@@ -72,7 +72,7 @@ def crash(ctx: Context) -> dict:
                 # The sweep the article suggested but did not run, on the state the run left behind.
                 with runner.admin.transaction():
                     swept = runner.admin.execute(LEASE.sweep).rowcount
-                after = {r[0]: r[1] for r in runner.admin.execute("select id, status from jobs")}
+                after = {r[0]: r[1] for r in runner.admin.execute("select id, status from pgjc.jobs")}
                 sweep_row = {"design": "lease, then the sweep", "final_state": after[POISON],
                              "sweep": f"{swept} row(s) marked dead",
                              "article": "suggested (status='dead' where the lease expired at max_attempts), "

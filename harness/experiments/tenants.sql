@@ -3,7 +3,7 @@
 
 -- name: count_invoices
 -- The next borrower sets nothing and counts: whatever it sees was left behind.
-select count(*) from invoices;
+select count(*) from pgjc.invoices;
 
 -- name: fail
 -- The sql-error fault's statement: the job fails after it has set its tenant.
@@ -11,4 +11,4 @@ select 1/0;
 
 -- name: timed_query
 -- The reset-cost job's one query: one of the tenant's invoices, through the tenant index.
-select id, amount from invoices where tenant_id = %(tenant)s limit 1;
+select id, amount from pgjc.invoices where tenant_id = %(tenant)s limit 1;

@@ -2,22 +2,36 @@
 
 Everything here runs as the *admin* role (the owner of the tables). Workers never do: they log
 in as the ordinary role created by :func:`install`, to which forced row-level security applies.
+
+The tables live in the schema :data:`SCHEMA` (``pgjc``), not in ``public``: a user's design may create
+its own ``jobs`` there. The database's default ``search_path`` puts ours last (``schema.sql``:
+``search_path``), so a design's SQL that names the article's tables bare still finds them where the
+user has none; :func:`shadowed` says where one of the user's hides ours from such a design.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
 from psycopg import sql
 
 from ...core import sqlfile
+from ...core.errors import UsageError
 
 Q = sqlfile.load(
     __file__, "schema.sql",
-    "create_tables", "load_data", "enable_rls", "tenant_policy", "create_worker_role", "grant_worker",
-    "reset_queue", "final_runs",
+    "create_schema", "create_tables", "load_data", "enable_rls", "tenant_policy", "create_worker_role",
+    "grant_worker", "reset_queue", "final_runs", "search_path", "resolve",
 )
+
+SCHEMA = "pgjc"  # the harness's tables' schema; the .sql files beside the code that sends them name it
+TABLES = ("tenants", "invoices", "jobs", "job_runs", "job_map")  # provisioning's, in SCHEMA
+OURS = (*TABLES, "outbox")  # with lease-outbox's (the experiments' exp_* tables live only as they run)
+# Ours that a design's own SQL names bare, as the article does: the built-in designs' queue
+# (workers/*.sql). The harness's own statements name SCHEMA, so only these can be shadowed.
+BARE = ("jobs",)
 
 INVOICES_TOTAL = 103_707  # sum(floor(20000 / t) for t in 1..100)
 
@@ -43,15 +57,66 @@ def create_role(conn: psycopg.Connection, role: str, password: str) -> None:
 
 
 def install(admin_dsn: str, *, database: str, worker_role: str) -> None:
-    """Create tables, load the data, force RLS and grant the worker role. Idempotence is not promised:
-    call it once, on a fresh database."""
+    """Create the schema and its tables, load the data, force RLS, grant the worker role, and set the
+    database's ``search_path``. Idempotence is not promised: call it once, on a fresh database. A
+    schema of our name already there (the server's template database had one: ``--postgres DSN``) is a
+    :class:`UsageError` naming it and the fix."""
     with psycopg.connect(admin_dsn, autocommit=False) as conn:
+        try:
+            conn.execute(Q.create_schema)
+        except psycopg.errors.DuplicateSchema:
+            raise UsageError(
+                f"database {database} already has a schema {SCHEMA} before the harness made its own: "
+                f"the server's template database (template1) carries one, and every new database copies "
+                f"it; the harness keeps its tables in {SCHEMA}. Drop it from template1 (connected to "
+                f"template1: drop schema {SCHEMA} cascade), or give --postgres another server") from None
         conn.execute(Q.create_tables)
         conn.execute(Q.load_data)
         conn.execute(Q.enable_rls)
         conn.execute(sql.SQL(Q.grant_worker).format(
             worker=sql.Identifier(worker_role), database=sql.Identifier(database)))
+        set_search_path(conn, database)
         conn.commit()
+
+
+def set_search_path(conn: psycopg.Connection, database: str) -> None:
+    """Make our schema last on *database*'s default ``search_path`` (its owner's connection, to any
+    database of the server). For sessions that start afterwards; a clone (``CREATE DATABASE ...
+    TEMPLATE``) does not inherit it and needs it set again."""
+    conn.execute(sql.SQL(Q.search_path).format(database=sql.Identifier(database)))
+
+
+def shadowed(conn: psycopg.Connection, names=BARE) -> dict[str, str | None]:
+    """``{name: the schema it resolves to}`` for each of *names* (ours, named bare) that *conn*'s
+    ``search_path`` does not resolve to :data:`SCHEMA`: a user's table hides it (``public.jobs``:
+    ``public``), or nothing has that name on the path (None)."""
+    return {n: where for n, where in conn.execute(Q.resolve, {"names": list(names)}) if where != SCHEMA}
+
+
+_QUOTED = re.compile(r'"([A-Za-z_][A-Za-z0-9_$]*)"')
+
+
+def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) -> UsageError | None:
+    """A :class:`UsageError` naming the table and the fix when *exc*, raised by a user's design's
+    *step* (its install, reset or enqueue, on the admin connection *conn*), was about our schema or
+    one of our tables reached by its bare name (the user's database has none of that name, so the name
+    falls through the ``search_path`` to ours); else None (the error is the design's own business).
+    Judged from the server's message and diagnostics: an error that names no table is not blamed."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    diag = exc.diag
+    if diag.schema_name == SCHEMA or re.search(rf"\b{SCHEMA}\b", first):
+        return UsageError(
+            f"design {design}: its {step} failed on the harness's schema {SCHEMA}: {first}. The harness "
+            f"keeps its own tables in {SCHEMA}; keep yours in public or in a schema of another name")
+    named = [n for n in dict.fromkeys([*_QUOTED.findall(first), diag.table_name or ""]) if n in OURS]
+    for name, where in conn.execute(Q.resolve, {"names": named}) if named else ():
+        if where == SCHEMA:
+            return UsageError(
+                f"design {design}: its {step} failed on {name}: {first}. With no {name} table of its own "
+                f"in the database, the bare name {name} reaches the harness's table {SCHEMA}.{name}. "
+                f"Create yours in install first (create table if not exists public.{name} ...), or name "
+                f"it otherwise")
+    return None
 
 
 def reset(conn: psycopg.Connection) -> float:

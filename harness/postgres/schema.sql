@@ -1,22 +1,29 @@
 -- The article's database. Identifiers in {braces} are filled in by harness/postgres/dataset.py with
 -- psycopg.sql.Identifier; values are %(name)s parameters.
+-- The harness's tables live in a schema of their own, pgjc (dataset.SCHEMA), so that a user's design may
+-- keep a table of the same name (its own jobs) in public. Every statement the harness itself sends
+-- names the schema; a design's own SQL may name the article's tables bare (search_path, below).
+
+-- name: create_schema
+-- Owned by the admin role; the worker role gets usage only (grant_worker).
+create schema pgjc;
 
 -- name: create_tables
 -- Tenants, their invoices, the queue and the execution counter; owned by the admin role.
-create table tenants (
+create table pgjc.tenants (
     id   int primary key,
     name text not null
 );
-create table invoices (
+create table pgjc.invoices (
     id        bigserial primary key,
-    tenant_id int not null references tenants,
+    tenant_id int not null references pgjc.tenants,
     amount    numeric(10, 2) not null
 );
-create index invoices_tenant on invoices (tenant_id);
+create index invoices_tenant on pgjc.invoices (tenant_id);
 -- No tenant policy on jobs: a worker must see every job before it knows whom to become.
-create table jobs (
+create table pgjc.jobs (
     id           bigint primary key,
-    tenant_id    int references tenants,
+    tenant_id    int references pgjc.tenants,
     status       text not null default 'queued'
                  check (status in ('queued', 'running', 'done', 'failed', 'dead')),
     attempts     int not null default 0,
@@ -26,7 +33,7 @@ create table jobs (
     payload      jsonb not null default '{}',
     finished_at  timestamptz
 );
-create table job_runs (
+create table pgjc.job_runs (
     id       bigserial primary key,
     job_id   bigint not null,
     worker   text not null,
@@ -34,33 +41,33 @@ create table job_runs (
     started  timestamptz not null default clock_timestamp(),
     finished timestamptz
 );
-create index job_runs_job on job_runs (job_id);
+create index job_runs_job on pgjc.job_runs (job_id);
 -- A hosted library's own id of each schedule job (workers/hosted/protocol.py): ints, UUIDs, kept as text.
-create table job_map (
+create table pgjc.job_map (
     job_id     bigint primary key,
     library_id text not null unique
 );
 
 -- name: load_data
 -- 100 tenants; floor(20000 / tenant) invoices each: 103,707 in all.
-insert into tenants (id, name) select t, 'tenant ' || t from generate_series(1, 100) t;
-insert into invoices (tenant_id, amount)
+insert into pgjc.tenants (id, name) select t, 'tenant ' || t from generate_series(1, 100) t;
+insert into pgjc.invoices (tenant_id, amount)
 select t, round((random() * 1000)::numeric, 2)
   from generate_series(1, 100) t, generate_series(1, 20000 / t) n;
-analyze tenants;
-analyze invoices;
+analyze pgjc.tenants;
+analyze pgjc.invoices;
 
 -- name: enable_rls
 -- Forced row-level security: even the table owner is filtered; the worker role is not the owner.
-alter table invoices enable row level security;
-alter table invoices force row level security;
-create policy tenant_isolation on invoices
+alter table pgjc.invoices enable row level security;
+alter table pgjc.invoices force row level security;
+create policy tenant_isolation on pgjc.invoices
     using (tenant_id = nullif(current_setting('app.tenant', true), '')::int);
 
 -- name: tenant_policy
 -- The policy reads the setting a design's tenant code sets (HostedDesign.tenant_setting; the article's
 -- app.tenant unless the design names another). {setting} is a literal: a policy takes no parameters.
-alter policy tenant_isolation on invoices
+alter policy tenant_isolation on pgjc.invoices
     using (tenant_id = nullif(current_setting({setting}, true), '')::int);
 
 -- name: create_worker_role
@@ -70,16 +77,31 @@ create role {worker} login password {password} nosuperuser nocreatedb nocreatero
 -- name: grant_worker
 -- What a worker may touch, and nothing more.
 grant connect on database {database} to {worker};
-grant usage on schema public to {worker};
-grant select on tenants, invoices to {worker};
-grant select, insert, update, delete on jobs, job_runs to {worker};
-grant select on job_map to {worker};
-grant usage on all sequences in schema public to {worker};
+grant usage on schema public, pgjc to {worker};
+grant select on pgjc.tenants, pgjc.invoices to {worker};
+grant select, insert, update, delete on pgjc.jobs, pgjc.job_runs to {worker};
+grant select on pgjc.job_map to {worker};
+grant usage on all sequences in schema pgjc to {worker};
 
 -- name: reset_queue
 -- Between runs: empty the queue and the execution counter; invoices stay.
-truncate jobs, job_runs, job_map restart identity;
+truncate pgjc.jobs, pgjc.job_runs, pgjc.job_map restart identity;
 
 -- name: final_runs
 -- Every committed execution, for the history.
-select job_id, worker, attempt, started, finished from job_runs order by id;
+select job_id, worker, attempt, started, finished from pgjc.job_runs order by id;
+
+-- name: search_path
+-- Our database's default for every session that starts after it (ALTER DATABASE: sessions already open
+-- keep theirs; DISCARD ALL and RESET go back to it): PostgreSQL's own default with our schema last. A
+-- name a design's SQL gives bare (jobs) finds the user's table first, in public, and ours only where the
+-- user has none: a user's worker written against the old layout (our tables in public) still runs; a
+-- user's own jobs is never ours. CREATE DATABASE ... TEMPLATE does not copy it: a clone sets it again.
+alter database {database} set search_path = "$user", public, pgjc;
+
+-- name: resolve
+-- The schema each bare name in %(names)s resolves to on this session's search_path (null: none): ours,
+-- pgjc, unless a table of the user's hides it (a public.jobs) or the path lacks our schema.
+select n, (select s.nspname from pg_class c join pg_namespace s on s.oid = c.relnamespace
+            where c.oid = to_regclass(quote_ident(n)))
+  from unnest(%(names)s::text[]) n;

@@ -18,4 +18,4 @@ select txid_current();
 
 -- name: hold_snapshot
 -- The horizon fault, second variant: a REPEATABLE READ reader keeps its snapshot between statements.
-select count(*) from jobs;
+select count(*) from pgjc.jobs;

@@ -11,9 +11,9 @@
 -- transaction still shows a backend_xmin (see body.sql).
 select current_setting({setting}, true), pg_backend_pid(), count(*),
        count(*) filter (where tenant_id is distinct from {tenant}::int)
-  from invoices;
+  from pgjc.invoices;
 
 -- name: insert_finished_run
 -- The execution's job_runs row, in whatever transaction the worker's code has open (autocommit: at once).
-insert into job_runs (job_id, worker, attempt, started, finished)
+insert into pgjc.job_runs (job_id, worker, attempt, started, finished)
 values ({job}, {worker}, {attempt}, {started}, clock_timestamp());
