@@ -100,8 +100,9 @@ def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) 
     """A :class:`UsageError` naming the table and the fix when *exc*, raised by a user's design's
     *step* (its install, reset or enqueue, on the admin connection *conn*), was about our schema or
     one of our tables reached by its bare name (the user's database has none of that name, so the name
-    falls through the ``search_path`` to ours); else None (the error is the design's own business).
-    Judged from the server's message and diagnostics: an error that names no table is not blamed."""
+    falls through the ``search_path`` to ours), or about a column the message ties to no table (a
+    select's, an index's: the statement may name one of ours bare); else None (the design's own
+    business). Judged from the server's message and diagnostics."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     diag = exc.diag
     if diag.schema_name == SCHEMA or re.search(rf"\b{SCHEMA}\b", first):
@@ -116,6 +117,15 @@ def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) 
                 f"in the database, the bare name {name} reaches the harness's table {SCHEMA}.{name}. "
                 f"Create yours in install first (create table if not exists public.{name} ...), or name "
                 f"it otherwise")
+    # undefined_column in a select or an index: the message names the column, not its table
+    if exc.sqlstate == "42703" and len(_QUOTED.findall(first)) == 1:
+        reach = [n for n, where in conn.execute(Q.resolve, {"names": list(OURS)}) if where == SCHEMA]
+        if reach:
+            return UsageError(
+                f"design {design}: its {step} failed: {first}. If the statement names {' or '.join(reach)} "
+                f"bare: with no table of that name of its own in the database, the name reaches the "
+                f"harness's, in its schema {SCHEMA}. Create yours in install first (create table if not "
+                f"exists public.NAME ...), or name it otherwise")
     return None
 
 
