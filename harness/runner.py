@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 
 from ..core.cleanup import Cleanup
+from ..core.db import one
 from ..core.errors import UsageError
 from ..core.events import LogEvent
 from ..core.history import History
@@ -126,7 +127,7 @@ class Runner:
             return
         name, where = next(iter(hidden.items()))
         if where is None:
-            path = self.admin.execute("show search_path").fetchone()[0]
+            path = one(self.admin.execute("show search_path"))[0]
             raise UsageError(f"design {design.spec} names the harness's table {name} bare, but this "
                              f"database's search_path ({path}) lacks the harness's schema {db.SCHEMA}: "
                              f"the connection string's options or the role (ALTER ROLE ... SET) set one of "
@@ -168,7 +169,8 @@ class Runner:
                 # a restart broke the admin session too
                 self.admin.close()
                 self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
-            jobs = run.final_states(self.admin)
+            with self._own(design, "final_states"):
+                jobs = run.final_states(self.admin)
             # what a hosted library itself accepted, from its own tables (None: a built-in design, or untold)
             accepted, unread = finishes.read(run, self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))

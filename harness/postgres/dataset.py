@@ -59,7 +59,7 @@ def create_role(conn: psycopg.Connection, role: str, password: str) -> None:
 def install(admin_dsn: str, *, database: str, worker_role: str) -> None:
     """Create the schema and its tables, load the data, force RLS, grant the worker role, and set the
     database's ``search_path``. Idempotence is not promised: call it once, on a fresh database. A
-    schema of our name already there (the server's template database had one: ``--postgres DSN``) is a
+    schema of our name already there (the server's template database had one: a DSN's server) is a
     :class:`UsageError` naming it and the fix."""
     with psycopg.connect(admin_dsn, autocommit=False) as conn:
         try:
@@ -69,7 +69,7 @@ def install(admin_dsn: str, *, database: str, worker_role: str) -> None:
                 f"database {database} already has a schema {SCHEMA} before the harness made its own: "
                 f"the server's template database (template1) carries one, and every new database copies "
                 f"it; the harness keeps its tables in {SCHEMA}. Drop it from template1 (connected to "
-                f"template1: drop schema {SCHEMA} cascade), or give --postgres another server") from None
+                f"template1: drop schema {SCHEMA} cascade), or run on another server (postgres)") from None
         conn.execute(Q.create_tables)
         conn.execute(Q.load_data)
         conn.execute(Q.enable_rls)
@@ -94,14 +94,16 @@ def shadowed(conn: psycopg.Connection, names=BARE) -> dict[str, str | None]:
 
 
 _QUOTED = re.compile(r'"([A-Za-z_][A-Za-z0-9_$]*)"')
+_OLD_PLACE = re.compile(r'"public\.([A-Za-z_][A-Za-z0-9_$]*)"')
 
 
 def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) -> UsageError | None:
     """A :class:`UsageError` naming the table and the fix when *exc*, raised by a user's design's
-    *step* (its install, reset or enqueue, on the admin connection *conn*), was about our schema or
+    *step* (its install, reset, enqueue or final_states, on the admin connection *conn*), was about our
+    schema; about ``public.jobs`` (one of ours, where the old layout kept it) when there is none; about
     one of our tables reached by its bare name (the user's database has none of that name, so the name
-    falls through the ``search_path`` to ours), or about a column the message ties to no table (a
-    select's, an index's: the statement may name one of ours bare); else None (the design's own
+    falls through the ``search_path`` to ours); or about a column the message ties to no table (a
+    select's, an index's: the statement may name one of ours bare). Else None (the design's own
     business). Judged from the server's message and diagnostics."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     diag = exc.diag
@@ -109,6 +111,12 @@ def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) 
         return UsageError(
             f"design {design}: its {step} failed on the harness's schema {SCHEMA}: {first}. The harness "
             f"keeps its own tables in {SCHEMA}; keep yours in public or in a schema of another name")
+    old = [n for n in _OLD_PLACE.findall(first) if n in OURS]
+    if old and exc.sqlstate == "42P01":  # undefined_table: written for the old layout, ours in public
+        return UsageError(
+            f"design {design}: its {step} failed: {first}. The harness's tables are no longer in public "
+            f"but in its schema {SCHEMA}: name it {SCHEMA}.{old[0]}, or bare, {old[0]} (the search_path "
+            f"finds it while the database has no {old[0]} of its own)")
     named = [n for n in dict.fromkeys([*_QUOTED.findall(first), diag.table_name or ""]) if n in OURS]
     for name, where in conn.execute(Q.resolve, {"names": named}) if named else ():
         if where == SCHEMA:

@@ -127,12 +127,23 @@ class TakesOurSchema(OwnJobs):
         conn.execute("create schema pgjc")
 '''
 
+# Written against the old layout, when the harness's tables were in public.
+NAMES_THE_OLD_PLACE = '''
+from own_jobs import OwnJobs
+
+
+class NamesTheOldPlace(OwnJobs):
+    def install(self, conn, *, worker_role):
+        conn.execute("select count(*) from public.job_map")
+'''
+
 
 @pytest.fixture
 def design_dir(tmp_path):
     (tmp_path / "own_jobs.py").write_text(OWN_JOBS)
     (tmp_path / "expects.py").write_text(EXPECTS_ITS_OWN)
     (tmp_path / "takes.py").write_text(TAKES_OUR_SCHEMA)
+    (tmp_path / "old.py").write_text(NAMES_THE_OLD_PLACE)
     return tmp_path
 
 
@@ -201,6 +212,10 @@ def test_a_design_that_reaches_the_harnesss_tables_is_a_usage_error(own_runner, 
                                          r"names tenants or invoices or jobs .*create table if not exists "
                                          r"public\.NAME"):
         own_runner.prepare(schedule.replace(design=f"{design_dir / 'expects.py'}:ExpectsItsOwn"))
+    with pytest.raises(UsageError, match=r'install failed: relation "public\.job_map" does not exist\. The '
+                                         r"harness's tables are no longer in public but in its schema pgjc: "
+                                         r"name it pgjc\.job_map"):
+        own_runner.prepare(schedule.replace(design=f"{design_dir / 'old.py'}:NamesTheOldPlace"))
     # From the command line: exit 2, one line, no traceback.
     r = run_cli("search", "--design", f"{design_dir / 'expects.py'}:ExpectsItsOwn", "--examples", "1",
                 timeout=120, cwd=design_dir)
