@@ -48,8 +48,7 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
 ``reset(conn)`` (nothing)
-    empty the library's own tables between runs (the harness empties its own, in its schema ``pgjc``:
-    ``jobs``, ``job_runs``, ``job_map``).
+    empty the library's own tables between runs (the harness empties its own, in its schema ``pgjc``).
 ``versions()`` (``{}``)
     ``{distribution: version}`` of what it hosts, saved with a schedule.
 ``timing_notes(schedule)`` (``[]``) and ``stall_extra(schedule)`` (0.0)

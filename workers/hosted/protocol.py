@@ -13,8 +13,7 @@ members below; :class:`~workers.hosted.declared.DeclaredDesign` builds ``reset``
     the library's schema, by its own installer, on the admin connection (the owner), and the grants
     the ordinary ``worker_role`` needs. The worker role never gets BYPASSRLS.
 ``reset(conn)``
-    empty the library's tables between runs (the harness empties its own, in its schema ``pgjc``:
-    ``jobs``, ``job_runs``, ``job_map``).
+    empty the library's tables between runs (the harness empties its own, in its schema ``pgjc``).
 ``enqueue(conn, jobs, *, max_attempts)``
     queue every :class:`~core.schedule.JobSpec` through the library, with :func:`job_args` as the
     task's arguments, configured to run at most *max_attempts* times in all; record the library's
