@@ -134,7 +134,7 @@ class Runner:
                              f"their own; leave it out")
         raise UsageError(
             f"design {design.spec} names the harness's table {name} bare (its queue, {db.SCHEMA}.{name}), "
-            f"but on this database {name} is {where}.{name}, a table of another's: a design run here "
+            f"but on this database {name} is {where}.{name}, not the harness's: a design run here "
             f"before made it (or the server's template database had it). Run that design on a database "
             f"of its own (another command, or another session), or name its table otherwise")
 

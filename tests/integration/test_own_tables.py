@@ -167,7 +167,8 @@ def test_a_users_own_jobs_table_runs_fault_free_and_under_crash(design_dir):
                 str(design_dir / "free.json"), "--out", str(design_dir / "out"), timeout=300, cwd=design_dir)
     assert r.returncode == 0, r.stdout + r.stderr
     props = json.loads((design_dir / "free.json").read_text())["properties"]
-    assert props.pop("library-one-finish")["status"] == "unknown"  # no accepted_finishes: never held
+    # no accepted_finishes, no lease_seconds (as the new-design template): not judged, never held
+    assert {props.pop(n)["status"] for n in ("library-one-finish", "horizon")} == {"unknown"}
     assert {p["status"] for p in props.values()} == {"held"}, props
     # Like examples/my_worker.py, nothing looks at a job a dead worker left running: terminal-states.
     r = run_cli("search", "--design", spec, "--faults", "crash", "--examples", "2", "--seed", "1", "--json",
