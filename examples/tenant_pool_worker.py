@@ -1,7 +1,7 @@
 """A user's worker whose own statements read its own RLS table, hosted with
 ``--design examples/tenant_pool_worker.py:PoolWorker``.
 
-The first half is the worker as a backend engineer writes it: its queue table ``pool_jobs``, a
+The first half is the worker as a backend engineer writes it: its queue table ``jobs``, a
 psycopg_pool pool of **two** connections, a ``with tenant(conn, id)`` helper, and the job's code,
 which reads the application's own ``documents`` table under forced row-level security. The second
 half hosts it (protocol v2, ``workers/hosted/protocol.py``): the job body runs on the connection the
@@ -28,7 +28,7 @@ from pg_job_chaos.workers import hosted
 # --- the worker, as its authors wrote it --------------------------------------------------------------
 SETTING = "app.current_tenant"  # what the helper sets and the documents' policy reads
 SCHEMA = """
-create table if not exists pool_jobs (
+create table if not exists jobs (
     id bigserial primary key, args jsonb not null, status text not null default 'queued',
     attempts int not null default 0, max_attempts int not null, last_error text
 );
@@ -42,11 +42,11 @@ insert into documents (tenant_id, title)
 select t, 'document ' || n from generate_series(1, 5) t, generate_series(1, t) n
  where not exists (select 1 from documents)"""
 CLAIM = """
-update pool_jobs set status = 'running', attempts = attempts + 1
- where id = (select id from pool_jobs where status = 'queued' order by id limit 1 for update skip locked)
+update jobs set status = 'running', attempts = attempts + 1
+ where id = (select id from jobs where status = 'queued' order by id limit 1 for update skip locked)
 returning id, args, attempts"""
-DONE = "update pool_jobs set status = 'done' where id = %s"
-FAILED = """update pool_jobs set last_error = %s,
+DONE = "update jobs set status = 'done' where id = %s"
+FAILED = """update jobs set last_error = %s,
        status = case when attempts >= max_attempts then 'failed' else 'queued' end where id = %s"""
 
 
@@ -83,21 +83,21 @@ class PoolWorker(hosted.HostedDesign):
     def install(self, conn, *, worker_role):
         conn.execute(SCHEMA)
         role = sql.Identifier(worker_role)
-        conn.execute(sql.SQL("grant select, update on pool_jobs to {}").format(role))
+        conn.execute(sql.SQL("grant select, update on jobs to {}").format(role))
         conn.execute(sql.SQL("grant select on documents to {}").format(role))
 
     def reset(self, conn):
-        conn.execute("truncate pool_jobs restart identity")
+        conn.execute("truncate jobs restart identity")
 
     def enqueue(self, conn, jobs, *, max_attempts):
         for job in jobs:
-            (my_id,) = conn.execute("insert into pool_jobs (args, max_attempts) values (%s, %s) returning id",
+            (my_id,) = conn.execute("insert into jobs (args, max_attempts) values (%s, %s) returning id",
                                     [hosted.Jsonb(hosted.job_args(job)), max_attempts]).fetchone()
             hosted.record_ids(conn, [(job.id, my_id)])
 
     def pending(self, conn):
         return conn.execute(
-            "select count(*) from pool_jobs where status in ('queued', 'running')").fetchone()[0]
+            "select count(*) from jobs where status in ('queued', 'running')").fetchone()[0]
 
     def final_states(self, conn):
         ids = hosted.schedule_ids(conn)
@@ -105,7 +105,7 @@ class PoolWorker(hosted.HostedDesign):
         return [{"id": ids[str(i)], "tenant_id": args["tenant"], "status": states.get(status, status),
                  "attempts": attempts, "last_error": error, "lease_expired": None}
                 for i, args, status, attempts, error in
-                conn.execute("select id, args, status, attempts, last_error from pool_jobs order by id")]
+                conn.execute("select id, args, status, attempts, last_error from jobs order by id")]
 
     def run_worker(self, ctx):
         import psycopg

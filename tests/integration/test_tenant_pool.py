@@ -1,5 +1,6 @@
-"""A user's worker with a pool of two connections, its own session-level tenant helper and its own RLS
-``documents`` table (examples/tenant_pool_worker.py, copied to a directory of its own): the leak
+"""A user's worker with a pool of two connections, its own session-level tenant helper, its own queue
+table ``jobs`` in ``public`` and its own RLS ``documents`` table (examples/tenant_pool_worker.py, copied
+to a directory of its own), run unchanged beside the harness's ``pgjc.jobs``: the leak
 reaches only the job that gets the first job's connection back -- the third -- and the small-scope
 pass finds it, named on the user's own statement; the helper switched to set_config(.., true) holds
 on the same seed."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 
+import psycopg
 import pytest
 
 from pg_job_chaos.faults import parse_faults
@@ -23,11 +25,16 @@ SCALE = 0.25
 @pytest.fixture
 def runner(database):
     """A runner of this test's own (the design's tenant setting changes the invoices' policy; the runner
-    puts it back when it closes: see test_own_tenant.py)."""
+    puts it back when it closes: see test_own_tenant.py). The user's tables are dropped afterwards: a
+    built-in design refuses to run where a ``public.jobs`` hides its queue (test_own_tables.py)."""
     from pg_job_chaos.harness.runner import Runner
 
-    with Runner(database) as r:
-        yield r
+    try:
+        with Runner(database) as r:
+            yield r
+    finally:
+        with psycopg.connect(database.admin_dsn, autocommit=True) as conn:
+            conn.execute("drop table if exists public.jobs, public.documents")
 
 
 @pytest.fixture
@@ -50,6 +57,10 @@ def test_a_session_helper_leaks_through_a_pool_of_two_and_local_holds(runner, de
     assert 'job 3 (no tenant) ' in verdict.evidence, verdict.evidence
     assert 'ran "select count(*) from documents" as tenant 1' in verdict.evidence, verdict.evidence
     assert "job 2 (no tenant)" not in verdict.evidence, verdict.evidence
+    with psycopg.connect(runner.database.admin_dsn) as conn:  # the user's jobs are its own, in public
+        kinds = dict(conn.execute("select table_schema, count(*) from information_schema.columns "
+                                  "where table_name = 'jobs' and column_name = 'args' group by 1"))
+    assert kinds == {"public": 1}, kinds
     fine = _search(runner, design, "local")
     statuses = {r.label or f"example {i}": r.results["tenant-isolation"].status
                 for i, r in enumerate(fine.runs)}
