@@ -50,8 +50,9 @@ self-hosting "Workflow Recovery"), never patched. Lines cited are of the install
 Hazards, DBOS's, left as they are: (1) its background jobs thread takes a transaction-level advisory lock
 and holds that transaction idle for the rest of a fixed 1 s interval, then takes it again at once
 (``_workflow_commands.py:100-131``, ``_sys_db_postgres.py:169``); measured on PostgreSQL 17.10 that session
-(``w1.0/dbos``) sits idle in transaction with ``backend_xmin`` set, so ``horizon`` (half a lease) is
-violated at every time scale below 2. (2) With no ``worker_concurrency`` one executor claims every ENQUEUED
+(``w1.0/dbos``) sits idle in transaction with ``backend_xmin`` set for up to 1 s; DBOS has no lease the
+harness sets, so ``horizon`` reports that figure without a verdict (``DesignHandle.clock``).
+(2) With no ``worker_concurrency`` one executor claims every ENQUEUED
 workflow; a job that kills it takes the others down with it, and each recovery claim counts against every
 one of them, so a fault-free job can be dead-lettered beside a poison one.
 

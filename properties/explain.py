@@ -37,8 +37,10 @@ LIBRARY = "library-one-finish"
 
 def _hosted(queue: str) -> str:
     """The at-least-once lead, naming the hosted queue: a library's name or your own design's."""
-    return (f"the body's commit and effect happened before {queue}'s finish: at-least-once by design, "
-            f"not {queue}'s fence")
+    # Hazard: on a library's atomic finish path (DBOS's and pg-boss's finish=transaction) the job_runs row
+    # commits with the finish and only the effect precedes it: the lead says both cases.
+    return (f"the body's work ran before {queue}'s finish committed (its effect, and its job_runs row "
+            f"unless {queue} commits it with its finish): at-least-once by design, not {queue}'s fence")
 
 
 def _jobs(jobs) -> str:

@@ -142,7 +142,8 @@ def test_hosted_body_first_violations_are_at_least_once_and_say_what_the_library
     sc = res["single-commit"]
     assert sc.status == VIOLATED and sc.cause == "at-least-once" and \
         sc.to_dict()["caused_by"] == "at-least-once"
-    assert sc.evidence.startswith("the body's commit and effect happened before procrastinate's finish: "
+    assert sc.evidence.startswith("the body's work ran before procrastinate's finish committed (its effect, "
+                                  "and its job_runs row unless procrastinate commits it with its finish): "
                                   "at-least-once by design, not procrastinate's fence (procrastinate "
                                   "accepted at most one success per job, none stale: library-one-finish "
                                   "held): job 1 committed 2")
@@ -157,7 +158,8 @@ def test_your_own_hosted_queue_is_named_in_the_evidence_never_called_a_library()
     h = paused(RETRY, fin("success", 3.503), design="my-queue")
     h.records.append({"t": 5.9, "worker": "w1.0", "event": "effect", "job": 1, "attempt": 1})
     sc = check(h)["single-commit"]
-    assert sc.evidence.startswith("the body's commit and effect happened before my-queue's finish: "
+    assert sc.evidence.startswith("the body's work ran before my-queue's finish committed (its effect, and "
+                                  "its job_runs row unless my-queue commits it with its finish): "
                                   "at-least-once by design, not my-queue's fence (my-queue accepted at most "
                                   "one success per job")
     h.finishes = None  # no accepted_finishes hook
@@ -166,7 +168,8 @@ def test_your_own_hosted_queue_is_named_in_the_evidence_never_called_a_library()
                                   "design has no accepted_finishes, or it returns None): implement "
                                   "accepted_finishes to have my-queue's own record of its finishes judged")
     assert res["single-commit"].evidence.startswith(
-        "the body's commit and effect happened before my-queue's finish: at-least-once by design, not "
+        "the body's work ran before my-queue's finish committed (its effect, and its job_runs row unless "
+        "my-queue commits it with its finish): at-least-once by design, not "
         "my-queue's fence (what my-queue accepted is unknown: library-one-finish): ")
     assert all("librar" not in r.evidence.replace("library-one-finish", "") for r in res.values()), res
 
