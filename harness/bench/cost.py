@@ -62,6 +62,7 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
     design = load_design(design_name)
     sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
                      workers=1, design=design_name, time_scale=time_scale, dequeues=jobs)
+    sched = sched.replace(pool_size=design.pool_size(sched))  # as the runner stamps it: the body's real pool
     run = runner.prepare(sched, design)
     with tempfile.TemporaryDirectory(prefix="pgjc-cost-") as run_dir:
         ctx = WorkerContext(WorkerSpec("bench", sched, worker_dsn, Path(run_dir)))
