@@ -52,9 +52,9 @@ and holds that transaction idle for the rest of a fixed 1 s interval, then takes
 (``_workflow_commands.py:100-131``, ``_sys_db_postgres.py:169``); measured on PostgreSQL 17.10 that session
 (``w1.0/dbos``) sits idle in transaction with ``backend_xmin`` set for up to 1 s; DBOS has no lease the
 harness sets, so ``horizon`` reports that figure without a verdict (``DesignHandle.clock``).
-(2) With no ``worker_concurrency`` one executor claims every ENQUEUED
-workflow; a job that kills it takes the others down with it, and each recovery claim counts against every
-one of them, so a fault-free job can be dead-lettered beside a poison one.
+(2) With no ``worker_concurrency`` one executor claims every ENQUEUED workflow; a job that kills it takes
+the others down with it, and each recovery claim counts against every one of them, so a fault-free job can
+be dead-lettered beside a poison one.
 
 ``attempts`` is ``recovery_attempts``: the dispatches DBOS counted, durably. Step retries inside one
 dispatch are in no table. ``lease_expired``: None (no lease). Timing (:data:`TIMING`): the schedule's
