@@ -53,8 +53,7 @@ and holds that transaction idle for the rest of a fixed 1 s interval, then takes
 (``w1.0/dbos``) sits idle in transaction with ``backend_xmin`` set for up to 1 s; DBOS has no lease the
 harness sets, so ``horizon`` reports that figure without a verdict (``DesignHandle.clock``).
 (2) With no ``worker_concurrency`` one executor claims every ENQUEUED workflow; a job that kills it takes
-the others down with it, and each recovery claim counts against every one of them, so a fault-free job can
-be dead-lettered beside a poison one.
+the others down, and each recovery claim counts against all of them: a fault-free job can die beside it.
 
 ``attempts`` is ``recovery_attempts``: the dispatches DBOS counted, durably. Step retries inside one
 dispatch are in no table. ``lease_expired``: None (no lease). Timing (:data:`TIMING`): the schedule's
