@@ -53,10 +53,18 @@ def not_lost() -> Iterator[None]:
     def unraisable(args) -> None:
         exc = args.exc_value
         if isinstance(exc, KeyboardInterrupt) and os.getpid() == pid:  # not in a forked worker or slot
-            timers.append(threading.Timer(REDELIVER_AFTER, signal.pthread_kill,
-                                          (main_thread, getattr(exc, "signum", signal.SIGINT))))
-            timers[-1].start()
-            return
+            signum = getattr(exc, "signum", signal.SIGINT)
+            while True:
+                # Hazard: on a loaded machine the timer can fire before start() returns (it waits for
+                # the thread), and the handler then raises here, in the hook, where Python drops it
+                # again without calling the hook: caught here, and sent once more.
+                try:
+                    again = (main_thread, signum)
+                    timers.append(threading.Timer(REDELIVER_AFTER, signal.pthread_kill, again))
+                    timers[-1].start()
+                    return
+                except KeyboardInterrupt:
+                    continue
         previous(args)
 
     sys.unraisablehook = unraisable
