@@ -24,14 +24,12 @@ it ran (``tenant-statement``: the statement's text, its value, or ``known`` fals
 (``core/statement_tenants.py`` keeps those between the execution's start and end records only: a
 thread keeps its last job as current after it ended, and its next claim is no statement of that job).
 
-Around each such statement there are two points: ``sql:<name>`` before it is sent and
-``sql:<name>:after`` once its reply came (in autocommit, once it committed); and every COMMIT the
-connection sends (``conn.commit()``, leaving ``conn.transaction()``, the body's too) is a point before
-and after: ``sql:commit:<last>``, ``sql:commit:<last>:after``, named by the last named statement of the
-transaction (the body's included: ``sql:commit:body.insert_finished_run``; ``sql:commit`` when it had
-none). A job fault that ends the worker (``crash``: its catalogue entry's ``cuts_worker``) whose job
-names such a point strikes here, in the worker. An async connection's COMMIT is no point: it runs on the
-library's event loop, which a wait would block.
+Around each such statement: ``sql:<name>`` before it is sent, ``sql:<name>:after`` once its reply came
+(in autocommit: once it committed); every COMMIT (``conn.commit()``, leaving ``conn.transaction()``, the
+body's too, a ``commit`` statement): ``sql:commit:<last>`` and ``sql:commit:<last>:after``, named by the
+transaction's last named statement (the body's too; ``sql:commit`` for none). A job fault that ends the
+worker (``crash``: ``cuts_worker``) whose job names such a point strikes here. An async connection's
+``conn.commit()`` is no point: it runs on the library's event loop, which a wait would block.
 
 Installed by the worker process (``install``) by wrapping ``psycopg.Cursor.execute`` / ``executemany``
 and their async twins, and the connection's ``_exec_command`` (its BEGIN, COMMIT, ROLLBACK and
@@ -59,8 +57,7 @@ from ..faults.catalogue import CATALOGUE
 from . import tenant_track
 
 PREFIX = "sql:"
-# The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of
-# their own.
+# The body's files (and the tenant modes' reset callbacks): its statements have named points of their own.
 BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
     "body.py", "context.py", "statements.py", "tenant.py", "hosted/own_connection.py", "hosted/protocol.py"))
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
@@ -133,12 +130,21 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
     point = name_of(query)
     if point is not None:  # the COMMIT point's name: the transaction's last named statement, the body's too
         setattr(cursor.connection, _LAST, point)
+    elif normalized(text).lower() == "commit" and not body:  # a COMMIT sent as a statement
+        point = _commit_point(cursor.connection)
     if body:
         return None, found
     job = current()
     if job is not None and not found:
         _log_statement(ctx, cursor, job, text)
     return ((point, job) if point is not None else None), found
+
+
+def _commit_point(conn) -> str:
+    """``sql:commit:<last named statement>`` of *conn*'s transaction, which it then forgets."""
+    last = getattr(conn, _LAST, None)
+    setattr(conn, _LAST, None)
+    return COMMIT + (":" + last[len(PREFIX):] if last else "")
 
 
 def _stops(point: str, job) -> bool:
@@ -155,21 +161,18 @@ def _stops(point: str, job) -> bool:
 
 def _crash_due(ctx, job, point: str):
     """The job's own fault when it ends the worker at *point* on this execution (``crash``), else None."""
-    if job is None or getattr(job, "point", None) != point:
-        return None
-    fault = CATALOGUE.get(getattr(job, "fault", None) or "")
+    fault = CATALOGUE.get(getattr(job, "fault", None) or "") if getattr(job, "point", None) == point else None
     if fault is None or fault.kind != "job" or not fault.cuts_worker or fault.strike is None:
         return None
     strikes = getattr(job, "strikes", None)
-    if strikes is not None and started_count(ctx.spec.run_dir, job.id) > strikes:
-        return None
-    return fault
+    return None if strikes is not None and started_count(ctx.spec.run_dir, job.id) > strikes else fault
 
 
 def _arrive(conn, point: str, job) -> None:
     """At a point something strikes at: the supervisor's wait, then the job's own crash."""
     ctx = _ctx
-    assert ctx is not None
+    if ctx is None:
+        return
     if (getattr(job, "id", None), point) in ctx.spec.watch:
         ctx.wait_for_supervisor(job, point, None if conn.closed else conn.info.backend_pid)
     fault = _crash_due(ctx, job, point)
@@ -255,17 +258,13 @@ def _wrap_async(method, many: bool):
 
 
 def _wrap_command(method):
-    """The connection's own commands (psycopg's generator; ``conn.commit()``, ``conn.transaction()``):
-    a COMMIT is a point before it is sent and after its reply (a sync connection's only)."""
+    """The connection's own commands (psycopg's generator): a sync connection's COMMIT is a point."""
     @functools.wraps(method)
     def _exec_command(self, command, *args, **kwargs):
         commit = _ctx is not None and command == b"COMMIT" and not isinstance(self, psycopg.AsyncConnection)
-        point, job = "", None
-        if commit:
-            last = getattr(self, _LAST, None)
-            point, job = COMMIT + (":" + last[len(PREFIX):] if last else ""), current()
-            if _stops(point, job):
-                _arrive(self, point, job)
+        point, job = (_commit_point(self), current()) if commit else ("", None)
+        if commit and _stops(point, job):
+            _arrive(self, point, job)
         result = yield from method(self, command, *args, **kwargs)
         if _ctx is not None:
             tenant_track.command(self, command)

@@ -174,8 +174,8 @@ class Search:
         cases = smallscope.cut_schedules(self.statements, faults=self.faults, design=self.design,
                                          tenant_mode=self.tenant_mode, time_scale=self.time_scale,
                                          workers=self.workers, progress=self.progress)
-        mine = [(lb, self._configured(c)) for k, (lb, c) in enumerate(cases) if k % self.shards == self.index]
-        self.out.small_scope_runs += self._execute_all(mine)
+        self.out.small_scope_runs += self._execute_all([(lb, self._configured(c)) for k, (lb, c)
+                                                        in enumerate(cases) if k % self.shards == self.index])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
@@ -183,7 +183,8 @@ class Search:
         strategy = schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
                              time_scale=self.time_scale, workers=self.workers, points=self.points,
                              statements=self._drawn_statements(),
-                             cut_statements=self._drawn_cuts()).map(self._configured)
+                             cut_statements=smallscope.cut_points(self.statements, cap=smallscope.CUT_POINTS)
+                             ).map(self._configured)
         key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
@@ -229,9 +230,6 @@ class Search:
         if not any(f.kind == "supervisor" for f in self.faults):
             return ()
         return tuple(smallscope.ranked(self.statements))
-
-    def _drawn_cuts(self) -> tuple[tuple[str, bool], ...]:  # where a fault that cuts a worker may be drawn
-        return tuple(smallscope.cut_points(self.statements, cap=smallscope.CUT_POINTS))
 
     def _rest(self) -> None:
         """Hypothesis stops generating at the first failure; the rest of the example budget still
