@@ -17,8 +17,10 @@ from pathlib import Path
 
 from .errors import UsageError
 
-# 2: an event may strike at a statement point (sql:<name>) and name no job; 1 files load as they are
-FORMAT = 2
+# 2: an event may strike at a statement point (sql:<name>) and name no job; 3: a point after a statement's
+# reply (sql:<name>:after) and at a COMMIT (sql:commit:<name>, sql:commit:<name>:after), and a job's fault
+# (crash) at a statement point; format 1 and 2 files load as they are (their points mean what they meant)
+FORMAT = 3
 
 # The named points of a job's life, in the order a job body reaches them. Faults strike here.
 JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
@@ -27,6 +29,19 @@ JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "befo
 RELAY_POINTS = ("before-deliver", "after-deliver")
 POINTS = JOB_POINTS + RELAY_POINTS
 STATEMENT_PREFIX = "sql:"  # a strike point between a design's own statements (workers/statements.py)
+AFTER = ":after"  # sql:<name>:after -- after the statement's reply (in autocommit: after its commit)
+COMMIT = STATEMENT_PREFIX + "commit"  # sql:commit:<last statement> -- before a COMMIT; + AFTER: after it
+
+
+def is_statement_point(point: str | None) -> bool:
+    """Whether *point* is a statement point (``sql:...``), not one of the body's named points."""
+    return point is not None and point.startswith(STATEMENT_PREFIX) and len(point) > len(STATEMENT_PREFIX)
+
+
+def is_before_statement(point: str) -> bool:
+    """A point before a statement is sent (format 2's only kind): neither after a reply nor a COMMIT."""
+    return is_statement_point(point) and not point.endswith(AFTER) and not (
+        point == COMMIT or point.startswith(COMMIT + ":"))
 
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls
@@ -224,8 +239,9 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
     if len(set(ids)) != len(ids):
         bad("jobs: job ids must be unique")
     for i, j in enumerate(s.jobs):
-        if j.point is not None and j.point not in POINTS:
-            bad(f"jobs[{i}].point: unknown point {j.point!r}; points: {', '.join(POINTS)}")
+        if j.point is not None and j.point not in POINTS and not is_statement_point(j.point):
+            bad(f"jobs[{i}].point: unknown point {j.point!r}; points: {', '.join(POINTS)}, "
+                "or sql:<statement>")
         if j.duration < 0:
             bad(f"jobs[{i}].duration: must be >= 0")
         if j.tenant is not None and not 1 <= j.tenant <= 100:
@@ -233,7 +249,7 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
         if j.strikes is not None and (j.strikes < 1 or j.fault is None):
             bad(f"jobs[{i}].strikes: at least 1, and only with a fault")
     for i, e in enumerate(s.events):
-        statement = e.point.startswith(STATEMENT_PREFIX) and len(e.point) > len(STATEMENT_PREFIX)
+        statement = is_statement_point(e.point)
         if e.point not in POINTS and not statement:
             bad(f"events[{i}].point: unknown point {e.point!r}; points: {', '.join(POINTS)}, "
                 "or sql:<statement>")

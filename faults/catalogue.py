@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
-from ..core.schedule import Event, Schedule
+from ..core.schedule import Event, Schedule, is_statement_point
 from . import supervisor
 from .api import NETWORK_ACTIONS, Stop, SupervisorAPI
 
@@ -48,6 +48,11 @@ class Fault:
     # its read and its write while the others act is a check-then-act race); every supervisor fault may be
     # drawn at a statement point by the strategies.
     at_statements: bool = False
+    # It ends or cuts the worker (crash, kill, terminate, reset, lost-commit-reply): the small-scope pass
+    # strikes with it at every statement point -- before a statement, after its reply, before and after a
+    # COMMIT (smallscope.cut_schedules); a job fault so marked may name a statement point (the wrapper,
+    # in the worker, strikes it there: workers/statements.py).
+    cuts_worker: bool = False
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:
@@ -82,29 +87,30 @@ def _hang(ex) -> None:
 _FAULTS = [
     Fault("raise", "job", "the job raises a Python exception", strike=_raise),
     Fault("sql-error", "job", "the job runs select 1/0", strike=_sql_error),
-    Fault("crash", "job", "the worker process ends with os._exit(1) mid-job", strike=_crash),
+    Fault("crash", "job", "the worker process ends with os._exit(1) mid-job", strike=_crash,
+          cuts_worker=True),
     Fault("hang", "job", "the job never finishes; the process stays alive", strike=_hang),
     Fault("overrun", "job", "the work lasts 1.5 leases", point=None, work_lease_factor=1.5),
     Fault("slow", "job", "the work lasts 0.75 of a lease", point=None, work_lease_factor=0.75),
     Fault("kill", "supervisor", "SIGKILL to the worker, like the OOM killer", inject=supervisor.kill,
-          strikes_last=True),
+          strikes_last=True, cuts_worker=True),
     Fault("pause", "supervisor", "SIGSTOP for longer than the lease, then SIGCONT", inject=supervisor.pause,
           at_statements=True),
     Fault("horizon", "supervisor", "another session holds a transaction (xid or REPEATABLE READ snapshot)",
           inject=supervisor.horizon, variants=("xid", "repeatable-read")),
     Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session",
-          inject=supervisor.terminate),
+          inject=supervisor.terminate, cuts_worker=True),
     Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
           inject=supervisor.latency, network="latency"),
     Fault("partition", "supervisor",
           "the worker's packets are dropped (nftables, no RST) for a while, then heal",
           inject=supervisor.partition, network="partition", needs_root_nftables=True),
     Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset,
-          network="reset"),
+          network="reset", cuts_worker=True),
     Fault("lost-commit-reply", "supervisor",
           "the worker's next commit (its finish) commits, its reply is lost "
           "and the connection cut with a TCP RST", point="before-finish", inject=supervisor.lost_commit_reply,
-          network="lose-commit-reply"),
+          network="lose-commit-reply", cuts_worker=True),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
           "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
           needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
@@ -163,6 +169,10 @@ def check_schedule(s: Schedule, bad: Callable[[str], None]) -> None:
         f = CATALOGUE.get(j.fault) if j.fault is not None else None
         if j.fault is not None and (f is None or f.kind != "job"):
             bad(f"jobs[{i}].fault: {j.fault!r} is not a job fault; job faults: {job_faults}")
+        if f is not None and is_statement_point(j.point) and not f.cuts_worker:
+            cut = ", ".join(n for n, x in CATALOGUE.items() if x.kind == "job" and x.cuts_worker)
+            bad(f"jobs[{i}].point: {j.fault!r} strikes only at the body's points; "
+                f"at a statement point: {cut}")
     for i, e in enumerate(s.events):
         f = CATALOGUE.get(e.fault)
         if f is None or f.kind != "supervisor":

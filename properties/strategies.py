@@ -32,17 +32,20 @@ def dequeue_budget(jobs: int, max_attempts: int) -> int:
     return 2 * jobs * max_attempts + 10
 
 
-def _job(job_faults, points, max_attempts: int):
+def _job(job_faults, points, max_attempts: int, cut_statements=()):
     """(fault, point, tenant, duration, strikes) of one job; the point is None for the fault's
     default, strikes None for a fault on every execution (the simplest), else 1 .. max_attempts - 1
-    (a transient fault: more strikes than attempts would be a fault on every execution)."""
+    (a transient fault: more strikes than attempts would be a fault on every execution). A fault that ends
+    the worker (``crash``) may be drawn at a job's statement point of *cut_statements* too."""
+    bound = [p for p, b in cut_statements if b]
 
     @st.composite
     def job(draw):
         fault = draw(st.sampled_from([None, *job_faults]))
         point = strikes = None
         if fault is not None:
-            p = draw(st.sampled_from(_points(CATALOGUE[fault].point, points)))
+            extra = bound if CATALOGUE[fault].cuts_worker else []
+            p = draw(st.sampled_from(_points(CATALOGUE[fault].point, points) + extra))
             point = None if p == CATALOGUE[fault].point else p
             strikes = draw(st.sampled_from([None, *range(1, max_attempts)]))
         return fault, point, draw(st.sampled_from(TENANTS)), draw(st.sampled_from(DURATIONS)), strikes
@@ -50,11 +53,19 @@ def _job(job_faults, points, max_attempts: int):
     return job()
 
 
-def _event(sup_faults, jobs: int, points, statements=()):
+def _event(sup_faults, jobs: int, points, statements=(), cut_statements=()):
     """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
     event drawn for a job that is not there would be dropped, and small schedules would lose most.
     *statements*: statement points ``(point, bound)`` it may strike at too (after the named ones); one
-    that belongs to no job gets job None."""
+    that belongs to no job gets job None; *cut_statements*: more of them, for a fault that ends or cuts a
+    worker (after a reply, at a COMMIT)."""
+    if cut_statements and any(CATALOGUE[f].cuts_worker for f in sup_faults):
+        named = [(p, True) for p in _points("mid-work", points)]
+        cut = named + list(dict.fromkeys([*statements, *cut_statements]))
+        plain = named + list(statements)
+        return st.sampled_from(sup_faults).flatmap(lambda f: st.tuples(
+            st.just(f), st.integers(1, jobs), st.sampled_from(cut if CATALOGUE[f].cuts_worker else plain),
+            st.sampled_from(list(VARIANTS)))).map(lambda t: (t[0], t[1] if t[2][1] else None, t[2][0], t[3]))
     # The variant is drawn for every event and kept where the fault takes it (catalogue.event_variant).
     if statements:
         at = st.sampled_from([(p, True) for p in _points("mid-work", points)] + list(statements))
@@ -69,15 +80,18 @@ def _event(sup_faults, jobs: int, points, statements=()):
 @st.composite
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
-              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS, statements=()) -> Schedule:
+              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS, statements=(),
+              cut_statements=()) -> Schedule:
     """Schedules whose jobs and events carry only the given *faults* (catalogue entries), striking
-    only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay)."""
+    only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay), and at the
+    statement points *statements* (every supervisor fault) and *cut_statements* (a fault that ends or cuts
+    a worker: ``smallscope.cut_points``)."""
     job_faults = [f.name for f in faults if f.kind == "job"]
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    drawn = draw(st.lists(_job(job_faults, points, max_attempts), min_size=1, max_size=max_jobs),
-                 label="jobs")
+    drawn = draw(st.lists(_job(job_faults, points, max_attempts, cut_statements), min_size=1,
+                          max_size=max_jobs), label="jobs")
     jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p, strikes=k)
             for i, (f, p, t, d, k) in enumerate(drawn, 1)]
     n = len(jobs)
@@ -85,7 +99,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     if sup_faults:
         # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
         seen: dict[tuple[int, str], int] = {}
-        drawing = st.lists(_event(sup_faults, n, points, statements), max_size=MAX_EVENTS)
+        drawing = st.lists(_event(sup_faults, n, points, statements, cut_statements), max_size=MAX_EVENTS)
         for fault, job, point, variant in draw(drawing, label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,

@@ -24,6 +24,13 @@ it ran (``tenant-statement``: the statement's text, its value, or ``known`` fals
 (``core/statement_tenants.py`` keeps those between the execution's start and end records only: a
 thread keeps its last job as current after it ended, and its next claim is no statement of that job).
 
+Around each such statement: ``sql:<name>`` before it is sent, ``sql:<name>:after`` once its reply came
+(in autocommit: once it committed); every COMMIT (``conn.commit()``, leaving ``conn.transaction()``, the
+body's too, a ``commit`` statement): ``sql:commit:<last>`` and ``sql:commit:<last>:after``, named by the
+transaction's last named statement (the body's too; ``sql:commit`` for none). A job fault that ends the
+worker (``crash``: ``cuts_worker``) whose job names such a point strikes here. An async connection's
+``conn.commit()`` is no point: it runs on the library's event loop, which a wait would block.
+
 Installed by the worker process (``install``) by wrapping ``psycopg.Cursor.execute`` / ``executemany``
 and their async twins, and the connection's ``_exec_command`` (its BEGIN, COMMIT, ROLLBACK and
 savepoints); the supervisor's own connections are in another process and never pass here.
@@ -43,17 +50,20 @@ import psycopg
 from psycopg import sql
 
 from ..core.events import LogEvent
+from ..core.execlog import started_count
+from ..core.schedule import AFTER, COMMIT
 from ..core.sqlfile import NAMES, normalized
+from ..faults.catalogue import CATALOGUE
 from . import tenant_track
 
 PREFIX = "sql:"
-# The body's files (and the tenant modes' reset callbacks): the job's statements, with named points of
-# their own.
+# The body's files (and the tenant modes' reset callbacks): its statements have named points of their own.
 BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
     "body.py", "context.py", "statements.py", "tenant.py", "hosted/own_connection.py", "hosted/protocol.py"))
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
 
+_LAST = "_pgjc_last_statement"  # on a connection: the last named statement of its open transaction
 STATEMENT_CHARS = 120  # of a statement's text in its tenant-statement record (the evidence quotes it)
 
 _local = threading.local()
@@ -104,7 +114,7 @@ def _from_body() -> bool:
 
 def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | None, list | None]:
     """Track the tenant setting and log a job's statement with it; log the first sighting of a point.
-    Returns (point, job) when the supervisor watches it, and the setting changes the statement makes
+    Returns (point, job) when the statement is a point, and the setting changes the statement makes
     (applied once it succeeded: :func:`_after`)."""
     ctx = _ctx
     if ctx is None:
@@ -115,22 +125,61 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
         found = _changes(ctx, cursor, query, text, params, many) if text is not None else None
     except Exception:  # noqa: BLE001 - Hazard: never raise into the user's statement; say unknown
         found = [("unknown", tenant_track.UNKNOWN)]
-    if body or text is None:
+    if text is None:
+        return None, found
+    point = name_of(query)
+    if point is not None:  # the COMMIT point's name: the transaction's last named statement, the body's too
+        setattr(cursor.connection, _LAST, point)
+    elif normalized(text).lower() == "commit" and not body:  # a COMMIT sent as a statement
+        point = _commit_point(cursor.connection)
+    if body:
         return None, found
     job = current()
     if job is not None and not found:
         _log_statement(ctx, cursor, job, text)
-    point = name_of(query)
-    if point is None:
-        return None, found
-    seen = ctx.statements_seen
+    return ((point, job) if point is not None else None), found
+
+
+def _commit_point(conn) -> str:
+    """``sql:commit:<last named statement>`` of *conn*'s transaction, which it then forgets."""
+    last = getattr(conn, _LAST, None)
+    setattr(conn, _LAST, None)
+    return COMMIT + (":" + last[len(PREFIX):] if last else "")
+
+
+def _stops(point: str, job) -> bool:
+    """Log the first sighting of *point*; whether anything strikes there (a watched point, a crash)."""
+    ctx = _ctx
+    if ctx is None:
+        return False
     key = (point, job is not None)
-    if key not in seen:
-        seen.add(key)
+    if key not in ctx.statements_seen:
+        ctx.statements_seen.add(key)
         ctx.log.write(LogEvent.STATEMENT, point=point, job=getattr(job, "id", None), bound=job is not None)
+    return (getattr(job, "id", None), point) in ctx.spec.watch or _crash_due(ctx, job, point) is not None
+
+
+def _crash_due(ctx, job, point: str):
+    """The job's own fault when it ends the worker at *point* on this execution (``crash``), else None."""
+    fault = CATALOGUE.get(getattr(job, "fault", None) or "") if getattr(job, "point", None) == point else None
+    if fault is None or fault.kind != "job" or not fault.cuts_worker or fault.strike is None:
+        return None
+    strikes = getattr(job, "strikes", None)
+    return None if strikes is not None and started_count(ctx.spec.run_dir, job.id) > strikes else fault
+
+
+def _arrive(conn, point: str, job) -> None:
+    """At a point something strikes at: the supervisor's wait, then the job's own crash."""
+    ctx = _ctx
+    if ctx is None:
+        return
     if (getattr(job, "id", None), point) in ctx.spec.watch:
-        return (point, job), found
-    return None, found
+        ctx.wait_for_supervisor(job, point, None if conn.closed else conn.info.backend_pid)
+    fault = _crash_due(ctx, job, point)
+    if fault is not None:
+        ctx.log.write(LogEvent.FAULT, job=job.id, attempt=getattr(job, "attempt", None), fault=fault.name,
+                      point=point)
+        fault.strike(None)  # the worker ends here (crash: os._exit)
 
 
 def _changes(ctx, cursor, query, text: str, params, many: bool) -> list | None:
@@ -176,17 +225,6 @@ def _after(cursor, found) -> None:
         tenant_track.settle(cursor.connection)
 
 
-def _wait(cursor, hit) -> None:
-    point, job = hit
-    try:
-        backend = cursor.connection.info.backend_pid
-    except Exception:
-        backend = None
-    ctx = _ctx
-    assert ctx is not None  # _before finds a point only once install() has set it
-    ctx.wait_for_supervisor(job, point, backend)
-
-
 def _params(args: tuple, kwargs: dict, many: bool):
     return args[0] if args else kwargs.get("params_seq" if many else "params")
 
@@ -195,10 +233,12 @@ def _wrap_sync(method, many: bool):
     @functools.wraps(method)
     def execute(self, query, *args, **kwargs):
         hit, found = _before(self, query, _params(args, kwargs, many), many)
-        if hit is not None:
-            _wait(self, hit)
+        if hit is not None and _stops(*hit):
+            _arrive(self.connection, *hit)
         result = method(self, query, *args, **kwargs)
         _after(self, found)
+        if hit is not None and _stops(hit[0] + AFTER, hit[1]):
+            _arrive(self.connection, hit[0] + AFTER, hit[1])
         return result
     return execute
 
@@ -207,21 +247,31 @@ def _wrap_async(method, many: bool):
     @functools.wraps(method)
     async def execute(self, query, *args, **kwargs):
         hit, found = _before(self, query, _params(args, kwargs, many), many)
-        if hit is not None:
-            await asyncio.to_thread(_wait, self, hit)  # never on the event loop's thread
+        if hit is not None and _stops(*hit):
+            await asyncio.to_thread(_arrive, self.connection, *hit)  # never on the event loop's thread
         result = await method(self, query, *args, **kwargs)
         _after(self, found)
+        if hit is not None and _stops(hit[0] + AFTER, hit[1]):
+            await asyncio.to_thread(_arrive, self.connection, hit[0] + AFTER, hit[1])
         return result
     return execute
 
 
 def _wrap_command(method):
-    """The connection's own commands (psycopg's generator; ``conn.commit()``, ``conn.transaction()``)."""
+    """The connection's own commands (psycopg's generator): a sync connection's COMMIT is a point."""
     @functools.wraps(method)
     def _exec_command(self, command, *args, **kwargs):
+        commit = _ctx is not None and command == b"COMMIT" and not isinstance(self, psycopg.AsyncConnection)
+        point, job = (_commit_point(self), current()) if commit else ("", None)
+        if commit and _stops(point, job):
+            _arrive(self, point, job)
         result = yield from method(self, command, *args, **kwargs)
         if _ctx is not None:
             tenant_track.command(self, command)
+            if command in (b"COMMIT", b"ROLLBACK"):
+                setattr(self, _LAST, None)
+        if commit and _stops(point + AFTER, job):
+            _arrive(self, point + AFTER, job)
         return result
     return _exec_command
 

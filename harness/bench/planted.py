@@ -27,6 +27,7 @@ CASES = [  # (bug, faults, the property that must find it)
     ("ReadsAfterTenantEnded", "", "tenant-isolation"),
     ("NeverRetries", "raise", "transient-recovers"),
     ("ClaimReadThenWrite", "pause", "single-commit"),
+    ("SplitFinish", "crash", "single-commit"),
 ]
 
 
@@ -218,3 +219,28 @@ class WorkInTransaction(LeaseHeartbeat):
         ex.finished()
 
 
+class SplitFinish(LeaseHeartbeat):
+    """Commits its work (the job_runs row) in one transaction and marks the job done in the next: a
+    worker that dies between the two commits leaves a committed success on a job still running, and the
+    next attempt commits another (no named point of the body lies there; a strike after the first
+    COMMIT shows it: ``sql:commit:body.insert_finished_run:after``)."""
+
+    name = "planted-split-finish"
+
+    def work(self, ctx, ex) -> None:
+        ex.started(lease_until=ex.t_started + ctx.lease)
+        with self.heartbeat(ctx, ex) as hb:
+            started = self.read(ex)
+            ex.work()
+            self.confirm_lease(hb, ex)
+            ex.effect()
+            ex.point("before-finish")
+            if ctx.mode.autocommit:
+                ex.conn.execute("begin")
+            ex.set_tenant()
+            ex.insert_finished_run(started)
+            ex.point("after-insert")
+            ex.conn.commit()  # the bug: the work is committed, the job not yet done
+            self.finish(ex)
+            ex.conn.commit()
+        ex.finished()

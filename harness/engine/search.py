@@ -168,13 +168,23 @@ class Search:
         self.out.small_scope_runs += self._execute_all(
             [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
              if k % self.shards == self.index])
+        self._cuts()
+
+    def _cuts(self) -> None:  # the faults that end or cut a worker at every statement point seen
+        cases = smallscope.cut_schedules(self.statements, faults=self.faults, design=self.design,
+                                         tenant_mode=self.tenant_mode, time_scale=self.time_scale,
+                                         workers=self.workers, progress=self.progress)
+        self.out.small_scope_runs += self._execute_all([(lb, self._configured(c)) for k, (lb, c)
+                                                        in enumerate(cases) if k % self.shards == self.index])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
         self.phase = Phase.GENERATE
         strategy = schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
                              time_scale=self.time_scale, workers=self.workers, points=self.points,
-                             statements=self._drawn_statements()).map(self._configured)
+                             statements=self._drawn_statements(),
+                             cut_statements=smallscope.cut_points(self.statements, cap=smallscope.CUT_POINTS)
+                             ).map(self._configured)
         key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate

@@ -28,6 +28,15 @@ three workers (the one that sends the statement stopped there, the others free t
 read: a check-then-act between two workers' statements), on the statement's first occurrence; the
 job is short, so a worker that took it over has finished it when the stopped one goes on.
 
+And every fault that ends or cuts a worker (its catalogue entry's ``cuts_worker``: crash, kill, terminate,
+reset, lost-commit-reply) at the statement points around the design's statements and COMMITs
+(:func:`cut_points`: a job's first -- its finish and failure paths -- after a COMMIT first, then after a
+reply, before a COMMIT, before a statement; then those of no job), on one job with one worker and with
+two, on the point's first occurrence, within :data:`CUT_RUNS` runs in all (:func:`cut_schedules`).
+``crash`` is the job's own fault there (the worker ends itself: ``workers/statements.py``), the others
+events. A design whose statements the wrapper cannot see (a library in another language, in a process of
+its own) shows none: those faults then strike only at the body's named points.
+
 A bug that such a schedule shows needs no luck to be found. A fault with variants (its catalogue
 entry's ``variants``: ``horizon``'s xid and repeatable-read) is tried in each. When the user fixes
 the number of workers, the first shape uses that number.
@@ -37,12 +46,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
+from ...core.schedule import AFTER, COMMIT, JOB_POINTS, Event, JobSpec, Schedule, Timing, is_before_statement
 from ...properties.strategies import dequeue_budget
 
 SHAPE_ONE_JOB = "one job, two workers"
 SHAPE_STATEMENT = "one job, three workers"
 STATEMENT_CAP = 8  # statement points the small-scope pass strikes at, first sent first
+CUT_RUNS = 40  # runs of the faults that end or cut a worker at statement points, in all (cut_schedules)
+CUT_POINTS = 12  # statement points those faults are drawn at by the generator (cut_points)
 SHAPE_JOBS_IN_TURN = "three jobs, one worker"
 JOBS_IN_TURN = 3  # tenant 1, then system jobs: the first job's connection back in a pool of up to 2
 
@@ -78,7 +89,7 @@ def ranked(statements) -> list[tuple[str, bool]]:
     job, each kind in the order first sent. Which statements a run shows first depends on timing (a
     heartbeat's tick, a sweep's); what a job-less worker sends before its first claim does not, so a
     cap never leaves out the race between two workers' claims."""
-    unique = list(dict.fromkeys(statements))
+    unique = [p for p in dict.fromkeys(statements) if is_before_statement(p[0])]
     return ([p for p in unique if not p[1]] + [p for p in unique if p[1]])[:STATEMENT_CAP]
 
 
@@ -128,3 +139,53 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
                          timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
             out.append((f"{f.name} on the first execution only; {SHAPE_ONE_JOB}", s))
     return out
+
+
+def cutters(faults) -> list:
+    """The allowed faults that end or cut a worker (catalogue ``cuts_worker``)."""
+    return [f for f in faults if f.cuts_worker]
+
+
+def _cut_rank(item: tuple[str, bool]) -> int:
+    point, bound = item
+    commit = point == COMMIT or point.startswith(COMMIT + ":")
+    after = point.endswith(AFTER)
+    kind = 0 if commit and after else 1 if after else 2 if commit else 3
+    return kind + (0 if bound else 4)
+
+
+def cut_points(statements, *, cap: int | None = None) -> list[tuple[str, bool]]:
+    """Every statement point ``(point, bound)`` a run showed, the job's first (its finish and failure
+    paths), after a COMMIT first, then after a reply, before a COMMIT, before a statement; then those of
+    no job in the same order; each kind in the order first sent (the sort is stable)."""
+    return sorted(dict.fromkeys(statements), key=_cut_rank)[:cap]
+
+
+def cut_schedules(statements, *, faults, design: str, tenant_mode: str, time_scale: float,
+                  workers: int | None = None, max_attempts: int = 3,
+                  progress=lambda s: None) -> list[tuple[str, Schedule]]:
+    """The faults that end or cut a worker at each statement point (see the module docstring), on one
+    job with one worker and with two, at most :data:`CUT_RUNS` schedules. ``crash`` takes only a job's
+    points (a job fault; ``strikes`` 1: the first execution), the others a job-less point too. No
+    statement seen: *progress* says so (the faults strike at the body's named points only)."""
+    out: list[tuple[str, Schedule]] = []
+    if cutters(faults) and not statements:
+        names = ", ".join(f.name for f in cutters(faults))
+        progress(f"no statement of {design}'s passed the statement wrapper (a library in another language "
+                 f"or process?): {names} strike only at the body's points")
+    for point, bound in cut_points(statements):
+        for f in cutters(faults):
+            if f.kind == "job" and not bound:
+                continue
+            for w in ([workers] if workers else [1, 2]):
+                job = (JobSpec(id=1, tenant=1, fault=f.name, point=point, strikes=1) if f.kind == "job"
+                       else JobSpec(id=1, tenant=1))
+                events = () if f.kind == "job" else (
+                    Event(fault=f.name, job=1 if bound else None, point=point),)
+                s = Schedule(jobs=(job,), workers=w, events=events, design=design, tenant_mode=tenant_mode,
+                             time_scale=time_scale, max_attempts=max_attempts,
+                             dequeues=dequeue_budget(1, max_attempts),
+                             timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+                shape = f"one job, {w} worker{'s' if w > 1 else ''}"
+                out.append((f"{f.name} at {point}{'' if bound else ' (no job)'}; {shape}", s))
+    return out[:CUT_RUNS]

@@ -142,9 +142,14 @@ def test_lease_outbox_holds_every_property_under_every_fault_and_pause_costs_onl
     suite six minutes): every run without a pause holds every property; a pause loses only no-overlap."""
     out, r = _outbox_search(runner, OUTBOX_FAULTS + ",pause", 6)
     for run in out.runs:
-        lost = {n for n, x in run.results.items() if x.status != "held"}
+        lost = {n for n, x in run.results.items() if x.status == "violated"}
         allowed = {"no-overlap"} if "pause" in run.schedule.faults() else set()
         assert lost <= allowed, (run.label, run.schedule.faults(), {n: run.results[n].evidence for n in lost})
+        # A run a worker's death cuts short (a crash right after a COMMIT, one worker) may end before any
+        # sample of a worker's session: horizon says unknown, never held; nothing else may be undecided.
+        unknown = {n for n, x in run.results.items() if x.status == "unknown"}
+        assert unknown <= {"horizon"}, (run.label, {n: run.results[n].evidence for n in unknown})
+        assert "horizon" not in unknown or "no worker session was sampled" in run.results["horizon"].evidence
     assert r["single-commit"].status == r["no-stale-effect"].status == \
         r["at-most-once-effects"].status == "held"
     assert any("pause" in run.schedule.faults() for run in out.runs)
