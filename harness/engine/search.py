@@ -168,6 +168,16 @@ class Search:
         self.out.small_scope_runs += self._execute_all(
             [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
              if k % self.shards == self.index])
+        self._last_attempt()
+
+    def _last_attempt(self) -> None:
+        """The small-scope schedules that spend a job's attempts before the strike (issue 36, item 3)."""
+        cases = smallscope.last_attempt_schedules(self.statements, faults=self.faults, design=self.design,
+                                                  tenant_mode=self.tenant_mode, time_scale=self.time_scale,
+                                                  workers=self.workers)
+        self.out.small_scope_runs += self._execute_all(
+            [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
+             if k % self.shards == self.index])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""
