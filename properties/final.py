@@ -69,7 +69,10 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
         after = [c for c in log if c["seq"] > first_done["seq"] and _time(c["at"]) >= final_at]
         undone = [c for c in after if c["status"] != "done"]
         mine = executions.get(j, [])
-        ex = next((e for e in mine if (e.worker, e.attempt) == (run.get("worker"), run.get("attempt"))), None)
+        # the execution that committed it: its worker and attempt, the one that finished among several (a
+        # design that counts the attempt in the work transaction repeats the number after a rollback)
+        same = [e for e in mine if (e.worker, e.attempt) == (run.get("worker"), run.get("attempt"))]
+        ex = next((e for e in same if e.outcome == "ok"), same[-1] if same else None)
         if undone:
             c = undone[0]
             ms = (_time(c["at"]) - final_at).total_seconds() * 1000

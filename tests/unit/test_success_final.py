@@ -110,3 +110,12 @@ def test_hosted_one_success_holds_from_its_own_record():
                  "finishes": [{"outcome": "success", "what": "completed", "t": 2.0}]}]
     r = one(NAME, hosted(finishes))
     assert r.status == HELD and "own record" in r.evidence
+
+
+def test_a_rolled_back_execution_with_the_same_attempt_is_not_the_success():
+    # one-transaction counts the attempt in its work transaction: a terminated execution rolls the count
+    # back, and the retry that commits carries the same worker and attempt
+    records = [*execution("w1.0", 1, 1, 1.0, 1.2, outcome="failed", error="terminated"),
+               *execution("w1.0", 1, 1, 1.5, 2.0)]
+    h = one_job(records=records, transitions=lifecycle(1, 1.5, 2.0, first_seq=1))
+    assert one(NAME, h).status == HELD
