@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pg_job_chaos.core.schedule import JOB_POINTS, Schedule
+from pg_job_chaos.core.schedule import JOB_POINTS, JobSpec, Schedule
 from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.engine import smallscope
 
@@ -41,3 +41,23 @@ def test_a_supervisor_fault_strikes_the_last_execution_and_between_a_sweep_s_sta
 
 def test_nothing_to_spend_without_a_job_fault_that_ends_an_execution_or_a_second_attempt():
     assert cases("pause,overrun") == [] and cases("crash", max_attempts=1) == []
+
+
+def test_the_generator_may_let_a_transient_fault_spend_the_attempts_before_an_event():
+    from hypothesis import HealthCheck, find, settings
+
+    from pg_job_chaos.properties import strategies
+    from pg_job_chaos.properties.strategies import schedules
+
+    jobs = [JobSpec(1, fault="crash", strikes=2), JobSpec(2), JobSpec(3, fault="overrun", strikes=1)]
+    yes, no = (lambda strategy, label=None: True), (lambda strategy, label=None: False)
+    assert strategies._spent(no, jobs, 1, "mid-work") == 0  # the simplest: strike the first occurrence
+    assert strategies._spent(yes, jobs, 1, "mid-work") == 2  # crashed at mid-work twice: the 3rd passes
+    assert strategies._spent(yes, jobs, 1, "before-finish") == 0  # no crashed execution got that far
+    assert strategies._spent(yes, jobs, 3, "before-finish") == 1  # an overrun passes every point
+    assert strategies._spent(yes, jobs, 2, "mid-work") == 0  # no transient fault: nothing drawn
+    # and Hypothesis reaches it: an event on the last attempt of a job whose fault spent the others
+    found = find(schedules(faults=parse_faults("crash,kill"), design="lease", max_attempts=3),
+                 lambda s: len(s.events) == 1 and s.events[0].job is not None and s.events[0].occurrence == 3,
+                 settings=settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck)))
+    assert found.jobs[found.events[0].job - 1].strikes == 2
