@@ -22,7 +22,7 @@ from datetime import datetime
 
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, plural, rows_undecidable, who
-from .core import Result, decides, held, unknown, violated
+from .core import Result, decides, held, not_judged, unknown, violated
 
 
 def _time(text: str) -> datetime:
@@ -54,9 +54,9 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
         changes.setdefault(c["job_id"], []).append(c)
     missing = [j for j in done if j not in changes]
     if missing:
-        return unknown(name, f"job {missing[0]} committed a success but the harness's jobs table logged no "
-                             "status of it: the design keeps its queue in a table of its own, whose changes "
-                             "nobody recorded")
+        return not_judged(name, f"job {missing[0]} committed a success but the harness's jobs table logged "
+                                "no status of it: the design keeps its queue in a table of its own, whose "
+                                "changes nobody records")
     rows, executions = job_rows(h), by_job(h.executions())
     lines, jobs = [], []
     for j, run in sorted(done.items()):
@@ -103,9 +103,9 @@ def _library(h: History, name: str) -> Result:
     """A hosted library: its own record of the finishes it accepted."""
     lib = h.design
     if h.finishes is None:
-        return unknown(name, f"{lib} keeps its job statuses in its own tables, which log no changes, and "
-                             "its design does not say what it accepted (no accepted_finishes): nothing "
-                             "records whether a finished job was turned back during the run")
+        return not_judged(name, f"{lib} keeps its job statuses in its own tables, which log no changes, "
+                                "and its design does not say what it accepted: implement accepted_finishes "
+                                f"to have {lib}'s own record of its finishes judged")
     rows, executions = job_rows(h), by_job(h.executions())
     lines: list[str] = []
     jobs: list[int] = []
@@ -143,9 +143,10 @@ def _library(h: History, name: str) -> Result:
 def success_final(h: History, name: str) -> Result:
     """Violated by every job whose success committed (its ``job_runs`` row and its ``done``) and that
     afterwards changed to another status (the statement that did it named), ended other than done, or
-    was executed again. Unknown when the final tables or the status changes were not read, or the
-    design's queue is not the harness's table (a hosted library: judged from its own record of
-    finishes where it keeps one). Held vacuously when no success committed. Count: jobs."""
+    was executed again. Unknown when the final tables or the status changes were not read; not judged
+    (unknown, ``judged`` False: ``--strict`` does not fail on it) when the design's queue is not the
+    harness's table and it says nothing of what it accepted (a hosted library: judged from its own
+    record of finishes where it keeps one). Held vacuously when no success committed. Count: jobs."""
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
