@@ -137,6 +137,7 @@ class History:
     # the system has none the harness knows), basis, what. None: not recorded (a history saved before
     # it was; a built-in design's lease is the schedule's).
     clock: dict | None = None
+    transitions: list[dict] | None = None  # pgjc.jobs' committed status changes (postgres/transitions.py)
 
     def __post_init__(self) -> None:
         self.schedule = as_schedule(self.schedule)

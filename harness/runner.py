@@ -28,7 +28,7 @@ from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
 from ..workers.loading import BUILTIN, LIBRARIES, load_design
 from ..workers.tenant import SETTING
-from .postgres import Database
+from .postgres import Database, transitions
 from .postgres import dataset as db
 from .supervisor import Supervisor
 from .supervisor.loop import CLIENT_TIMEOUTS
@@ -175,6 +175,7 @@ class Runner:
             accepted, unread = finishes.read(run, self.admin)
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]
+            changes = transitions.read(self.admin)
         for r in runs:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None
@@ -189,5 +190,5 @@ class Runner:
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
             expected_rows=db.expected_rows(j.tenant for j in schedule.jobs),
-            hosted=design.hosted, finishes=accepted, clock=design.clock(schedule),
+            hosted=design.hosted, finishes=accepted, clock=design.clock(schedule), transitions=changes,
         )

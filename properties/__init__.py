@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
+from . import checks, effects, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
 from .core import (
     HELD,
     REGISTRY,

@@ -77,6 +77,20 @@ def _event(sup_faults, jobs: int, points, statements=(), cut_statements=()):
                      st.sampled_from(list(VARIANTS)))
 
 
+def _spent(draw, jobs: list[JobSpec], job: int | None, point: str) -> int:
+    """Executions an event on a job with a transient fault lets pass before it strikes: none (the
+    simplest), or -- drawn only for such an event -- the fault's strikes, so that the event strikes the
+    execution after the fault stopped (its last attempt, when the fault spent all others). Where the
+    fault ends its executions at a point before *point*, they never reach it: nothing to let pass."""
+    spec = next((j for j in jobs if j.id == job), None)
+    if spec is None or not spec.strikes or not draw(st.booleans(), label="after the transient fault"):
+        return 0
+    at = (spec.point or CATALOGUE[spec.fault].point) if spec.fault else None
+    if at in JOB_POINTS and point in JOB_POINTS and JOB_POINTS.index(point) > JOB_POINTS.index(at):
+        return 0
+    return spec.strikes
+
+
 @st.composite
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
@@ -102,6 +116,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
         drawing = st.lists(_event(sup_faults, n, points, statements, cut_statements), max_size=MAX_EVENTS)
         for fault, job, point, variant in draw(drawing, label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
+            occurrence += _spent(draw, jobs, job, point)
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
                                 variant=event_variant(fault, variant)))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")

@@ -12,6 +12,7 @@ from ...core import sqlfile
 from ...workers.body import Claimed
 from ...workers.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
 from ...workers.lease import FencedOut, LeaseFenced
+from ...workers.lease import Q as LEASE
 
 CASES = [  # (bug, faults, the property that must find it)
     ("CountAtFinish", "crash", "attempts-counted"),
@@ -27,6 +28,8 @@ CASES = [  # (bug, faults, the property that must find it)
     ("ReadsAfterTenantEnded", "", "tenant-isolation"),
     ("NeverRetries", "raise", "transient-recovers"),
     ("ClaimReadThenWrite", "pause", "single-commit"),
+    ("SweepWritesBackStale", "crash,pause", "success-final"),
+    ("LateHandlerFailsFinished", "raise", "success-final"),
     ("SplitFinish", "crash", "single-commit"),
 ]
 
@@ -38,7 +41,8 @@ def spec(bug: str) -> str:
 
 Q = sqlfile.load(__file__, "planted.sql", "claim_uncounted", "finish_counting", "fail_counting",
                  "fail_raise_limit", "fail_reset_counter", "claim_ignores_max", "heartbeat_any_attempt",
-                 "fail_acknowledges", "fail_final", "claim_pick", "claim_by_id")
+                 "fail_acknowledges", "fail_final", "claim_pick", "claim_by_id", "claim_queued", "sweep_read",
+                 "sweep_write_back")
 
 
 def _claim(conn, statement: str, lease: float):
@@ -217,6 +221,54 @@ class WorkInTransaction(LeaseHeartbeat):
             ex.finish_run()
             ex.conn.commit()
         ex.finished()
+
+
+
+
+class SweepWritesBackStale(LeaseHeartbeat):
+    """Its claim takes queued jobs only; when idle, a sweep puts back every job whose lease expired --
+    queued while attempts remain, dead at the last -- but it reads the expired rows, decides in Python, and
+    writes each back by id without checking it is still what it read: a job that another worker re-claimed
+    and finished in between is turned back (a crashed attempt's expired lease, then a stop between the
+    sweep's read and its write: only a strike between the design's own statements shows it)."""
+
+    name = "planted-sweep-writes-back"
+
+    def claim(self, ctx, conn):
+        return _claim(conn, Q.claim_queued, ctx.lease)
+
+    def idle(self, ctx) -> None:
+        with ctx.pool.connection() as conn:
+            rows = conn.execute(Q.sweep_read).fetchall()
+            for job_id, attempts, max_attempts in rows:
+                status = "dead" if attempts >= max_attempts else "queued"
+                conn.execute(Q.sweep_write_back, {"id": job_id, "status": status})
+            conn.commit()
+
+
+class LateHandlerFailsFinished(LeaseHeartbeat):
+    """Sends its effect once the finish has committed (a notification "when it is done"), and its error
+    handler fails the job by id without checking it is still running: an error after the finish turns the
+    finished job back to queued -- or dead, at its last attempt."""
+
+    name = "planted-late-handler"
+
+    def work(self, ctx, ex) -> None:
+        ex.started(lease_until=ex.t_started + ctx.lease)
+        with self.heartbeat(ctx, ex) as hb:
+            started = self.read(ex)
+            ex.work()
+            self.confirm_lease(hb, ex)
+            ex.point("before-finish")
+            with ex.finishing(started):
+                ex.point("after-insert")
+                self.finish(ex)
+            ex.effect()  # after the commit: an error here comes after the job is done
+        ex.finished()
+
+    def on_error(self, ctx, ex, exc) -> None:
+        if not isinstance(exc, LeaseLost | FencedOut):
+            _fail(ctx, ex, LEASE.fail, str(exc)[:200])  # lease's unfenced failure: by id, whatever its state
 
 
 class SplitFinish(LeaseHeartbeat):

@@ -71,3 +71,24 @@ update jobs
    set status = 'running', attempts = attempts + 1, locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
  where id = %(id)s
 returning id, tenant_id, attempts, payload;
+
+-- name: claim_queued
+-- A claim that takes queued jobs only: a job whose lease expired is the sweep's to put back.
+update jobs
+   set status = 'running', attempts = attempts + 1,
+       locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
+ where id = (select id from jobs where status = 'queued' and attempts < max_attempts
+              order by id limit 1
+              for update skip locked)
+returning id, tenant_id, attempts, payload;
+
+-- name: sweep_read
+-- Bug, first half: the sweep reads the jobs whose lease expired, ...
+select id, attempts, max_attempts from jobs where status = 'running' and locked_until < clock_timestamp();
+
+-- name: sweep_write_back
+-- ... second half: writes back what it decided from that read, by id, without checking the row is still
+-- running with an expired lease (no compare-and-set): a job finished in between is turned back.
+update jobs set status = %(status)s, locked_until = null,
+       last_error = coalesce(last_error, 'lease expired')
+ where id = %(id)s;

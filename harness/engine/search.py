@@ -154,28 +154,23 @@ class Search:
 
     def _small_scope(self) -> None:
         self.phase = Phase.SMALL_SCOPE
-        cases = smallscope.schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
-                                     time_scale=self.time_scale, workers=self.workers, points=self.points)
-        self.out.small_scope_runs = self._execute_all(
-            [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
-             if k % self.shards == self.index])
+        self.out.small_scope_runs = 0
+        common = {"faults": self.faults, "design": self.design, "tenant_mode": self.tenant_mode,
+                  "time_scale": self.time_scale, "workers": self.workers}
+        self._run_cases(smallscope.schedules(points=self.points, **common))
         # What the runs showed of the design's own statements: strike between them too.
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
         self.out.statement_points = smallscope.ranked(self.statements)
-        cases = smallscope.statement_schedules(self.statements, faults=self.faults, design=self.design,
-                                               tenant_mode=self.tenant_mode, time_scale=self.time_scale,
-                                               workers=self.workers)
-        self.out.small_scope_runs += self._execute_all(
-            [(label, self._configured(c)) for k, (label, c) in enumerate(cases)
-             if k % self.shards == self.index])
-        self._cuts()
+        self._run_cases(smallscope.statement_schedules(self.statements, **common))
+        # the faults that end or cut a worker at every statement point seen (issue 36, item 1)
+        self._run_cases(smallscope.cut_schedules(self.statements, progress=self.progress, **common))
+        # schedules that spend a job's attempts before the strike (issue 36, item 3)
+        self._run_cases(smallscope.last_attempt_schedules(self.statements, **common))
 
-    def _cuts(self) -> None:  # the faults that end or cut a worker at every statement point seen
-        cases = smallscope.cut_schedules(self.statements, faults=self.faults, design=self.design,
-                                         tenant_mode=self.tenant_mode, time_scale=self.time_scale,
-                                         workers=self.workers, progress=self.progress)
-        self.out.small_scope_runs += self._execute_all([(lb, self._configured(c)) for k, (lb, c)
-                                                        in enumerate(cases) if k % self.shards == self.index])
+    def _run_cases(self, cases) -> None:
+        """Run this shard's share of the small-scope *cases* (label, schedule)."""
+        mine = [(label, c) for k, (label, c) in enumerate(cases) if k % self.shards == self.index]
+        self.out.small_scope_runs += self._execute_all([(label, self._configured(c)) for label, c in mine])
 
     def _generate_and_shrink(self) -> None:
         """Hypothesis generates until the first violation, then shrinks it (both phases in its runner)."""

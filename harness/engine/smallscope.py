@@ -189,3 +189,50 @@ def cut_schedules(statements, *, faults, design: str, tenant_mode: str, time_sca
                 shape = f"one job, {w} worker{'s' if w > 1 else ''}"
                 out.append((f"{f.name} at {point}{'' if bound else ' (no job)'}; {shape}", s))
     return out[:CUT_RUNS]
+
+
+# --- the last attempt reached (issue 36, item 3) ----------------------------------------------------
+SHAPE_LAST = "one job, three workers, its attempts spent"
+# job faults that end an execution at once (hang waits out max runtime; overrun and slow finish late)
+SPENDING = ("crash", "raise", "sql-error")
+
+
+def last_attempt_schedules(statements, *, faults, design: str, tenant_mode: str, time_scale: float,
+                           workers: int | None = None, max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+    """Schedules that spend a job's attempts before the interesting strike, so that what acts only on an
+    exhausted job (a sweep to dead, a handler at the last attempt) is reached: the job's fault strikes its
+    first K = max_attempts - 1 executions (``JobSpec.strikes``), then, for each allowed supervisor fault,
+    that fault strikes its last execution at each job point (the spending fault ends an execution at its
+    default point, mid-work: a later point's first occurrence is the last execution's, an earlier one's
+    the (K+1)-th), or stops a worker at each job-less statement point of :func:`ranked` (a sweep's read
+    and write) for as long as the job's every attempt takes. Without a supervisor fault the last
+    execution runs clean. One per spending job fault allowed (:data:`SPENDING`); none when max_attempts
+    is 1."""
+    k = max_attempts - 1
+    spenders = [f for f in faults if f.kind == "job" and f.name in SPENDING]
+    if k < 1 or not spenders:
+        return []
+    mid, lease = JOB_POINTS.index("mid-work"), Timing().lease
+    out = []
+    for spend in spenders:
+        job = JobSpec(id=1, tenant=1, fault=spend.name, strikes=k)
+        finals: list[tuple[str, tuple[Event, ...]]] = [("the last runs clean", ())]
+        for f in faults:
+            if f.kind != "supervisor":
+                continue
+            for point in JOB_POINTS:
+                n = 1 if JOB_POINTS.index(point) > mid else k + 1
+                finals.append((f"{f.name} at {point} of the last",
+                               (Event(fault=f.name, job=1, point=point, occurrence=n),)))
+            if f.at_statements:
+                for point, bound in ranked(statements):
+                    if not bound:  # long enough for every attempt's lease to expire in turn
+                        stop = Event(fault=f.name, job=None, point=point, duration=2.0 * lease * max_attempts)
+                        finals.append((f"{f.name} at {point} (no job)", (stop,)))
+        for what, events in finals:
+            s = Schedule(jobs=(job,), workers=workers or 3, events=events, design=design,
+                         tenant_mode=tenant_mode, time_scale=time_scale, max_attempts=max_attempts,
+                         dequeues=dequeue_budget(1, max_attempts),
+                         timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+            out.append((f"{spend.name} on {k} executions, {what}; {SHAPE_LAST}", s))
+    return out

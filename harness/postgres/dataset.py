@@ -19,6 +19,7 @@ from psycopg import sql
 
 from ...core import sqlfile
 from ...core.errors import UsageError
+from . import transitions
 
 Q = sqlfile.load(
     __file__, "schema.sql",
@@ -28,7 +29,8 @@ Q = sqlfile.load(
 
 SCHEMA = "pgjc"  # the harness's tables' schema; the .sql files beside the code that sends them name it
 TABLES = ("tenants", "invoices", "jobs", "job_runs", "job_map")  # provisioning's, in SCHEMA
-OURS = (*TABLES, "outbox")  # with lease-outbox's (the experiments' exp_* tables live only as they run)
+# with lease-outbox's and the status log (the experiments' exp_* tables live only as they run)
+OURS = (*TABLES, "outbox", transitions.TABLE)
 # Ours that a design's own SQL names bare, as the article does: the built-in designs' queue
 # (workers/*.sql). The harness's own statements name SCHEMA, so only these can be shadowed.
 BARE = ("jobs",)
@@ -71,6 +73,7 @@ def install(admin_dsn: str, *, database: str, worker_role: str) -> None:
                 f"it; the harness keeps its tables in {SCHEMA}. Drop it from template1 (connected to "
                 f"template1: drop schema {SCHEMA} cascade), or run on another server (postgres)") from None
         conn.execute(Q.create_tables)
+        transitions.install(conn)
         conn.execute(Q.load_data)
         conn.execute(Q.enable_rls)
         conn.execute(sql.SQL(Q.grant_worker).format(

@@ -85,7 +85,7 @@ grant usage on all sequences in schema pgjc to {worker};
 
 -- name: reset_queue
 -- Between runs: empty the queue and the execution counter; invoices stay.
-truncate pgjc.jobs, pgjc.job_runs, pgjc.job_map restart identity;
+truncate pgjc.jobs, pgjc.job_runs, pgjc.job_map, pgjc.job_transitions restart identity;
 
 -- name: final_runs
 -- Every committed execution, for the history.

@@ -28,7 +28,7 @@ def test_the_written_design_holds_fault_free_and_ruff_accepts_it(tmp_path):
     # library-one-finish judges what the queue itself recorded, horizon a transaction against the queue's
     # lease: the template leaves both optional hooks (accepted_finishes, lease_seconds) out, so neither is
     # judged -- unknown, never held, and not what --strict fails on.
-    for name in ("library-one-finish", "horizon"):
+    for name in ("library-one-finish", "horizon", "success-final"):  # success-final: no accepted_finishes
         result = props.pop(name)
         assert (result["status"], result["judged"]) == ("unknown", False), result
     assert len(props) >= 11 and {p["status"] for p in props.values()} == {"held"}, props

@@ -2,9 +2,9 @@
 user's own worker: ``examples/my_worker.py`` in place of ``--design lease-outbox``, two examples.
 
 The worker keeps every safety property under ``crash,overrun`` (nothing takes back a crashed job, so
-nothing runs twice); it has no ``accepted_finishes`` and no lease, so ``library-one-finish`` and
-``horizon`` are not judged for it -- unknown, never held -- and ``--strict`` passes over them, as it
-does not over an unknown of a run (``tests/unit/test_own_clock.py``).
+nothing runs twice); it has no ``accepted_finishes`` and no lease, so ``library-one-finish``,
+``success-final`` and ``horizon`` are not judged for it -- unknown, never held -- and ``--strict``
+passes over them, as it does not over an unknown of a run (``tests/unit/test_own_clock.py``).
 """
 
 from __future__ import annotations
@@ -53,12 +53,15 @@ def test_the_readme_and_guide_strict_recipe_holds_for_your_own_worker(tmp_path):
     lof = props["library-one-finish"]
     assert (lof["status"], lof["judged"]) == ("unknown", False)
     assert "implement accepted_finishes" in lof["evidence"]
+    final = props["success-final"]  # its statuses are in its own table, which logs no changes
+    assert (final["status"], final["judged"]) == ("unknown", False)
+    assert "accepted_finishes" in final["evidence"]
     assert (props["horizon"]["status"], props["horizon"]["judged"]) == ("unknown", False)
     assert "no verdict: my-worker has no lease the harness sets" in props["horizon"]["evidence"]
     assert "could not decide; the run fails" not in r.stdout + r.stderr
     # said, for the gated properties (horizon is a resource property: not gated by --fail-on safety)
     assert "--strict passes over what is not judged for this design (unknown, never held): " \
-           "library-one-finish\n" in r.stdout + r.stderr
+           "library-one-finish, success-final\n" in r.stdout + r.stderr
     # the JUnit file agrees with the exit code: no failure, the unjudged property skipped with its reason
     junit = ET.parse(tmp_path / "chaos-out" / "junit.xml").getroot()
     cases = {c.get("name"): c for c in junit.iter("testcase")}

@@ -43,8 +43,27 @@ def job(id, status="done", attempts=1, *, max_attempts=3, tenant=1, lease_expire
             "max_attempts": max_attempts, "last_error": None, "lease_expired": lease_expired}
 
 
-def run_row(job_id, attempt, worker="w1.0") -> dict:
-    return {"job_id": job_id, "worker": worker, "attempt": attempt, "started": "s", "finished": "f"}
+def at(seconds: float) -> str:
+    """A server time *seconds* into the run, as the history keeps it (ISO text)."""
+    return f"2026-12-06T05:00:{seconds:09.6f}+00:00"
+
+
+def run_row(job_id, attempt, worker="w1.0", finished=2.0) -> dict:
+    return {"job_id": job_id, "worker": worker, "attempt": attempt, "started": at(finished - 0.5),
+            "finished": at(finished)}
+
+
+def change(seq, job_id, old, status, t, *, attempts=1, query="update jobs set status = ...") -> dict:
+    """One committed status change of the jobs table (``History.transitions``)."""
+    return {"seq": seq, "job_id": job_id, "old": old, "status": status, "attempts": attempts, "at": at(t),
+            "xact": str(700 + seq), "backend": 300, "query": query}
+
+
+def lifecycle(job_id, start, end, *, first_seq) -> list[dict]:
+    """Enqueued, claimed at *start*, done at *end*."""
+    return [change(first_seq, job_id, None, "queued", 0.1, attempts=0),
+            change(first_seq + 1, job_id, "queued", "running", start),
+            change(first_seq + 2, job_id, "running", "done", end)]
 
 
 def died(worker, job, t=3.0, outcome="exit 1", by_harness=False) -> WorkerExit:
@@ -73,11 +92,12 @@ def schedule(job_ids=(1, 2), *, faults=None, events=(), lease=1.0, time_scale=1.
 
 
 def history(records=(), jobs=(), runs=(), exits=(), *, injected=(), samples=(), sched=None,
-            t1=10.0, expected_rows=None, ended_by="quiescent") -> History:
+            t1=10.0, expected_rows=None, ended_by="quiescent", transitions=None) -> History:
     return History(schedule=sched if sched is not None else schedule(), design="lease", tenant_mode="local",
                    records=list(records), jobs=list(jobs), runs=list(runs), exits=list(exits),
                    injected=list(injected), samples=list(samples), t0=0.0, t1=t1,
-                   expected_rows=dict(expected_rows or {}), ended_by=ended_by)
+                   expected_rows=dict(expected_rows or {}), ended_by=ended_by,
+                   transitions=None if transitions is None else list(transitions))
 
 
 def empty() -> History:
@@ -88,7 +108,9 @@ def sane(**changes) -> History:
     parts = dict(
         records=[rec(0.5, "w1.0", "connect", backend=300),
                  *execution("w1.0", 1, 1, 1.0, 2.0), *execution("w1.0", 2, 1, 2.0, 3.0)],
-        jobs=[job(1), job(2)], runs=[run_row(1, 1), run_row(2, 1)], exits=[drained("w1.0")],
+        jobs=[job(1), job(2)], runs=[run_row(1, 1, finished=2.0), run_row(2, 1, finished=3.0)],
+        exits=[drained("w1.0")], transitions=[*lifecycle(1, 1.0, 2.0, first_seq=1),
+                                              *lifecycle(2, 2.0, 3.0, first_seq=4)],
         samples=[sample(1.5, 0.2), sample(2.5, 0.1, xid="777"), sample(2.5, 30.0, pid=201, app="holder",
                                                                        role="holder", xid="5")])
     parts.update(changes)
@@ -107,7 +129,8 @@ def test_the_properties_in_design_order():
     assert list(PROPERTIES) == [
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
-        "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
+        "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
+        "success-final"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst", "HELD",
                                        "VIOLATED", "UNKNOWN", "violated_names", "undecided_names",
                                        "not_judged_names", "gate", "GROUPS"}

@@ -20,11 +20,13 @@ def test_properties_and_groups_keep_their_contents_and_order():
     assert list(PROPERTIES) == [
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
-        "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish"]
+        "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
+        "success-final"]
     assert GROUPS == {
         "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
                    "attempts-counted",
-                   "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish"),
+                   "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish",
+                   "success-final"),
         "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
         "resources": ("horizon", "pool-hygiene"),
     }

@@ -1,0 +1,165 @@
+"""``success-final``: once a job's success has committed, the job stays done.
+
+A job's success has committed when both its ``job_runs`` row (``finished`` set) and its ``done`` have
+committed -- whichever the design commits last. From then on the job must never be seen ``queued``,
+``running``, ``failed`` or ``dead`` again, and no execution of it may start: a maintenance step that
+writes back rows it read before the finish (a sweep without compare-and-set), an error handler that runs
+after the finish committed (a late failure) or a failover can each turn a finished job back, and
+``progress`` leaves out a job with a fault while ``single-commit`` sees only a second commit.
+
+Judged from three records: the jobs table's committed status changes (``History.transitions``, a trigger
+on the harness's ``jobs``: ``harness/postgres/transitions.py``), which name the statement that made each
+change; the final table; and the execution log (an execution that started after the committing one
+ended). A hosted library's statuses are not in that table: it is judged from the library's own record of
+what it accepted (``History.finishes``, dated on the execution log's clock) -- a failure or requeue it
+took after a success, an execution after that success, a final status other than done -- and is unknown
+where the library keeps no such record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..core.history import Execution, History
+from .checks import by_job, job_rows, plural, rows_undecidable, who
+from .core import Result, decides, held, not_judged, unknown, violated
+
+
+def _time(text: str) -> datetime:
+    """A server time the history keeps as ISO text (the status log's, a job_runs row's)."""
+    return datetime.fromisoformat(text)
+
+
+def _statement(change: dict) -> str:
+    query = " ".join(str(change.get("query") or "").split())
+    return f"`{query[:160]}`" if query else "a statement the log did not keep"
+
+
+def _again(job: int, ex: Execution | None, execs: list[Execution], after: float) -> list[str]:
+    """A line for the first execution of *job* other than *ex* that started after *after*."""
+    later = sorted((o for o in execs if o is not ex and o.start > after), key=lambda o: o.start)
+    if not later:
+        return []
+    first = later[0]
+    by = f" (its success: {who(ex)})" if ex is not None else ""
+    return [f"job {job} was executed again after its success committed{by}: {who(first)} started "
+            f"{(first.start - after) * 1000:.0f} ms later" + (f", {len(later) - 1} more after it"
+                                                            if len(later) > 1 else "")]
+
+
+def _table(h: History, name: str, done: dict[int, dict]) -> Result:
+    """A design on the harness's jobs table: its committed status changes against its job_runs rows."""
+    changes: dict[int, list[dict]] = {}
+    for c in h.transitions or ():
+        changes.setdefault(c["job_id"], []).append(c)
+    missing = [j for j in done if j not in changes]
+    if missing:
+        return not_judged(name, f"job {missing[0]} committed a success but the harness's jobs table logged "
+                                "no status of it: the design keeps its queue in a table of its own, whose "
+                                "changes nobody records")
+    rows, executions = job_rows(h), by_job(h.executions())
+    lines, jobs = [], []
+    for j, run in sorted(done.items()):
+        log = sorted(changes[j], key=lambda c: c["seq"])
+        first_done = next((c for c in log if c["status"] == "done"), None)
+        if first_done is None:  # its row committed, its done never did: nothing was final yet
+            continue
+        # committed when both had: the later of the done and the job_runs row
+        final_at = max(_time(first_done["at"]), _time(run["finished"]))
+        after = [c for c in log if c["seq"] > first_done["seq"] and _time(c["at"]) >= final_at]
+        undone = [c for c in after if c["status"] != "done"]
+        mine = executions.get(j, [])
+        # the execution that committed it: its worker and attempt, the one that finished among several (a
+        # design that counts the attempt in the work transaction repeats the number after a rollback)
+        same = [e for e in mine if (e.worker, e.attempt) == (run.get("worker"), run.get("attempt"))]
+        ex = next((e for e in same if e.outcome == "ok"), same[-1] if same else None)
+        if undone:
+            c = undone[0]
+            ms = (_time(c["at"]) - final_at).total_seconds() * 1000
+            lines.append(f"job {j}'s success committed ({run.get('worker')} attempt {run.get('attempt')}), "
+                         f"then it went {c.get('old')} -> {c['status']} {ms:.0f} ms later (attempts "
+                         f"{c.get('attempts')}, session {c.get('backend')}) by {_statement(c)}"
+                         + (f"; {len(rest)} more change(s) after it" if (rest := after[after.index(c) + 1:])
+                            else ""))
+            jobs.append(j)
+            continue
+        status = (rows.get(j) or {}).get("status")
+        if status != "done":
+            lines.append(f"job {j}'s success committed ({run.get('worker')} attempt {run.get('attempt')}) "
+                         f"but it ended {status}")
+            jobs.append(j)
+            continue
+        if ex is not None and ex.end is not None:
+            again = _again(j, ex, mine, ex.end)
+            lines += again
+            jobs += [j] * bool(again)
+    if lines:
+        return violated(name, lines, jobs)
+    return held(name, f"{plural(len(done), 'job')} whose success committed: each stayed done, "
+                      f"executed no more ({plural(len(h.transitions or ()), 'status change')} logged)")
+
+
+def _library(h: History, name: str) -> Result:
+    """A hosted library: its own record of the finishes it accepted."""
+    lib = h.design
+    if h.finishes is None:
+        return not_judged(name, f"{lib} keeps its job statuses in its own tables, which log no changes, "
+                                "and its design does not say what it accepted: implement accepted_finishes "
+                                f"to have {lib}'s own record of its finishes judged")
+    rows, executions = job_rows(h), by_job(h.executions())
+    lines: list[str] = []
+    jobs: list[int] = []
+    judged = 0
+    for entry in h.finishes:
+        j = entry.get("job")
+        if j is None:
+            continue
+        finishes = sorted((f for f in entry.get("finishes") or () if f.get("t") is not None),
+                          key=lambda f: f["t"])
+        success = next((f for f in finishes if f.get("outcome") == "success"), None)
+        if success is None:
+            continue
+        judged += 1
+        n = len(lines)
+        later = [f for f in finishes if f["t"] > success["t"] and f.get("outcome") != "success"]
+        status = (rows.get(j) or {}).get("status")
+        if later:
+            lines.append(f"job {j}: {lib} accepted a success, then a {later[0]['outcome']} "
+                         f"({later[0].get('what')}) {(later[0]['t'] - success['t']) * 1000:.0f} ms later")
+        elif status not in (None, "done"):
+            lines.append(f"job {j}: {lib} accepted a success but the job ended {status}")
+        else:
+            lines += _again(j, None, executions.get(j, []), success["t"])
+        jobs += [j] * (len(lines) > n)
+    if lines:
+        return violated(name, lines, jobs)
+    if not judged:
+        return unknown(name, f"{lib}'s record dates no success it accepted: nothing to judge from")
+    return held(name, f"{plural(judged, 'job')} {lib} accepted a success for (its own record): none failed "
+                      "or requeued after it, none executed again, each ended done")
+
+
+@decides("success-final", group="safety", position=16)
+def success_final(h: History, name: str) -> Result:
+    """Violated by every job whose success committed (its ``job_runs`` row and its ``done``) and that
+    afterwards changed to another status (the statement that did it named), ended other than done, or
+    was executed again. Unknown when the final tables or the status changes were not read; not judged
+    (unknown, ``judged`` False: ``--strict`` does not fail on it) when the design's queue is not the
+    harness's table and it says nothing of what it accepted (a hosted library: judged from its own
+    record of finishes where it keeps one). Held vacuously when no success committed. Count: jobs."""
+    if not h.jobs:
+        return unknown(name, "the final jobs table was not read")
+    if (undecidable := rows_undecidable(h, name)) is not None:
+        return undecidable
+    if h.hosted:
+        return _library(h, name)
+    done: dict[int, dict] = {}
+    for row in sorted(h.runs, key=lambda r: r.get("finished") or ""):
+        if row.get("finished") is not None:
+            done.setdefault(row["job_id"], row)
+    if not done:
+        return held(name, "vacuous: no job's success committed")
+    if h.transitions is None:
+        return unknown(name, "the jobs table's status changes were not recorded (a history from before "
+                             "they were): whether a finished job was turned back cannot be told")
+    return _table(h, name, done)
