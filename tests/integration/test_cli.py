@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -31,34 +32,42 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and \
         not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None
-    # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault)
-    assert data["small_scope_runs"] == 13 and data["never_struck"] == [] and not data["budget_spent"]
+    # 5 points x 2 shapes, no fault x 2, and crash on the first execution only (a transient fault): 13;
+    # crash at lease's 8 statement points of the job (before and after lease.claim, lease.finish and their
+    # COMMITs) x 1 and 2 workers: 16; crash spending 2 attempts, the last clean: 1
+    assert data["small_scope_runs"] == 13 + 16 + 1 and data["never_struck"] == [] and not data["budget_spent"]
     assert data["retry_spacing"]["retries"] >= 1  # a crashed job came back
     # lease's worker loop runs one job at a time (core/overlap.py), whatever its pool
     assert data["bodies_at_once"]["worker"] == 1 and data["bodies_at_once"]["run"] >= 1
-    assert set(data["coverage"]["crash"]) == {"before-tenant", "after-insert", "mid-work", "after-effect",
-                                              "before-finish"}, data["coverage"]
+    named = {"before-tenant", "after-insert", "mid-work", "after-effect", "before-finish"}
+    struck = set(data["coverage"]["crash"])  # the body's named points, and the statement points cut
+    assert named <= struck and {"sql:commit:body.finish_run:after", "sql:lease.finish"} <= struck, struck
+    assert all(p in named or p.startswith("sql:") for p in struck), struck
     assert (data["design"], data["tenant_mode"], data["faults"], data["examples"], data["seed"]) == (
         "lease", "local", ["crash"], 5, 3)
     assert list(data["properties"]) == list(properties.PROPERTIES)
     assert data["properties"]["terminal-states"]["status"] == "violated"
     assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence"}
     ce = data["counterexample"]
-    assert "terminal-states" in ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
+    assert ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
     assert ce["schedule"]["jobs"] and len(ce["schedule"]["jobs"]) <= 2
     assert "Counterexample" in r.stdout and "timeline of that run:" in r.stdout and ce["replay"] in r.stdout
+    # The counterexample is the first found (a crash after lease.finish's reply: at-most-once-effects);
+    # terminal-states' own smallest schedule is saved and named too.
+    stuck = re.search(r"terminal-states: smallest schedule that violated it \(\d+ jobs?\): (\S+)", r.stdout)
+    assert stuck, r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert set(cases) == set(properties.PROPERTIES)
     assert cases["terminal-states"].find("failure") is not None
     assert cases["tenant-isolation"].find("failure") is None
     # The saved schedule replays to the same violation, and the replay's JSON says so.
-    again = run_cli("--replay", ce["file"], "--json", str(tmp_path / "again.json"), timeout=300)
+    again = run_cli("--replay", stuck[1], "--json", str(tmp_path / "again.json"), timeout=300)
     assert again.returncode == 1
     assert json.loads((tmp_path / "again.json").read_text())["properties"]["terminal-states"]["status"] == \
         "violated"
     # Replayed on another design, the same schedule holds where that design has a sweep.
-    other = run_cli("--replay", ce["file"], "--design", "lease-heartbeat", "--json",
+    other = run_cli("--replay", stuck[1], "--design", "lease-heartbeat", "--json",
                     str(tmp_path / "hb.json"), timeout=300)
     assert json.loads((tmp_path / "hb.json").read_text())["properties"]["terminal-states"]["status"] \
         == "held", other.stdout

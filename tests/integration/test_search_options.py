@@ -35,9 +35,12 @@ def test_shards_split_the_small_scope_pass(runner):
         out = search(runner.run, faults=parse_faults("raise"), design=load_design("lease-heartbeat"),
                      tenant_mode="local", examples=1, seed=3, time_scale=SCALE, shard=(i, 2))
         labels.append({r.label for r in out.runs if r.label})
-    everything = {label for label, _ in smallscope.schedules(faults=parse_faults("raise"),
-                                                             design="lease-heartbeat",
-                                                             tenant_mode="local", time_scale=SCALE)}
+    shape = {"faults": parse_faults("raise"), "design": "lease-heartbeat", "tenant_mode": "local",
+             "time_scale": SCALE}
+    # the named points' schedules and the last-attempt ones (raise cuts no worker and pauses nothing: no
+    # statement or cut schedules)
+    everything = {label for label, _ in smallscope.schedules(**shape)} | \
+        {label for label, _ in smallscope.last_attempt_schedules([], **shape)}
     assert labels[0] and labels[1] and not labels[0] & labels[1]
     assert labels[0] | labels[1] == everything
 
