@@ -43,8 +43,9 @@ class Runner:
     here by the spec and options a schedule names; a schedule naming another design has its handle
     built once, on first use, and kept for this runner's life."""
 
-    def __init__(self, database: Database, designs: Iterable[DesignHandle] = ()):
+    def __init__(self, database: Database, designs: Iterable[DesignHandle] = (), runs_base: Path = RUNS_BASE):
         self.database = database
+        self.runs_base = runs_base  # where each run's directory is made (a slot's: one its parent removes)
         self.slots = None  # harness.slots.Slots when the command line asked for --parallel
         self.admin = psycopg.connect(database.admin_dsn, autocommit=True)
         self._installed: set[str] = set()
@@ -154,8 +155,8 @@ class Runner:
         schedule = self.stamp(schedule, design)
         run = self.prepare(schedule, design)
         self.runs += 1
-        RUNS_BASE.mkdir(parents=True, exist_ok=True)
-        run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=RUNS_BASE))
+        self.runs_base.mkdir(parents=True, exist_ok=True)
+        run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=self.runs_base))
         janitor = self.database.janitor
         with Cleanup(log) as cleanup:
             if janitor is not None:

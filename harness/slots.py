@@ -20,10 +20,13 @@ import json
 import multiprocessing
 import os
 import secrets
+import shutil
 import signal
+import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 
 from psycopg import sql
 
@@ -45,7 +48,8 @@ def default_slots() -> int:
     return max(1, min(MAX_SLOTS, 2 * (os.cpu_count() or 1)))
 
 
-def _serve(conn: Connection, database: Database, parent: int, designs: Sequence[DesignHandle]) -> None:
+def _serve(conn: Connection, database: Database, parent: int, designs: Sequence[DesignHandle],
+           runs_base: Path) -> None:
     """A slot process: run each schedule it is sent, answer with the history (or the error)."""
     code = 0
     try:
@@ -55,7 +59,7 @@ def _serve(conn: Connection, database: Database, parent: int, designs: Sequence[
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         from .runner import Runner
 
-        with Runner(database, designs) as runner:
+        with Runner(database, designs, runs_base=runs_base) as runner:
             while True:
                 msg = conn.recv()
                 if msg is None:
@@ -117,9 +121,20 @@ class Slots:
                        worker_dsn=dsn_backend.with_db(d.worker_dsn, dbname=name), database=name)
 
     def _start(self, k: int, database: Database) -> None:
+        # The slot's run directories go under one of the parent's: a slot killed mid-run (the harness
+        # interrupted or killed) never reaches its runner's cleanup, and left them in RUNS_BASE.
+        from .runner import RUNS_BASE
+
+        RUNS_BASE.mkdir(parents=True, exist_ok=True)
+        runs_base = Path(tempfile.mkdtemp(prefix=f"slot-{os.getpid()}-{k}-", dir=RUNS_BASE))
+        janitor = self.database.janitor
+        if janitor is not None:
+            key = janitor.register("rmtree", path=str(runs_base))
+            self._cleanup.push(f"telling the janitor about slot {k}'s runs", lambda: janitor.forget(key))
+        self._cleanup.push(f"removing slot {k}'s runs", lambda: shutil.rmtree(runs_base, ignore_errors=True))
         ours, theirs = _FORK.Pipe()
-        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid(), self.designs), name=f"slot-{k}",
-                          daemon=False)
+        p = _FORK.Process(target=_serve, args=(theirs, database, os.getpid(), self.designs, runs_base),
+                          name=f"slot-{k}", daemon=False)
         p.start()
         theirs.close()
         self._conns.append(ours)

@@ -21,6 +21,7 @@ from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.harness.postgres import dataset as db
 from pg_job_chaos.harness.postgres import dsn as dsn_backend
 from pg_job_chaos.harness.postgres import local, provision
+from pg_job_chaos.harness.runner import RUNS_BASE
 from pg_job_chaos.workers import load_design
 from tests.conftest import ROOT, run_cli
 
@@ -255,11 +256,16 @@ def test_killing_the_harness_leaves_nothing_behind(sig, tmp_path):
         if sig != signal.SIGKILL:  # it unwinds and cleans up itself, and says it was stopped
             assert proc.returncode in (128 + sig, 130), said()
             assert "interrupted; everything it started has been removed" in log.read_text(), said()
-        left = _wait_for(lambda: not (run_dir.exists() or _pids_of(run_dir) or _marked(mark)), 120, 0.2)
+        def runs() -> list[Path]:  # the parallel slots' run directories (their logs), made by this harness
+            return list(RUNS_BASE.glob(f"slot-{proc.pid}-*"))
+
+        left = _wait_for(lambda: not (run_dir.exists() or _pids_of(run_dir) or _marked(mark) or runs()),
+                         120, 0.2)
         print(f"{signal.Signals(sig).name}: workers {workers} at the kill; harness gone after "
               f"{exited:.1f} s, everything after {time.monotonic() - started:.1f} s")
         assert left, (f"left behind after {time.monotonic() - started:.0f} s: postgres {_pids_of(run_dir)}, "
-                      f"run directory {run_dir.exists()}, processes {_marked(mark)}" + said())
+                      f"run directory {run_dir.exists()}, processes {_marked(mark)}, slot runs {runs()}"
+                      + said())
     finally:
         if proc.poll() is None:
             proc.kill()
