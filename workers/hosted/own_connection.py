@@ -55,32 +55,7 @@ def run_on(ctx, conn: psycopg.Connection, job, work=None) -> None:
     execution after the body's first read and ``before-tenant``, so that its statements, on any
     connection, are the job's, each judged by ``tenant-isolation`` by the tenant setting in force when
     it ran (``workers/statements.py``)."""
-    setting = check_setting(ctx.spec.tenant_setting)
-    ex = ctx.execution(conn, job)
-    try:
-        ex.started(own_tenant=True)
-        tenant = sql.Literal(job.tenant) if job.tenant is not None else sql.SQL("null")
-        seen, pid, visible, foreign = one(conn.execute(
-            sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)))
-        ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
-                      value=seen, backend=pid, visible=visible, foreign=foreign)
-        # As the harness's body has it after its inherited read: what the connection carried is recorded
-        # before anything can strike.
-        ex.point("before-tenant")
-        started = one(conn.execute("select clock_timestamp()"))[0]
-        if work is not None:
-            work()
-        ex.work()
-        ex.effect()
-        ex.point("before-finish")
-        conn.execute(sql.SQL(Q.insert_finished_run).format(
-            job=sql.Literal(job.id), worker=sql.Literal(ctx.identity), attempt=sql.Literal(job.attempt),
-            started=sql.Literal(started)))
-        ex.point("after-insert")
-    except BaseException as exc:
-        ex.failed(exc)
-        raise
-    ex.finished()
+    run_until_commit(ctx, conn, job, work).committed()  # nothing commits between: the worker's own
 
 
 class Uncommitted:
@@ -105,13 +80,13 @@ class Uncommitted:
         self.ex.failed(exc)
 
 
-def run_until_commit(ctx, conn: psycopg.Connection, job) -> Uncommitted:
+def run_until_commit(ctx, conn: psycopg.Connection, job, work=None) -> Uncommitted:
     """:func:`run_on` for a worker that commits the body's transaction itself once the body has
     returned (a library's transactional step, whose own checkpoint commits with it: DBOS's datasource
     transaction). The same steps on *conn*, up to and with the ``job_runs`` insert, nothing committed;
     the worker then calls :meth:`Uncommitted.committed` after its commit -- so ``after-insert`` lies
     after the commit, as in the harness's own body -- or :meth:`Uncommitted.rolled_back`. Raises what
-    the body raised (``failed`` logged). Hazard: the same steps as :func:`run_on`'s; keep them equal."""
+    the body raised (``failed`` logged). *work*: as :func:`run_on`'s, which is this and ``committed``."""
     setting = check_setting(ctx.spec.tenant_setting)
     ex = ctx.execution(conn, job)
     try:
@@ -121,8 +96,12 @@ def run_until_commit(ctx, conn: psycopg.Connection, job) -> Uncommitted:
             sql.SQL(Q.observe).format(setting=sql.Literal(setting), tenant=tenant)))
         ctx.log.write("tenant-seen", job=job.id, attempt=job.attempt, tenant=job.tenant, setting=setting,
                       value=seen, backend=pid, visible=visible, foreign=foreign)
+        # As the harness's body has it after its inherited read: what the connection carried is recorded
+        # before anything can strike.
         ex.point("before-tenant")
         started = one(conn.execute("select clock_timestamp()"))[0]
+        if work is not None:
+            work()
         ex.work()
         ex.effect()
         ex.point("before-finish")
