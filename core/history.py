@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from .events import EndedBy, LogEvent, event_of
-from .schedule import Event, JobSpec, Schedule, Timing
+from .schedule import Event, JobSpec, Schedule, Timing, Workload, expand_workload
 
 # How an execution ends, by its terminal event (Jepsen's outcomes: the module docstring).
 TERMINAL_EVENTS = {LogEvent.FINISHED: "ok", LogEvent.FAILED: "fail", LogEvent.FENCED: "fail"}
@@ -110,7 +110,8 @@ def as_schedule(value: Schedule | dict) -> Schedule:
     timing = data.pop("timing", None)
     if timing is not None:
         data["timing"] = timing if isinstance(timing, Timing) else Timing(**timing)
-    return Schedule(**data)
+    data["workload"] = Workload(**w) if isinstance(w := data.get("workload"), dict) else w  # jobs: listed
+    return expand_workload(Schedule(**data))
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
+from .workload import Workload
 
 # 2: an event may strike at a statement point (sql:<name>) and name no job; 3: a point after a statement's
 # reply (sql:<name>:after) and at a COMMIT (sql:commit:<name>, sql:commit:<name>:after), and a job's fault
@@ -89,6 +90,23 @@ class Timing:
     latency: float = 0.05  # the latency fault: added to every chunk of the worker's traffic, either way
 
 
+# --- tenant workloads (issue 38): the parameters in core/workload.py ------------------------------------
+def workload_jobs(w: Workload) -> list[JobSpec]:
+    """The jobs *w* stands for, ids 1.. in queue order (no faults: a drawn job carries those)."""
+    return [JobSpec(id=i, tenant=t, duration=d) for i, (t, d) in enumerate(w.queue(), 1)]
+
+
+def expand_workload(s: Schedule) -> Schedule:
+    """*s* with its workload's jobs, overlaid by the jobs it lists (same id: the listed one, e.g. a
+    drawn fault on a flood job; a new id: an extra job after the workload's). A saved file lists only
+    those (``to_dict``); a schedule with a workload must hold every job of it."""
+    if s.workload is None:
+        return s
+    listed = {j.id: j for j in s.jobs}
+    jobs = [listed.pop(j.id, j) for j in workload_jobs(s.workload)]
+    return s.replace(jobs=tuple(jobs + list(listed.values())))
+
+
 @dataclass(frozen=True)
 class Schedule:
     jobs: tuple[JobSpec, ...]
@@ -109,6 +127,9 @@ class Schedule:
     # both change a run, so a replay uses the options and warns when the version differs.
     design_options: dict[str, str] = field(default_factory=dict, hash=False)
     libraries: dict[str, str] = field(default_factory=dict, hash=False)
+    # A declared tenant workload (issue 38): its jobs are in ``jobs`` (see workload_jobs); a saved file
+    # lists only the jobs it does not give. None: the jobs are all listed (every schedule before it).
+    workload: Workload | None = None
 
     def seconds(self, article_seconds: float) -> float:
         """Real seconds for a duration given in article seconds."""
@@ -146,6 +167,13 @@ class Schedule:
     # --- JSON ---------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         data = {"format": FORMAT, **dataclasses.asdict(self)}
+        if self.workload is None:
+            data.pop("workload")  # a schedule without one saves as it always did
+        else:
+            made = {j.id: j for j in workload_jobs(self.workload)}
+            if set(made) - {j.id for j in self.jobs}:  # a saved file would bring them back
+                raise ValueError("a schedule with a workload holds every job of it")
+            data["jobs"] = [dataclasses.asdict(j) for j in self.jobs if made.get(j.id) != j]
         for job in data["jobs"]:  # no strikes: a fault on every execution (the key left out)
             if job.get("strikes") is None:
                 job.pop("strikes", None)
@@ -161,7 +189,7 @@ class Schedule:
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
         data = dict(data)
         data.pop("format", None)
-        sched = _build(cls, data, source)
+        sched = expand_workload(_build(cls, data, source))
         check(sched, source, validators)
         return sched
 
@@ -258,6 +286,8 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
                 f"events[{i}].job: only a statement point (sql:...) may name no job")
         if e.variant not in ("xid", "repeatable-read"):
             bad(f"events[{i}].variant: 'xid' or 'repeatable-read'")
+    if s.workload is not None:
+        s.workload.check(bad)
     if s.workers < 1:
         bad("workers: at least 1")
     if s.time_scale <= 0:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
+from . import checks, effects, fairness, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
 from .core import (
     HELD,
     REGISTRY,
@@ -31,8 +31,8 @@ from .core import (
 )
 from .explain import explain
 
-__all__ = ["GROUPS", "HELD", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check", "gate",
-           "not_judged_names", "undecided_names", "violated_names", "worst"]
+__all__ = ["GROUPS", "HELD", "OPT_IN", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check",
+           "gate", "not_judged_names", "undecided_names", "violated_names", "worst"]
 
 # Every property module registers its properties (``@decides(name, group=..., position=...)``) as it
 # is imported: all of them are imported above, so the registry is complete here.
@@ -47,6 +47,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
     group: tuple(p.name for p in _REGISTERED if p.group == group)
     for group in dict.fromkeys(p.group for p in _REGISTERED)
 }
+
+# Groups judged and shown in every run but outside the default gate: a run fails on them only when the
+# command asks (``--fail-on fairness``, ``all``, or ``--workload``, which declares what they judge).
+OPT_IN: tuple[str, ...] = ("fairness",)
 
 
 def _names(spec: str | Iterable[str], flag: str) -> list[str]:
@@ -69,9 +73,11 @@ def _names(spec: str | Iterable[str], flag: str) -> list[str]:
 def gate(fail_on: str | Iterable[str] | None = None,
          allow: str | Iterable[str] | None = None) -> tuple[str, ...]:
     """The properties whose violation fails a run: *fail_on* (names or groups, comma-separated; default
-    all) less *allow*, in :data:`PROPERTIES` order. Raises :class:`~core.errors.UsageError` for a name that
+    every property outside the :data:`OPT_IN` groups) less *allow*,
+    in :data:`PROPERTIES` order. Raises :class:`~core.errors.UsageError` for a name that
     is neither, and when nothing would be left to fail a run."""
-    chosen = set(_names(fail_on, "--fail-on")) if fail_on else set(PROPERTIES)
+    chosen = set(_names(fail_on, "--fail-on")) if fail_on else {
+        n for n in PROPERTIES if not any(n in GROUPS.get(g, ()) for g in OPT_IN)}
     chosen -= set(_names(allow, "--allow")) if allow else set()
     if not chosen:
         raise UsageError("--fail-on/--allow leave no property that can fail the run")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing
+from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing, expand_workload
+from ..core.workload import ORDERS, Workload
 from ..faults.catalogue import CATALOGUE, VARIANTS, event_variant
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
@@ -17,6 +18,22 @@ DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the l
 MAX_JOBS = 12
 MAX_WORKERS = 3
 MAX_EVENTS = 3
+# A flood workload (--workload flood): its parameters, each simplest first (issue 38). The flood's size
+# is drawn from 1 up to the design's (FLOOD_SIZES, note only: what each library runs in the suite's and
+# the bench's time; pgqueuer claims at about a tenth of the others' speed).
+MAX_FLOOD = 300
+FLOOD_SIZES = {"pgqueuer": 30}
+MAX_SMALL_TENANTS = 6
+MAX_SMALL_JOBS = 3
+
+
+def flood(max_flood: int = MAX_FLOOD):
+    """A :class:`~core.workload.Workload` of kind flood: the flood shrinks toward one job, the small
+    tenants toward one with one job, the order toward the flood first, the work toward 0.05 s."""
+    return st.builds(Workload, kind=st.just("flood"), hot_tenant=st.just(1),
+                     hot_jobs=st.integers(1, max_flood), small_tenants=st.integers(1, MAX_SMALL_TENANTS),
+                     small_jobs=st.integers(1, MAX_SMALL_JOBS), order=st.sampled_from(ORDERS),
+                     hot_duration=st.sampled_from(DURATIONS), small_duration=st.sampled_from(DURATIONS))
 
 
 def _points(default: str | None, points: tuple[str, ...]) -> list[str | None]:
@@ -95,19 +112,24 @@ def _spent(draw, jobs: list[JobSpec], job: int | None, point: str) -> int:
 def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
               workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
               max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS, statements=(),
-              cut_statements=()) -> Schedule:
+              cut_statements=(), workload: str | None = None, max_flood: int | None = None) -> Schedule:
     """Schedules whose jobs and events carry only the given *faults* (catalogue entries), striking
     only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay), and at the
     statement points *statements* (every supervisor fault) and *cut_statements* (a fault that ends or cuts
-    a worker: ``smallscope.cut_points``)."""
+    a worker: ``smallscope.cut_points``). With *workload* ``"flood"`` the schedule declares a flood
+    (:func:`flood`, at most *max_flood* jobs: default the design's FLOOD_SIZES, else MAX_FLOOD) and the
+    drawn jobs -- none or more -- come after its jobs."""
     job_faults = [f.name for f in faults if f.kind == "job"]
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    drawn = draw(st.lists(_job(job_faults, points, max_attempts, cut_statements), min_size=1,
-                          max_size=max_jobs), label="jobs")
-    jobs = [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p, strikes=k)
-            for i, (f, p, t, d, k) in enumerate(drawn, 1)]
+    size = max_flood or FLOOD_SIZES.get(design, MAX_FLOOD)
+    declared = draw(flood(size), label="workload") if workload == "flood" else None
+    ahead = expand_workload(Schedule(jobs=(), workload=declared)).jobs
+    drawn = draw(st.lists(_job(job_faults, points, max_attempts, cut_statements), min_size=0 if ahead else 1,
+                          max_size=max_jobs if not ahead or job_faults else 0), label="jobs")
+    jobs = list(ahead) + [JobSpec(id=i, tenant=t, duration=d, fault=f, point=p, strikes=k)
+                          for i, (f, p, t, d, k) in enumerate(drawn, len(ahead) + 1)]
     n = len(jobs)
     events = []
     if sup_faults:
@@ -123,7 +145,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     sched = Schedule(
         jobs=tuple(jobs), workers=w, events=tuple(events), design=design, tenant_mode=tenant_mode,
         time_scale=time_scale, timing=timing or Timing(), max_attempts=max_attempts,
-        dequeues=dequeue_budget(n, max_attempts),
+        dequeues=dequeue_budget(n, max_attempts), workload=declared,
     )
     if timing is None:  # room for every job's every attempt; a stall ends a hung run sooner
         sched = sched.replace(timing=Timing(deadline=max(60.0, 15.0 * n * max_attempts)))

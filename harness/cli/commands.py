@@ -13,8 +13,9 @@ import sys
 
 from ...core.errors import EXIT_HELD, UsageError
 from ...core.schedule import JobSpec, Schedule
+from ...core.workload import WORKLOADS
 from ...faults.catalogue import CATALOGUE, parse_faults
-from ...properties import check, gate
+from ...properties import OPT_IN, check, gate
 from ...workers import DESIGNS, MODES, load_design, parse_options
 from .. import scales
 from ..engine import schedules
@@ -44,6 +45,14 @@ def _check_drawn(args):
     if args.budget is not None and args.budget <= 0:
         raise UsageError("--budget must be greater than 0 seconds")
     return chosen, faults, [f.name for f in faults]
+
+
+def _workload_gate(args, chosen: tuple[str, ...], declared: bool) -> tuple[str, ...]:
+    """A declared tenant workload (``--workload``, or a replayed schedule's) puts the groups it lets be
+    judged (``properties.OPT_IN``: fairness) in the default gate; ``--fail-on`` given, that stays."""
+    if not declared or args.fail_on:
+        return chosen
+    return gate(",".join((*gate(), *OPT_IN)), args.allow)
 
 
 def _list_faults() -> int:
@@ -93,6 +102,7 @@ def replay(args, progress) -> int:
     if args.time_scale or scale != schedule.time_scale:
         changes["time_scale"] = scale
     schedule = schedule.replace(**changes)
+    chosen = _workload_gate(args, chosen, schedule.workload is not None)
     with runner_for(server, progress, schedule.faults(), designs=[design]) as runner:
         history = runner.run(schedule)
     report = build.replay_report(history, check(history), schedule, args.file, strict=args.strict,
@@ -104,6 +114,9 @@ def search(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
+    if args.workload is not None and args.workload not in WORKLOADS:
+        raise UsageError(f"unknown workload {args.workload!r}; workloads: {', '.join(WORKLOADS)}")
+    chosen = _workload_gate(args, chosen, args.workload is not None)
     design = args.design or "lease"
     handle = load_design(design, parse_options(args.design_option))  # built once: runner, slots, search
     scale = _time_scale(args, [handle])
@@ -117,7 +130,7 @@ def search(args, progress) -> int:
                  f"{args.examples} examples, time scale {scale}")
         out = search(runner.run, faults=faults, design=handle, tenant_mode=mode, examples=args.examples,
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                     gate=chosen, **{**options, **search_options(args, runner)})
+                     gate=chosen, workload=args.workload, **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode,
                                      examples=args.examples, seed=args.seed,

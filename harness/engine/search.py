@@ -61,7 +61,8 @@ class Search:
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
-                 gate: tuple[str, ...] | None = None):
+                 gate: tuple[str, ...] | None = None, workload: str | None = None):
+        self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
         self._run, self._run_many, self.progress = run, run_many, progress
         # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
         self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
@@ -178,10 +179,12 @@ class Search:
         strategy = schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
                              time_scale=self.time_scale, workers=self.workers, points=self.points,
                              statements=self._drawn_statements(),
-                             cut_statements=smallscope.cut_points(self.statements, cap=smallscope.CUT_POINTS)
-                             ).map(self._configured)
+                             cut_statements=smallscope.cut_points(self.statements, cap=smallscope.CUT_POINTS),
+                             workload=self.workload).map(self._configured)
         key = (f"{json.dumps(self.design_options, sort_keys=True)}|{self.design}|{self.tenant_mode}|"
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
+        if self.workload:
+            key += f"|workload={self.workload}"
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
             key += f"|gate={','.join(self.gate)}"
         database = (self.database if self.database is not None
@@ -232,7 +235,8 @@ class Search:
         self.phase = Phase.REST
         rest = sample_schedules(faults=self.faults, design=self.design, tenant_mode=self.tenant_mode,
                                 count=self.share - self._generated, seed=self.seed,
-                                time_scale=self.time_scale, workers=self.workers, points=self.points)
+                                time_scale=self.time_scale, workers=self.workers, points=self.points,
+                                workload=self.workload)
         self.progress(f"exploring the other {len(rest)} examples of the budget")
         self._execute_all([("", self._configured(s)) for s in rest])
 
@@ -273,14 +277,14 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
 
 def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed: int | None,
                      time_scale: float, points: tuple[str, ...],
-                     workers: int | None = None) -> list[Schedule]:
+                     workers: int | None = None, workload: str | None = None) -> list[Schedule]:
     """*count* schedules drawn from the strategy without running anything, their faults at *points*."""
     drawn: list[Schedule] = []
 
     @settings(max_examples=count, deadline=None, database=None, phases=[HypothesisPhase.generate],
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
     @given(schedules(faults=faults, design=design, tenant_mode=tenant_mode, time_scale=time_scale,
-                     workers=workers, points=points))
+                     workers=workers, points=points, workload=workload))
     def draw(schedule):
         drawn.append(schedule)
 

@@ -21,7 +21,7 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
-        "success-final"]
+        "success-final", "starvation-bound"]
     assert GROUPS == {
         "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
                    "attempts-counted",
@@ -29,9 +29,10 @@ def test_properties_and_groups_keep_their_contents_and_order():
                    "success-final"),
         "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
         "resources": ("horizon", "pool-hygiene"),
+        "fairness": ("starvation-bound",),
     }
-    assert list(GROUPS) == ["safety", "liveness", "resources"]
-    assert properties.gate() == tuple(PROPERTIES)
+    assert list(GROUPS) == ["safety", "liveness", "resources", "fairness"]
+    assert properties.gate() == tuple(p for p in PROPERTIES if p != "starvation-bound")  # opt-in: fairness
 
 
 def test_every_registered_property_has_one_name_and_one_group():
