@@ -17,7 +17,7 @@ from ...core.schedule import Schedule
 from ...properties import HELD, UNKNOWN, Result, violated_names
 from ..engine.compare import Comparison
 from ..engine.outcome import SearchOutcome
-from . import text
+from . import text, waits
 from .result import Report, Saved
 
 Stamp = Callable[[Schedule], Schedule]
@@ -101,7 +101,16 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "retry_spacing": report.retry_spacing, "bodies_at_once": report.bodies,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
                    "no_fault_could_strike": blocked}
+    _waits(report, [r.history for r in out.runs], out.counterexample.history if out.counterexample else None)
     return report
+
+
+def _waits(report: Report, histories, first: History | None, label: str = "the counterexample's run") -> None:
+    """Per-tenant waits of one run with more than one tenant (:mod:`.waits`): the JSON's ``waits`` (None:
+    no such run) and their lines after the property table."""
+    chosen = waits.pick(histories, first, label)
+    report.data["waits"] = None if chosen is None else waits.section(*chosen)
+    report.notes += waits.lines(report.data["waits"])
 
 
 def replay_report(history: History, results: dict, schedule: Schedule, file: str | Path, *,
@@ -118,6 +127,7 @@ def replay_report(history: History, results: dict, schedule: Schedule, file: str
     report.data = {"design": schedule.design, "tenant_mode": schedule.tenant_mode,
                    "faults": schedule.faults(), "replay": str(file), "server": history.server,
                    "properties": text.results_json(results), "bodies_at_once": report.bodies}
+    _waits(report, [history], history, "this replay's run")
     return report
 
 

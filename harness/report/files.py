@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import html, text
+from . import html, text, waits
 from .result import Report
 
 
@@ -18,7 +18,16 @@ def page(report: Report) -> dict:
              for s in report.saved if s.history is not None]
     if report.kind == "compare":
         return {"title": report.title, "matrix": report.suites, "counterexamples": shown}
-    return {"title": report.title, "tables": [("properties", report.results)], "counterexamples": shown}
+    return {"title": report.title, "tables": [("properties", report.results)], "counterexamples": shown,
+            **_waits(report.data.get("waits"))}
+
+
+def _waits(data: dict | None) -> dict:
+    """The per-tenant waits' table and plot (:mod:`.waits`), for a run with more than one tenant."""
+    if not data:
+        return {}
+    shown = waits.plot(data)
+    return {"texts": [("waits per tenant", "\n".join(waits.lines(data)))], "images": [shown] if shown else []}
 
 
 def write(report: Report, *, json_path: str | None = None, junit_path: str | None = None,

@@ -1,0 +1,147 @@
+"""Fairness between tenants (issue 38): the flood workload in a schedule, the per-tenant waits and Jain's
+index (``core/waits.py``), the starvation bound's computation (``properties/fairness.py``) on hand-written
+histories, and the strategy's drawing and shrinking of a flood (no database)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, find, settings
+
+from pg_job_chaos.core import waits
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.history import History, WorkerExit
+from pg_job_chaos.core.schedule import JobSpec, Schedule, expand_workload
+from pg_job_chaos.core.workload import Workload
+from pg_job_chaos.harness.report import waits as report_waits
+from pg_job_chaos.properties import check
+from pg_job_chaos.properties.fairness import bounds, fair_finishes
+from pg_job_chaos.properties.strategies import schedules
+from tests.unit.test_properties import execution
+
+FLOOD = {"hot_jobs": 10, "small_tenants": 1, "small_jobs": 1, "order": "hot-first"}
+
+
+def _history(starts: dict[int, tuple[str, float, float]], *, workload=FLOOD, t1=12.0, exits=None,
+             tenants=None) -> History:
+    """Jobs run as *starts* says (job -> worker, start, end); the schedule declares *workload* (its jobs:
+    tenant 1's flood, then tenant 100's), or lists *tenants* (job -> tenant) without one."""
+    if workload is not None:
+        sched = {"jobs": [], "workload": workload, "timing": {"poll": 0.1}, "time_scale": 1.0, "workers": 1}
+        jobs = expand_workload(Schedule(jobs=(), workload=Workload(**workload))).jobs
+        tenant = {j.id: j.tenant for j in jobs}
+    else:
+        tenant = dict(tenants or {})
+        sched = {"jobs": [{"id": j, "tenant": t} for j, t in tenant.items()], "timing": {"poll": 0.1}}
+    records = [r for job, (w, a, b) in sorted(starts.items(), key=lambda kv: kv[1][1])
+               for r in execution(w, job, 1, a, b, tenant=tenant[job])]
+    workers = sorted({w for w, _, _ in starts.values()})
+    return History(schedule=sched, design="lease", tenant_mode="local", records=records, jobs=[], runs=[],
+                   exits=exits if exits is not None else [WorkerExit(w, 1, t1, "drained") for w in workers],
+                   injected=[], samples=[], t0=0.0, t1=t1, ended_by="quiescent")
+
+
+def _fifo_flood() -> History:
+    """One worker hands out tenant 1's ten one-second jobs first, then tenant 100's: FIFO under a flood."""
+    return _history({**{j: ("w1.0", j - 1.0, float(j)) for j in range(1, 11)}, 11: ("w1.0", 10.0, 11.0)})
+
+
+def test_jain_and_percentiles():
+    assert waits.jain([1.0, 1.0, 1.0]) == 1.0
+    assert waits.jain([4.0, 0.0, 0.0, 0.0]) == 0.25  # all of it to one tenant: 1/n
+    assert waits.jain([2.0, 1.0]) == pytest.approx(0.9)
+    assert waits.jain([]) is None and waits.jain([0.0, 0.0]) is None
+    assert waits.percentile([3.0, 1.0, 2.0], 50) == 2.0 and waits.percentile([1.0] * 99 + [9.0], 99) == 1.0
+    assert waits.percentile([1.0] * 98 + [9.0, 9.0], 99) == 9.0
+
+
+def test_the_bound_of_fifo_under_a_flood():
+    h = _fifo_flood()
+    # tenant 100's one job: 1 s of its own work at half the one live worker (two tenants queued): 2 s
+    assert fair_finishes(h)[11] == pytest.approx(2.0)
+    # twice that, plus the longest fault-free job (1 s) and two polls (0.2 s)
+    assert bounds(h)[11] == pytest.approx(5.2)
+    # tenant 1's fifth job: 5 s of own work; half the worker until 9 s (4.5 s), then all of it
+    assert fair_finishes(h)[5] == pytest.approx(9.5)
+    # its tenth: 10 s, past the run's end (7.5 s by then): it started, so it is within its bound
+    assert fair_finishes(h)[10] is None and bounds(h)[10] is None
+    r = check(h, ["starvation-bound"])["starvation-bound"]
+    assert (r.status, r.jobs) == ("violated", (11,))
+    assert r.evidence.startswith("tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs; "
+                                 "the fair bound was 5.20 s (1 live workers, 2 tenants")
+
+
+def test_a_fair_order_holds_and_the_figures_say_so():
+    # tenant 100's job right after tenant 1's first: within its bound
+    starts = {1: ("w1.0", 0.0, 1.0), 11: ("w1.0", 1.0, 2.0),
+              **{j: ("w1.0", float(j), j + 1.0) for j in range(2, 11)}}
+    r = check(_history(starts), ["starvation-bound"])["starvation-bound"]
+    assert r.status == "held", r.evidence
+
+
+def test_one_tenant_alone_holds():
+    h = _history({j: ("w1.0", j - 1.0, float(j)) for j in range(1, 6)},
+                 workload={"hot_jobs": 5, "small_tenants": 0, "small_jobs": 0})
+    assert check(h, ["starvation-bound"])["starvation-bound"].status == "held"
+    assert waits.summary(h) is None  # one tenant: no per-tenant figures
+
+
+def test_a_job_that_never_started_is_judged_on_its_wait_until_the_end():
+    h = _history({j: ("w1.0", j - 1.0, float(j)) for j in range(1, 11)}, t1=12.0)
+    r = check(h, ["starvation-bound"])["starvation-bound"]
+    assert r.status == "violated" and "job 11 never started in 12.00 s" in r.evidence
+
+
+def test_only_live_workers_are_shared():
+    # two workers, the second gone at once: tenant 100's fair finish is as with one worker
+    h = _fifo_flood()
+    h.records.append({"t": 0.0, "worker": "w2.0", "event": "connect"})
+    h.exits.append(WorkerExit("w2.0", 2, 0.0, "exit 1", code=1))
+    assert fair_finishes(h)[11] == pytest.approx(2.0)
+
+
+def test_not_judged_without_a_declared_workload():
+    h = _history({1: ("w1.0", 0.0, 1.0), 2: ("w1.0", 1.0, 2.0)}, workload=None, tenants={1: 1, 2: 2})
+    r = check(h, ["starvation-bound"])["starvation-bound"]
+    assert r.status == "unknown" and not r.judged and "--workload flood" in r.evidence
+    assert waits.summary(h) is not None  # the figures are shown for any run with two tenants
+
+
+def test_the_figures_of_a_flood():
+    s = waits.summary(_fifo_flood())
+    assert s["tenants"]["100"]["p99"] == 10.0 and s["tenants"]["1"]["max"] == 9.0
+    # while both were backlogged (0 to 9 s) tenant 1 had 9 work-seconds, tenant 100 none
+    assert (s["jain"], s["jain_window"], s["jain_of"]) == (0.5, 9.0, "work-seconds")
+    assert s["behind_hot"] == {"job": 11, "tenant": 100, "wait": 10.0, "hot_tenant": 1,
+                               "hot_jobs_started": 10, "started": True}
+    lines = report_waits.lines({"run": "this run", **s})
+    assert any("Jain's index of work-seconds" in x and "0.50" in x for x in lines)
+    assert lines[-1].endswith("tenant 100's job 11 waited 10.000 s while tenant 1 started 10 jobs")
+    shown = report_waits.plot({"run": "this run", **s})
+    assert shown is not None and shown["src"].startswith("data:image/png;base64,")
+
+
+def test_a_workload_saves_as_its_parameters_and_replays_the_same():
+    w = Workload(hot_jobs=500, small_tenants=3, small_jobs=2, order="interleaved")
+    s = expand_workload(Schedule(jobs=(JobSpec(2, tenant=100, fault="crash"),), workload=w))
+    assert len(s.jobs) == 506 and s.jobs[1].fault == "crash"
+    assert [j.tenant for j in s.jobs[:4]] == [1, 100, 99, 98]
+    data = json.loads(s.to_json())
+    assert data["format"] == 3 and [j["id"] for j in data["jobs"]] == [2]  # what the parameters do not give
+    assert Schedule.from_dict(data) == s
+    plain = Schedule(jobs=(JobSpec(1),))
+    assert "workload" not in plain.to_dict() and Schedule.from_dict(json.loads(plain.to_json())) == plain
+    with pytest.raises(UsageError, match="field workload.order: 'sideways'"):
+        Schedule.from_dict({**data, "workload": {**data["workload"], "order": "sideways"}})
+
+
+def test_the_strategy_draws_a_flood_and_shrinks_it():
+    strategy = schedules(faults=[], design="lease", workload="flood", workers=1)
+    smallest = find(strategy, lambda s: s.workload.hot_jobs >= 7,
+                    settings=settings(max_examples=500, database=None,
+                                      suppress_health_check=list(HealthCheck)))
+    assert smallest.workload.hot_jobs == 7
+    assert (smallest.workload.small_tenants, smallest.workload.small_jobs, smallest.workload.order) == (
+        1, 1, "hot-first")
+    assert len(smallest.jobs) == 8 and smallest.jobs[-1].tenant == 100
