@@ -13,11 +13,14 @@ done under that sharing at ``F_j``, the first time with ``integral from e_j to F
 Parekh and Gallager's bound for packet fair queueing a job starts no later than its fluid finish plus
 one job's length. So::
 
-    bound_j = SLACK * (F_j - e_j) + L + 2 * poll
+    bound_j = SLACK * (F_j - e_j) + L + 2 * poll + JITTER
 
 with ``SLACK`` = 2 (the claim costs and the job lengths vary; a round-robin claim keeps well inside),
-``L`` the longest execution of a job that carries no fault (a worker frees up within one), and ``poll``
-the schedule's poll interval (a worker that found nothing sleeps one). ``n(t)`` is the contention the run
+``L`` the longest execution of a job that carries no fault (a worker frees up within one), ``poll``
+the schedule's poll interval (a worker that found nothing sleeps one) and ``JITTER`` = 0.2 real seconds,
+a scheduler hiccup of a loaded machine (``harness/scales.py`` budgets a lease of 0.2 s against one of the
+same size): without it the search's shrinking, which seeks the smallest flood that still fails, ends on
+a run that a hiccup failed once and its replay does not. ``n(t)`` is the contention the run
 *had*, which is no less than a fair design would have had (an unfair one keeps small tenants queued
 longer): the bound favours the design judged, so a violation is a finding.
 
@@ -52,6 +55,7 @@ from .core import Result, decides, held, not_judged, unknown, violated
 
 SLACK = 2.0  # times the fair-share wait (the module docstring)
 POLLS = 2  # poll intervals of grace
+JITTER = 0.2  # real seconds: a scheduler hiccup on a loaded machine (the module docstring)
 
 
 def _cost_and_length(h: History) -> tuple[dict[int, float], float, float]:
@@ -111,7 +115,7 @@ def _invert(times: list[float], cum: list[float], h: History, start: float, work
 def bounds(h: History) -> dict[int, float | None]:
     """Per job, its starvation bound in seconds (None: not judgeable, the module docstring)."""
     _, _, longest = _cost_and_length(h)
-    grace = longest + POLLS * h.schedule.seconds(h.schedule.timing.poll)
+    grace = longest + POLLS * h.schedule.seconds(h.schedule.timing.poll) + JITTER
     return {j: None if f is None else SLACK * f + grace for j, f in fair_finishes(h).items()}
 
 

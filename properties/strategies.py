@@ -117,14 +117,16 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay), and at the
     statement points *statements* (every supervisor fault) and *cut_statements* (a fault that ends or cuts
     a worker: ``smallscope.cut_points``). With *workload* ``"flood"`` the schedule declares a flood
-    (:func:`flood`, at most *max_flood* jobs: default the design's FLOOD_SIZES, else MAX_FLOOD) and the
+    (:func:`flood`, at most *max_flood* jobs, or N with ``"flood:N"``, else the design's FLOOD_SIZES, else
+    MAX_FLOOD) and the
     drawn jobs -- none or more -- come after its jobs."""
     job_faults = [f.name for f in faults if f.kind == "job"]
     sup_faults = [f.name for f in faults if f.kind == "supervisor"]
     # A list of jobs (not a count, then jobs): Hypothesis's list shrinker deletes whole elements,
     # which is what "fewer jobs" needs. Ids follow queue order.
-    size = max_flood or FLOOD_SIZES.get(design, MAX_FLOOD)
-    declared = draw(flood(size), label="workload") if workload == "flood" else None
+    kind, _, cap = (workload or "").partition(":")  # "flood:N": a flood of at most N jobs
+    size = max_flood or (int(cap) if cap else FLOOD_SIZES.get(design, MAX_FLOOD))
+    declared = draw(flood(size), label="workload") if kind == "flood" else None
     ahead = expand_workload(Schedule(jobs=(), workload=declared)).jobs
     drawn = draw(st.lists(_job(job_faults, points, max_attempts, cut_statements), min_size=0 if ahead else 1,
                           max_size=max_jobs if not ahead or job_faults else 0), label="jobs")

@@ -47,6 +47,17 @@ def _check_drawn(args):
     return chosen, faults, [f.name for f in faults]
 
 
+def _check_workload(spec: str | None) -> None:
+    """``--workload NAME[:N]``: a known workload, and N (the flood's largest size) a positive integer."""
+    if spec is None:
+        return
+    kind, colon, cap = spec.partition(":")
+    if kind not in WORKLOADS:
+        raise UsageError(f"unknown workload {kind!r}; workloads: {', '.join(WORKLOADS)} (NAME or NAME:N)")
+    if colon and not (cap.isdigit() and int(cap) >= 1):
+        raise UsageError(f"--workload {spec}: N, the flood's largest size, must be a positive integer")
+
+
 def _workload_gate(args, chosen: tuple[str, ...], declared: bool) -> tuple[str, ...]:
     """A declared tenant workload (``--workload``, or a replayed schedule's) puts the groups it lets be
     judged (``properties.OPT_IN``: fairness) in the default gate; ``--fail-on`` given, that stays."""
@@ -114,8 +125,7 @@ def search(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
-    if args.workload is not None and args.workload not in WORKLOADS:
-        raise UsageError(f"unknown workload {args.workload!r}; workloads: {', '.join(WORKLOADS)}")
+    _check_workload(args.workload)
     chosen = _workload_gate(args, chosen, args.workload is not None)
     design = args.design or "lease"
     handle = load_design(design, parse_options(args.design_option))  # built once: runner, slots, search

@@ -113,9 +113,9 @@ def parser() -> Program:
                        help=f"schedules to generate (default {DEFAULT_EXAMPLES})")
     drawn.add_argument("--seed", type=int, help="Hypothesis seed, for a reproducible search")
     drawn.add_argument("--workers", type=int, help="fix the number of workers (default: searched, 1-3)")
-    drawn.add_argument("--workload", metavar="NAME",
-                       help="a tenant workload every schedule declares: flood (one tenant's flood ahead of "
-                            "small tenants; judges starvation-bound, docs/fairness.md)")
+    drawn.add_argument("--workload", metavar="NAME[:N]",
+                       help="a tenant workload every schedule declares: flood (one tenant's flood of at most "
+                            "N jobs beside small tenants; judges starvation-bound, docs/fairness.md)")
     drawn.add_argument("--list-faults", action="store_true", help="list the fault catalogue and exit")
     drawn.add_argument("--budget", type=float, metavar="SECONDS",
                        help="stop starting new schedules after this long (shrinking and the report still "
