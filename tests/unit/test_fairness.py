@@ -60,8 +60,8 @@ def test_the_bound_of_fifo_under_a_flood():
     h = _fifo_flood()
     # tenant 100's one job: 1 s of its own work at half the one live worker (two tenants queued): 2 s
     assert fair_finishes(h)[11] == pytest.approx(2.0)
-    # twice that, plus the longest fault-free job (1 s) and two polls (0.2 s)
-    assert bounds(h)[11] == pytest.approx(5.2)
+    # twice that, plus the longest fault-free job (1 s), two polls (0.2 s) and the jitter (0.2 s)
+    assert bounds(h)[11] == pytest.approx(5.4)
     # tenant 1's fifth job: 5 s of own work; half the worker until 9 s (4.5 s), then all of it
     assert fair_finishes(h)[5] == pytest.approx(9.5)
     # its tenth: 10 s, past the run's end (7.5 s by then): it started, so it is within its bound
@@ -69,7 +69,7 @@ def test_the_bound_of_fifo_under_a_flood():
     r = check(h, ["starvation-bound"])["starvation-bound"]
     assert (r.status, r.jobs) == ("violated", (11,))
     assert r.evidence.startswith("tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs; "
-                                 "the fair bound was 5.20 s (1 live workers, 2 tenants")
+                                 "the fair bound was 5.40 s (1 live workers, 2 tenants")
 
 
 def test_a_fair_order_holds_and_the_figures_say_so():
@@ -145,3 +145,31 @@ def test_the_strategy_draws_a_flood_and_shrinks_it():
     assert (smallest.workload.small_tenants, smallest.workload.small_jobs, smallest.workload.order) == (
         1, 1, "hot-first")
     assert len(smallest.jobs) == 8 and smallest.jobs[-1].tenant == 100
+
+
+def test_a_replay_report_shows_the_waits_in_text_json_and_html(tmp_path):
+    from pg_job_chaos.harness.report import build, files, text
+
+    h = _fifo_flood()
+    report = build.replay_report(h, check(h), h.schedule, "flood.json")
+    assert report.data["waits"]["run"] == "this replay's run" and report.to_json()["waits"]["jain"] == 0.5
+    printed = text.render(report)
+    assert "waits per tenant, enqueue to first start" in printed and "tenant 100:     1 job " in printed
+    page = files.page(report)
+    assert page["texts"][0][0] == "waits per tenant" and page["images"][0]["src"].startswith("data:image/png")
+    html = (files.html.write(tmp_path / "r.html", **page)).read_text()
+    assert "waits per tenant over the run" in html
+    # one tenant: no waits anywhere
+    one = _history({1: ("w1.0", 0.0, 1.0)}, workload={"hot_jobs": 1, "small_tenants": 0, "small_jobs": 0})
+    lone = build.replay_report(one, check(one), one.schedule, "one.json")
+    assert lone.data["waits"] is None and "waits per tenant" not in text.render(lone)
+    assert "images" not in files.page(lone)
+
+
+def test_an_unknown_workload_is_a_usage_error_before_any_server():
+    from tests.conftest import run_cli
+
+    for spec, needle in (("nope", "unknown workload 'nope'; workloads: flood"),
+                         ("flood:0", "must be a positive integer")):
+        r = run_cli("--design", "lease", "--workload", spec, timeout=60)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
