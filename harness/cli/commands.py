@@ -153,6 +153,8 @@ def compare(args, progress) -> int:
     if args.list_faults:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
+    if args.workload is not None:  # a compare replays each design's counterexamples on the others: not yet
+        raise UsageError("--workload is for search; compare does not draw tenant workloads yet")
     designs = [d.strip() for d in (args.designs or ",".join(DESIGNS)).split(",") if d.strip()]
     loaded = [load_design(d) for d in designs]
     scale = _time_scale(args, loaded)
