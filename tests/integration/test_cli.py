@@ -27,7 +27,7 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
                          "counterexample", "small_scope_runs", "coverage", "retry_spacing", "bodies_at_once",
                          "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
-                         "allowed_violations", "failing", "failed"}
+                         "allowed_violations", "failing", "failed", "waits"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and \
         not data["no_fault_could_strike"]

@@ -16,11 +16,12 @@ from pg_job_chaos.core.schedule import JobSpec, Schedule, expand_workload
 from pg_job_chaos.core.workload import Workload
 from pg_job_chaos.harness.report import waits as report_waits
 from pg_job_chaos.properties import check
-from pg_job_chaos.properties.fairness import bounds, fair_finishes
+from pg_job_chaos.properties.fairness import fair_finishes, overserved, work
 from pg_job_chaos.properties.strategies import schedules
 from tests.unit.test_properties import execution
 
-FLOOD = {"hot_jobs": 10, "small_tenants": 1, "small_jobs": 1, "order": "hot-first"}
+FLOOD = {"hot_jobs": 10, "small_tenants": 1, "small_jobs": 1, "order": "hot-first", "hot_duration": 1.0,
+         "small_duration": 1.0}  # article seconds, at time scale 1
 
 
 def _history(starts: dict[int, tuple[str, float, float]], *, workload=FLOOD, t1=12.0, exits=None,
@@ -60,16 +61,17 @@ def test_the_bound_of_fifo_under_a_flood():
     h = _fifo_flood()
     # tenant 100's one job: 1 s of its own work at half the one live worker (two tenants queued): 2 s
     assert fair_finishes(h)[11] == pytest.approx(2.0)
-    # twice that, plus the longest fault-free job (1 s), two polls (0.2 s) and the jitter (0.2 s)
-    assert bounds(h)[11] == pytest.approx(5.4)
+    # while it waited tenant 1 was given ten jobs' work (10 s); equal sharing allows twice tenant 100's
+    # own work (1 s) and one of tenant 1's jobs per live worker (1 s): 3 s
+    assert work(h)[11] == 1.0 and overserved(h) == {11: (1, 10.0, 3.0, 10)}
     # tenant 1's fifth job: 5 s of own work; half the worker until 9 s (4.5 s), then all of it
     assert fair_finishes(h)[5] == pytest.approx(9.5)
-    # its tenth: 10 s, past the run's end (7.5 s by then): it started, so it is within its bound
-    assert fair_finishes(h)[10] is None and bounds(h)[10] is None
+    # its tenth: 10 s, past the run's end (7.5 s by then)
+    assert fair_finishes(h)[10] is None
     r = check(h, ["starvation-bound"])["starvation-bound"]
     assert (r.status, r.jobs) == ("violated", (11,))
-    assert r.evidence.startswith("tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs; "
-                                 "the fair bound was 5.40 s (1 live workers, 2 tenants")
+    assert r.evidence == ("tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs (10.00 s of work; "
+                          "equal sharing allows 3.00 s); the fair wait was 2.00 s")
 
 
 def test_a_fair_order_holds_and_the_figures_say_so():
