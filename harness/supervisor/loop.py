@@ -1,9 +1,13 @@
 """The supervisor's main loop: one run of one schedule, from the first fork to the last reap.
 
-Each tick (:data:`TICK`): read new execution-log records (a ``point`` record may strike), forward
+Each wake-up (a write in the run directory, a worker's exit, or at the latest :data:`TICK`: see
+``wake.py``): read new execution-log records (a ``point`` record may strike), forward
 worker log lines, reap exits, run due timers, restart the dead (each restart a new identity,
 within the restart budget), sample ``pg_stat_activity``, and decide whether the run is over:
 quiescent, workers exhausted, stalled, or at the deadline -- a wall-clock bound it enforces itself.
+Quiescent: nothing pending and nothing in flight, either held for :data:`SETTLE_POLLS` poll intervals,
+or -- sooner -- once every live worker has looked for work again, found none and swept since the last
+record (its idle mark, ``core/idlemark.py``), and nothing is pending after that.
 Then it kills what is left by process group. It never raises for anything a worker does.
 """
 
@@ -16,7 +20,7 @@ from pathlib import Path
 
 from psycopg import conninfo
 
-from ...core import execlog, logs
+from ...core import execlog, idlemark, logs
 from ...core.cleanup import Cleanup
 from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS, WorkerExit
@@ -29,10 +33,11 @@ from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
 from .strikes import Strikes
+from .wake import Waker
 
 log = logging.getLogger("pgjc.supervisor")
 
-TICK = 0.01  # seconds between polls of the logs and the children (the faults wait for us: no race)
+TICK = 0.01  # seconds: the longest wait between polls of the logs and the children (see wake.py)
 SETTLE_POLLS = 2  # quiescence must hold this many poll intervals in a row
 SAMPLES_PER_LEASE = 4  # pg_stat_activity samples per lease (see sample_every)
 MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
@@ -43,6 +48,12 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 POOL_RECOVERY = 8.0
 # Behind PgBouncer, add its server_login_retry: a worker waits that long for a server connection if
 # PgBouncer's first try after the restart failed.
+
+
+# Records about a statement, not a step of a job or a worker: a job's statements come between its started
+# and its end (in flight), a job-less one is part of a look for work (an idle mark follows it); the empty
+# look after a job logs the claim once more under that job (workers/statements.py keeps the last job).
+NOT_ACTIVITY = frozenset({LogEvent.STATEMENT, LogEvent.TENANT_STATEMENT})
 
 
 # Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
@@ -69,12 +80,18 @@ class SupervisorResult:
     t0: float
     t1: float
     notes: list[str] = field(default_factory=list)
+    # monotonic times of the run's steps, for run.py bench --profile: admin (session open), spawned
+    # (every worker forked), ended (the loop decided), shut (workers gone, last records read)
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 class Supervisor:
     def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
-                 run_dir: Path, janitor=None, server=None):
+                 run_dir: Path, janitor=None, server=None, admin: Admin | None = None):
+        """*admin*: a session of the caller's to use (kept open across runs: a connect less per run);
+        None: one of the run's own, closed at its end."""
         self.s, self.design = schedule, design
+        self.lent_admin = admin
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
         self.janitor, self.server = janitor, server
@@ -89,6 +106,8 @@ class Supervisor:
         self._restarts_used = 0
         self._janitor_keys: dict[str, str] = {}
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
+        self.last_record_t = float("-inf")  # the newest execution-log record's t (monotonic)
+        self._marks_tried: dict[str, float] | None = None  # idle marks a quiescence check found busy
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -108,24 +127,33 @@ class Supervisor:
         an error is logged, and the first error is the one raised."""
         t0 = time.monotonic()
         with Cleanup(log) as cleanup:
-            admin = Admin(self.admin_dsn, self.notes)
-            cleanup.push("closing the admin session", admin.close)
+            if self.lent_admin is not None:
+                admin = self.lent_admin
+                admin.notes = self.notes  # what fails in this run is this run's note
+            else:
+                admin = Admin(self.admin_dsn, self.notes)
+                cleanup.push("closing the admin session", admin.close)
+            steps = {"admin": time.monotonic()}
             if self.uses_network:
                 self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
                 cleanup.push("ending the network faults", self.net.close)
             self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
                                    network=self.net)
             tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
+            self.waker = Waker(self.run_dir)
+            cleanup.push("closing the run directory's watch", self.waker.close)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
             cleanup.push("reading the last records", lambda: self._read(tail))
             cleanup.push("ending the workers", self._shutdown)
             for slot in range(1, self.s.workers + 1):
                 self._spawn(slot, 0)
+            steps["spawned"] = time.monotonic()
             ended_by = self._loop(t0, admin, tail, merger)
-        t1 = time.monotonic()
+            steps["ended"] = time.monotonic()
+        t1 = steps["shut"] = time.monotonic()
         log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)
         return SupervisorResult(self.records, [w.ended for w in self.workers.values()], self.strikes.injected,
-                                self.samples, ended_by, t0, t1, self.notes)
+                                self.samples, ended_by, t0, t1, self.notes, steps)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
         limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
@@ -151,6 +179,8 @@ class Supervisor:
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
                     return EndedBy.QUIESCENT
+            if not down and self._looked_again(admin):
+                return EndedBy.QUIESCENT
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
                 return EndedBy.WORKERS_EXHAUSTED
@@ -162,7 +192,7 @@ class Supervisor:
             if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
                 self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
                 return EndedBy.DEADLINE
-            time.sleep(TICK)
+            self.waker.wait(TICK, [w.proc.sentinel for w in self.workers.values() if w.alive])
 
     def _stretched(self) -> str:
         return (f" ({self.extra:g} of them for {self.design.handle.name}'s recovery period)"
@@ -224,6 +254,8 @@ class Supervisor:
         for r in new:
             self.records.append(r)
             self._on_record(r)
+            if r.get("event") not in NOT_ACTIVITY and isinstance(t := r.get("t"), float | int):
+                self.last_record_t = max(self.last_record_t, float(t))
         return bool(new)
 
     def _on_record(self, r: dict) -> None:
@@ -253,6 +285,25 @@ class Supervisor:
             w.error = r.get("error")
         elif ev == LogEvent.POINT:
             self.strikes.at_point(w, r)
+
+    def _looked_again(self, admin: Admin) -> bool:
+        """Quiescent without the timed settle: every live worker's idle mark is newer than the last
+        record (it looked for work, found none and swept after anything any worker logged), nothing
+        is in flight, and nothing is pending after that. A worker that writes no mark keeps this
+        False (the timed rule decides). The pending query runs once per new set of marks."""
+        live = [w for w in self.workers.values() if w.alive]
+        if not live or any(w.current for w in live):
+            return False
+        marks = {}
+        for w in live:
+            mark = idlemark.read(self.run_dir, w.identity)
+            if mark is None or mark <= self.last_record_t:
+                return False
+            marks[w.identity] = mark
+        if marks == self._marks_tried:
+            return False
+        self._marks_tried = marks
+        return self._quiet(admin)
 
     def _quiet(self, admin: Admin) -> bool:
         # A worker a pause stopped and has not resumed: it may be between two of its design's statements,

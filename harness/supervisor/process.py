@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import signal
@@ -113,6 +114,10 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
     """The child's whole life. It never returns: every path ends in ``os._exit``."""
     code = EXIT_WORKER_ERROR
     ctx = None
+    # Everything inherited is the parent's: the collector leaves it alone, so that a collection here
+    # does not touch (and so copy) every page of the parent's heap -- a worker's start, its jobs and its
+    # end (the pages it must free) all went slower by it. Objects made from here on are collected.
+    gc.freeze()
     try:
         logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
         os.setpgid(0, 0)
