@@ -1,0 +1,76 @@
+"""A run ends as soon as it is over: the idle marks, the supervisor's wake-ups, the kept sessions
+(issue 36 item 5). Each check fails on the timed settle alone (two poll intervals of quiet)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pg_job_chaos.core import idlemark
+from pg_job_chaos.core.schedule import JobSpec, Schedule, Timing
+from pg_job_chaos.harness.bench import profile
+from pg_job_chaos.harness.supervisor import loop
+
+pytestmark = pytest.mark.integration
+
+SCALE = 0.5
+POLL = 1.0  # article seconds: a 0.5 s poll, so the timed settle alone takes a second or more
+MY_WORKER = str(Path(__file__).resolve().parents[2] / "examples" / "my_worker.py") + ":MyWorker"
+
+
+def _last_finish(h) -> float:
+    return max(r["t"] for r in h.records if r["event"] == "finished")
+
+
+@pytest.mark.parametrize("design", ["lease", "one-transaction", "lease-heartbeat"])
+def test_one_worker_ends_on_its_idle_mark_not_on_the_timed_settle(runner, design):
+    """One worker: its look right after its last job finds nothing, its mark says so, and the run ends
+    then -- well before the two poll intervals the timed rule waits, with every job done once."""
+    s = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 4)), workers=1, design=design,
+                 time_scale=SCALE, timing=Timing(poll=POLL))
+    h = runner.run(s)
+    assert h.ended_by == "quiescent"
+    assert [j["status"] for j in h.jobs] == ["done"] * 3 and len(h.runs) == 3
+    settle = runner.steps["ended"] - _last_finish(h)
+    assert settle < 0.25 * loop.SETTLE_POLLS * s.seconds(POLL), settle
+
+
+def test_two_workers_wait_for_the_idle_one_to_look_again(runner):
+    """Two workers: the run ends only after both looked for work after the last record -- the idle one at
+    its next poll, so the end comes between the last finish and one poll (plus margin) after it."""
+    s = Schedule(jobs=tuple(JobSpec(i, tenant=i, duration=0.2) for i in range(1, 4)), workers=2,
+                 design="lease", time_scale=SCALE, timing=Timing(poll=POLL))
+    h = runner.run(s)
+    assert h.ended_by == "quiescent"
+    assert [j["status"] for j in h.jobs] == ["done"] * 3
+    settle = runner.steps["ended"] - _last_finish(h)
+    assert 0 <= settle < s.seconds(POLL) + 0.3, settle
+
+
+def test_a_worker_without_marks_keeps_the_timed_settle(runner):
+    """A design whose own loop writes no idle mark (a user's worker, examples/my_worker.py): the two-poll
+    rule still ends its run, no sooner."""
+    s = Schedule(jobs=(JobSpec(1, tenant=1),), workers=1, design=MY_WORKER, design_options={"poll": "0.02"},
+                 time_scale=SCALE, timing=Timing(poll=0.2))
+    h = runner.run(s)
+    assert h.ended_by == "quiescent" and [j["status"] for j in h.jobs] == ["done"]
+    assert runner.steps["ended"] - _last_finish(h) >= loop.SETTLE_POLLS * s.seconds(0.2)
+
+
+def test_the_profile_splits_a_run_into_its_phases(runner):
+    s = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 4)), workers=2, design="lease",
+                 time_scale=0.2)
+    h, phases = profile.timed_run(runner, s)
+    assert h.ended_by == "quiescent" and phases is not None
+    assert list(phases) == list(profile.PHASES) and all(v >= 0 for v in phases.values())
+    assert phases["jobs"] >= s.seconds(0.05)  # three jobs of 0.05 article seconds, two at once at most
+
+
+def test_idle_mark_round_trip(tmp_path):
+    assert idlemark.read(tmp_path, "w1.0") is None
+    mark = idlemark.IdleMark(tmp_path, "w1.0")
+    mark.mark(12.5)
+    mark.mark(13.25)
+    mark.close()
+    assert idlemark.read(tmp_path, "w1.0") == 13.25
