@@ -92,16 +92,16 @@ def _text(query) -> str | None:
 
 def name_of(query) -> str | None:
     """``sql:<name>`` of *query*, or None when it is not a point (the body's, or unreadable)."""
-    text = _text(query)
-    if text is None:
-        return None
+    return None if (text := _text(query)) is None else _name_of(text, len(NAMES))
+
+
+@functools.lru_cache(maxsize=4096)  # a worker sends a few texts thousands of times; NAMES only grows
+def _name_of(text: str, _names: int) -> str | None:
     key = normalized(text)
     if key.lower() in BODY_TEXTS:
         return None
     name = NAMES.get(key)
-    if name is not None:
-        return PREFIX + name
-    return PREFIX + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return PREFIX + (name if name is not None else hashlib.sha1(key.encode()).hexdigest()[:8])
 
 
 def _from_body() -> bool:
