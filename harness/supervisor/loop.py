@@ -13,6 +13,7 @@ Then it kills what is left by process group. It never raises for anything a work
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from psycopg import conninfo
 
-from ...core import execlog, idlemark, logs
+from ...core import execlog, logs
 from ...core.cleanup import Cleanup
 from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS, WorkerExit
@@ -32,6 +33,7 @@ from ..net.network import Network
 from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
+from .idle import LookedAgain
 from .strikes import Strikes
 from .wake import Waker
 
@@ -50,12 +52,6 @@ POOL_RECOVERY = 8.0
 # PgBouncer's first try after the restart failed.
 
 
-# Records about a statement, not a step of a job or a worker: a job's statements come between its started
-# and its end (in flight), a job-less one is part of a look for work (an idle mark follows it); the empty
-# look after a job logs the claim once more under that job (workers/statements.py keeps the last job).
-NOT_ACTIVITY = frozenset({LogEvent.STATEMENT, LogEvent.TENANT_STATEMENT})
-
-
 # Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
 # within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
 # keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
@@ -64,6 +60,7 @@ CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle":
                    "keepalives_interval": "2", "keepalives_count": "3", "tcp_user_timeout": "10000"}
 
 
+@functools.lru_cache(maxsize=64)  # per worker forked: ~0.3 ms of parsing a DSN measured, the same few DSNs
 def client_timeouts(dsn: str) -> str:
     """*dsn* with :data:`CLIENT_TIMEOUTS` wherever it does not set them itself."""
     given = conninfo.conninfo_to_dict(dsn)
@@ -106,8 +103,7 @@ class Supervisor:
         self._restarts_used = 0
         self._janitor_keys: dict[str, str] = {}
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
-        self.last_record_t = float("-inf")  # the newest execution-log record's t (monotonic)
-        self._marks_tried: dict[str, float] | None = None  # idle marks a quiescence check found busy
+        self.looked_again = LookedAgain(self.run_dir)  # the sooner end (idle.py)
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -179,7 +175,8 @@ class Supervisor:
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
                 if quiet_since is not None and now - quiet_since >= SETTLE_POLLS * self.poll:
                     return EndedBy.QUIESCENT
-            if not down and self._looked_again(admin):
+            if not down and self.looked_again.over([w for w in self.workers.values() if w.alive],
+                                                   lambda: self._quiet(admin)):
                 return EndedBy.QUIESCENT
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
@@ -254,8 +251,7 @@ class Supervisor:
         for r in new:
             self.records.append(r)
             self._on_record(r)
-            if r.get("event") not in NOT_ACTIVITY and isinstance(t := r.get("t"), float | int):
-                self.last_record_t = max(self.last_record_t, float(t))
+            self.looked_again.saw(r)
         return bool(new)
 
     def _on_record(self, r: dict) -> None:
@@ -285,25 +281,6 @@ class Supervisor:
             w.error = r.get("error")
         elif ev == LogEvent.POINT:
             self.strikes.at_point(w, r)
-
-    def _looked_again(self, admin: Admin) -> bool:
-        """Quiescent without the timed settle: every live worker's idle mark is newer than the last
-        record (it looked for work, found none and swept after anything any worker logged), nothing
-        is in flight, and nothing is pending after that. A worker that writes no mark keeps this
-        False (the timed rule decides). The pending query runs once per new set of marks."""
-        live = [w for w in self.workers.values() if w.alive]
-        if not live or any(w.current for w in live):
-            return False
-        marks = {}
-        for w in live:
-            mark = idlemark.read(self.run_dir, w.identity)
-            if mark is None or mark <= self.last_record_t:
-                return False
-            marks[w.identity] = mark
-        if marks == self._marks_tried:
-            return False
-        self._marks_tried = marks
-        return self._quiet(admin)
 
     def _quiet(self, admin: Admin) -> bool:
         # A worker a pause stopped and has not resumed: it may be between two of its design's statements,
