@@ -26,6 +26,7 @@ from .spec import ServerSpec, parse_spec
 if TYPE_CHECKING:
     from .docker import DockerServer
     from .local import LocalServer
+    from .replica import Pair
 
 __all__ = ["Database", "ServerSpec", "provision", "parse_spec"]
 
@@ -52,6 +53,7 @@ class Database:
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
     control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
     spec: ServerSpec | None = None  # what it was provisioned from
+    replica: Any = None  # the replicated back end's Pair (harness.postgres.replica): settled before each run
 
     @property
     def major(self) -> int:
@@ -59,8 +61,11 @@ class Database:
 
     def environment(self) -> dict:
         """What a history and a saved schedule record about where a run happened."""
-        return {"pg_version": self.major, "server": self.server, "settings": dict(self.settings),
-                "pooler": self.pooler}
+        env = {"pg_version": self.major, "server": self.server, "settings": dict(self.settings),
+               "pooler": self.pooler}
+        if self.replica is not None:
+            env["replica"] = self.replica.mode
+        return env
 
 
 @contextlib.contextmanager
@@ -86,8 +91,13 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
     janitor = Janitor()
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
-        server: LocalServer | DockerServer | None
-        if kind == "local":
+        server: LocalServer | DockerServer | Pair | None
+        if kind == "local" and spec.replica is not None:
+            from . import replica
+
+            server = replica.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
+                                   janitor=janitor, extra=dict(spec.settings), progress=progress)
+        elif kind == "local":
             from . import local
 
             server = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
@@ -140,4 +150,5 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
             worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler,
-                       direct, control=server if kind == "local" else None, spec=spec)
+                       direct, control=server if kind == "local" else None, spec=spec,
+                       replica=server if spec.replica is not None else None)

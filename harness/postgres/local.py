@@ -92,12 +92,12 @@ def sweep() -> list[str]:
     for run_dir in RUNS_DIR.glob("run-*"):
         if _owner_alive(run_dir):
             continue
-        pidfile = run_dir / "data" / "postmaster.pid"
-        try:
-            pid = int(pidfile.read_text().splitlines()[0])
-            stop_server(pid, grace=10.0)
-        except (OSError, ValueError, IndexError):
-            pass
+        for pidfile in (run_dir / "data" / "postmaster.pid", run_dir / "standby" / "data" / "postmaster.pid"):
+            try:  # the standby's: the replicated back end's second node (harness/postgres/replica.py)
+                pid = int(pidfile.read_text().splitlines()[0])
+                stop_server(pid, grace=10.0)
+            except (OSError, ValueError, IndexError):
+                pass
         shutil.rmtree(run_dir, ignore_errors=True)
         removed.append(str(run_dir))
     return removed

@@ -31,12 +31,16 @@ class ServerSpec:
     # restart. A local or Docker server starts with them; any server must report them, or
     # provisioning fails.
     settings: Mapping[str, str] = field(default_factory=dict)
+    # "async" or "sync": a primary and a streaming standby of the local server's (harness.postgres.replica),
+    # reached by a multi-host DSN; None: one server.
+    replica: str | None = None
 
     def __post_init__(self):
         parse_spec(self.postgres)  # a bad one is a usage error now, not when the server starts
         if self.pg_bin and self.pg_version is not None:
             raise UsageError("a PostgreSQL binaries directory (pg_bin) and a major version (pg_version) both "
                              "pick the server: give one of them")
+        _check_replica(self)
         # canonical: equal specs compare equal
         object.__setattr__(self, "pooler", pgbouncer.parse(self.pooler))
         object.__setattr__(self, "settings",
@@ -44,7 +48,7 @@ class ServerSpec:
 
     def __hash__(self) -> int:
         return hash((self.postgres, self.pg_bin, self.pg_version, self.pooler,
-                     tuple(sorted(self.settings.items()))))
+                     tuple(sorted(self.settings.items())), self.replica))
 
     @property
     def kind(self) -> str:
@@ -73,3 +77,26 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
         return "dsn", spec
     raise UsageError(f"the server (postgres) {spec!r}: expected local, docker[:IMAGE] or a connection string "
                      "(postgresql://...)")
+
+
+REPLICA_MODES = ("async", "sync")
+
+
+def _check_replica(spec: ServerSpec) -> None:
+    """The replicated back end combines with the local server only (it starts both nodes, rewinds and
+    promotes them), PostgreSQL 16 or later (what it was measured on), and no pooler (one pooler in
+    front of a pair would pin one node: the multi-host DSN could not follow a promotion)."""
+    if spec.replica is None:
+        return
+    if spec.replica not in REPLICA_MODES:
+        raise UsageError(f"the replicated back end (replica) {spec.replica!r}: expected async or sync")
+    kind = parse_spec(spec.postgres)[0]
+    if kind != "local":
+        raise UsageError(f"a replicated back end (replica) needs the local server (postgres local): the "
+                         f"harness starts, promotes and rewinds both nodes, which it cannot do on {kind}")
+    if spec.pooler:
+        raise UsageError("a replicated back end (replica) takes no pooler (pooler): PgBouncer in front "
+                         "would pin one node, and clients could not follow a promotion")
+    if spec.pg_version is not None and spec.pg_version < 16:
+        raise UsageError(f"a replicated back end (replica) needs PostgreSQL 16 or later (pg_version "
+                         f"{spec.pg_version}): it was measured on 17 only")

@@ -1,0 +1,303 @@
+"""The replicated back end (``ServerSpec.replica``: ``async`` or ``sync``): a primary and a streaming
+standby that the harness owns, both in one run directory, as its unprivileged user, on free loopback
+ports, registered with the janitor like the local server (:mod:`harness.postgres.local`).
+
+Clients reach the primary as a deployment does: :attr:`Pair.admin_dsn` (and every DSN provisioning
+derives from it) names both nodes with ``target_session_attrs=read-write``, so after a promotion a new
+connection finds the new primary. Both nodes run on durable settings (``fsync``, ``full_page_writes``
+on; ``synchronous_commit`` on, ``remote_apply`` for ``sync``) with ``wal_log_hints`` and
+``wal_keep_size`` so that the old primary can be rewound.
+
+The failover fault (``faults/failover.py``) drives the pair through the supervisor's server interface
+(:meth:`crash` stops the primary, :meth:`start_again` promotes the standby, as the restart fault's
+stop and start) and :meth:`action` (cut the standby's WAL receiver, arm a switchover, cancel commits
+waiting for the standby). Before each run the runner calls :meth:`settle`: the old primary is rewound
+with ``pg_rewind`` and started as the new standby (never rebuilt), a cut receiver reconnected, and the
+run starts only once the standby has replayed everything the primary has (lag is only what a fault
+makes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from ...core import sqlfile
+from ...core.errors import HarnessError
+from . import local
+from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
+
+Q = sqlfile.load(__file__, "replica.sql", "in_recovery", "current_lsn", "replayed", "receivers",
+                 "set_conninfo", "set_sync_names", "reload", "promote", "cancel_sync_waits", "persist")
+MODES = ("async", "sync")
+REPLICATION = {"wal_level": "replica", "wal_log_hints": "on", "wal_keep_size": "512MB",
+               "max_wal_senders": "10", "hot_standby": "on", "wal_receiver_status_interval": "1s"}
+CATCH_UP_TIMEOUT = 60.0  # seconds for a standby to replay what its primary has
+CONNECT_TIMEOUT = 5
+
+
+def settings(mode: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The pair's server settings: *extra* under the durable and replication settings it needs."""
+    sync = {"synchronous_commit": "remote_apply"} if mode == "sync" else {}
+    return {**(extra or {}), **DURABLE_SETTINGS, **REPLICATION, **sync}
+
+
+def _one(node: LocalServer, query, params=None):
+    with psycopg.connect(node.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+        return conn.execute(query, params).fetchone()
+
+
+@dataclass
+class Pair:
+    """A running pair. ``nodes[0]`` is the primary, ``nodes[1]`` the standby (None while a failover's
+    old primary waits in :attr:`down` for :meth:`settle`). :meth:`stop` is idempotent."""
+
+    mode: str
+    nodes: list[LocalServer | None]
+    janitor: object = None
+    down: LocalServer | None = None  # the primary a failover stopped, to be rewound
+    cut: bool = False  # the standby's WAL receiver is cut
+    switchover: bool = False  # the next crash() is a clean (fast) stop: the standby gets everything
+    stopped_at: float = 0.0
+    promotions: list[float] = field(default_factory=list)  # seconds from the primary's stop to a new one
+    resets: list[float] = field(default_factory=list)  # seconds settle() took after a promotion
+
+    @property
+    def primary(self) -> LocalServer:
+        node = self.nodes[0]
+        assert node is not None
+        return node
+
+    @property
+    def standby(self) -> LocalServer | None:
+        return self.nodes[1]
+
+    @property
+    def admin_dsn(self) -> str:
+        """Both nodes, the read-write one wins: what every client of the harness's connects with."""
+        a, b = self.primary, self.standby or self.down
+        ports = f"{a.port},{b.port}" if b is not None else str(a.port)
+        hosts = ",".join(["127.0.0.1"] * len(ports.split(",")))
+        return (f"host={hosts} port={ports} user={ADMIN} password={a.password} dbname=postgres "
+                "target_session_attrs=read-write")
+
+    @property
+    def run_dir(self) -> Path:
+        return min((n.run_dir for n in (*self.nodes, self.down) if n is not None), key=lambda p: len(p.parts))
+
+    def describe(self) -> str:
+        s = self.standby
+        return (f"{self.primary.describe()}; a {self.mode} streaming standby on 127.0.0.1:"
+                f"{s.port if s else '-'}; clients on both ports, target_session_attrs=read-write")
+
+    def _conninfo(self, primary: LocalServer) -> str:
+        return (f"host=127.0.0.1 port={primary.port} user={ADMIN} password={primary.password} "
+                "application_name=pgjc_standby")
+
+    def _set(self, node: LocalServer, template: str, **values: str) -> None:
+        with psycopg.connect(node.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            conn.execute(sql.SQL(template).format(**{k: sql.Literal(v) for k, v in values.items()}))
+            conn.execute(Q.reload)
+
+    # --- the failover fault's side (the supervisor's Strikes calls these) --------------------------
+    def action(self, name: str) -> dict:
+        """``cut``: the standby stops receiving WAL (returns once its receiver is gone); ``switchover``:
+        the next :meth:`crash` is a clean stop, so the standby receives everything first;
+        ``cancel-waits``: cancel every commit waiting for the standby (their pids). Returns what it did;
+        ``{"standby": False}`` when there is no standby to fail over to (a second failover in a run)."""
+        s = self.standby
+        if s is None:
+            return {"standby": False}
+        if name == "cut":
+            lsn = _one(self.primary, Q.current_lsn)[0]
+            self._set(s, Q.set_conninfo, conninfo="")
+            deadline = time.monotonic() + CATCH_UP_TIMEOUT
+            while _one(s, Q.receivers)[0]:
+                if time.monotonic() > deadline:
+                    raise HarnessError("the standby's WAL receiver did not stop after its conninfo was cut")
+                time.sleep(0.01)
+            self.cut = True
+            return {"standby": True, "primary_lsn": lsn}
+        if name == "switchover":
+            self.switchover = True
+            return {"standby": True}
+        if name == "cancel-waits":
+            try:
+                with psycopg.connect(self.primary.admin_dsn, autocommit=True, connect_timeout=1) as conn:
+                    pids = [r[0] for r in conn.execute(Q.cancel_sync_waits)]
+            except psycopg.Error:  # the primary already stopped: nothing waits any more
+                pids = []
+            return {"standby": True, "cancelled": pids}
+        raise HarnessError(f"unknown replica action {name!r}")
+
+    def crash(self, janitor=None) -> None:
+        """Stop the primary: immediate (a crash: what the standby has not received is lost), or fast
+        after a ``switchover`` action (PostgreSQL sends the standby all WAL before it exits)."""
+        if self.standby is None:
+            return
+        old = self.primary
+        self.stopped_at = time.monotonic()
+        if self.switchover:
+            local.stop_server(old.proc.pid, grace=local.CRASH_TIMEOUT)
+            old.proc.wait(timeout=2 * local.CRASH_TIMEOUT)
+            if janitor is not None and old.janitor_keys:
+                janitor.forget(old.janitor_keys[0])
+        else:
+            old.crash(janitor)
+        self.down, self.nodes = old, [None, self.standby]
+
+    def start_again(self, janitor=None) -> None:
+        """Promote the standby (the other half of a failover); :class:`HarnessError` if it does not."""
+        new = self.nodes[1]
+        if self.nodes[0] is not None or new is None:
+            return
+        if self.switchover:  # after a clean stop: the receiver has everything once it is gone
+            deadline = time.monotonic() + CATCH_UP_TIMEOUT
+            while _one(new, Q.receivers)[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if not _one(new, Q.promote)[0]:
+            raise HarnessError(f"the standby on port {new.port} was not promoted within 60 s")
+        self.nodes = [new, None]
+        self.cut = self.switchover = False
+        self.promotions.append(time.monotonic() - self.stopped_at)
+        if self.mode == "sync":  # alone, a sync primary would wait for a standby forever
+            self._set(new, Q.set_sync_names, names="")
+
+    # --- between runs --------------------------------------------------------------------------------
+    def settle(self) -> float | None:
+        """Make the pair whole and caught up: a failover's old primary rewound (``pg_rewind``) and
+        started as the standby, a cut receiver reconnected, a sync primary waiting for its standby
+        again; returns once the standby replayed the primary's current WAL. Returns the seconds it
+        took when it rewound (the reset after a promotion), else None."""
+        started = time.monotonic()
+        rewound = False
+        if self.down is not None:
+            old = self.down
+            self._rewind(old)
+            old.start_again(self.janitor)
+            self.nodes, self.down, rewound = [self.primary, old], None, True
+        elif self.cut and self.standby is not None:
+            self._set(self.standby, Q.set_conninfo, conninfo=self._conninfo(self.primary))
+            self.cut = False
+        self.switchover = False
+        if self.mode == "sync":
+            self._set(self.primary, Q.set_sync_names, names="*")
+        self.wait_caught_up()
+        if rewound:
+            self.resets.append(time.monotonic() - started)
+            return self.resets[-1]
+        return None
+
+    def wait_caught_up(self) -> None:
+        s = self.standby
+        if s is None:
+            return
+        lsn = _one(self.primary, Q.current_lsn)[0]
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT
+        while not _one(s, Q.replayed, {"lsn": lsn})[0]:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the standby did not replay the primary's WAL up to {lsn} within "
+                                   f"{CATCH_UP_TIMEOUT:.0f} s")
+            time.sleep(0.01)
+
+    def _rewind(self, old: LocalServer) -> None:
+        data = old.run_dir / "data"
+        out = subprocess.run([old.binaries.tool("pg_rewind"), "-D", str(data), "--no-sync",
+                              f"--source-server={self.primary.admin_dsn}"],
+                             user=old.user, capture_output=True, text=True, timeout=120, cwd=old.run_dir)
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
+            raise HarnessError(f"pg_rewind of the old primary failed: {tail[0]}")
+        _make_standby(data, self._conninfo(self.primary), old.user)
+
+    def stop(self, janitor=None) -> None:
+        for node in sorted((n for n in (*self.nodes, self.down) if n is not None),
+                           key=lambda n: -len(n.run_dir.parts)):  # the nested one first
+            node.stop(janitor)
+
+
+def _make_standby(data: Path, conninfo: str, user: str | None) -> None:
+    """Mark *data* a standby streaming with *conninfo* (the last setting in the file wins)."""
+    signal_file = data / "standby.signal"
+    signal_file.touch()
+    chown(signal_file, user)
+    with open(data / "postgresql.auto.conf", "a") as f:
+        f.write(f"primary_conninfo = '{conninfo}'\n")
+
+
+def _standby_args(primary: LocalServer, data: Path, port: int, sock: Path) -> tuple[str, ...]:
+    """The primary's command line with the standby's data directory, port and socket directory."""
+    args = list(primary.args)
+    args[args.index("-D") + 1] = str(data)
+    for i, a in enumerate(args):
+        if a.startswith("port="):
+            args[i] = f"port={port}"
+        elif a.startswith("unix_socket_directories="):
+            args[i] = f"unix_socket_directories={sock}"
+    return tuple(args)
+
+
+def start(mode: str, *, pg_bin: str | None = None, pg_version: int | None = None, janitor=None,
+          extra: dict[str, str] | None = None, progress=None) -> Pair:
+    """Start the primary (:func:`harness.postgres.local.start`), base-back it up into a standby in its
+    run directory and start that, streaming. :class:`HarnessError` when either cannot start."""
+    primary = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor,
+                          settings=settings(mode, extra), progress=progress)
+    try:
+        with psycopg.connect(primary.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            for k, v in {**DURABLE_SETTINGS, **REPLICATION}.items():
+                conn.execute(sql.SQL(Q.persist).format(name=sql.Identifier(k), value=sql.Literal(v)))
+        standby = _start_standby(primary, janitor)
+    except BaseException:
+        primary.stop(janitor)
+        raise
+    pair = Pair(mode, [primary, standby], janitor)
+    try:
+        pair.settle()
+    except BaseException:
+        pair.stop(janitor)
+        raise
+    return pair
+
+
+def _start_standby(primary: LocalServer, janitor) -> LocalServer:
+    run_dir = primary.run_dir / "standby"
+    run_dir.mkdir(mode=0o755)
+    sock = run_dir / "sock"
+    sock.mkdir(mode=0o700)
+    for d in (run_dir, sock):
+        chown(d, primary.user)
+    data = run_dir / "data"
+    env = {**os.environ, "PGPASSWORD": primary.password}
+    out = subprocess.run([primary.binaries.tool("pg_basebackup"), "-D", str(data), "-X", "stream", "-c",
+                          "fast", "--no-sync", "-h", "127.0.0.1", "-p", str(primary.port), "-U", ADMIN],
+                         user=primary.user, capture_output=True, text=True, timeout=300, cwd=run_dir, env=env)
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise HarnessError(f"pg_basebackup of the primary failed: {tail[0]}")
+    _make_standby(data, f"host=127.0.0.1 port={primary.port} user={ADMIN} password={primary.password} "
+                        "application_name=pgjc_standby", primary.user)
+    log = run_dir / "postgres.log"
+    log.touch()
+    chown(log, primary.user)
+    for attempt in range(3):  # a free port can be taken between our check and the bind
+        port = local.free_port()
+        node = LocalServer(primary.binaries, run_dir, port, primary.password, primary.proc, primary.user,
+                           args=_standby_args(primary, data, port, sock))
+        try:
+            node.start_again(janitor)
+            return node
+        except HarnessError:
+            if node.proc is not primary.proc and node.proc.poll() is None:
+                local.stop_server(node.proc.pid)
+            if attempt == 2 or "could not bind" not in log.read_text(errors="replace"):
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+    raise AssertionError("unreachable")
