@@ -123,6 +123,7 @@ class Schedule:
     # Where it ran, stamped by the runner and used by a replay unless the command line says otherwise:
     pg_version: int | None = None  # the server's major version
     pooler: str | None = None  # e.g. "pgbouncer:transaction"; None: workers connect directly
+    replica: str | None = None  # "async" / "sync": a primary and a streaming standby (the failover fault)
     # What the design was built with (--design-option key=value), and the hosted library's version:
     # both change a run, so a replay uses the options and warns when the version differs.
     design_options: dict[str, str] = field(default_factory=dict, hash=False)

@@ -82,4 +82,10 @@ class SupervisorAPI(Protocol):
         :meth:`start_server`, the supervisor neither samples nor checks for quiescence."""
 
     def start_server(self) -> None:
-        """Start the stopped server again (crash recovery) and reconnect the supervisor's session."""
+        """Start the stopped server again (crash recovery) and reconnect the supervisor's session.
+        On the replicated back end the stop is the primary's and the start promotes the standby."""
+
+    def replica(self, action: str) -> dict:
+        """The replicated back end's standby (``harness.postgres.replica.Pair.action``): ``cut`` its WAL
+        receiver, arm a ``switchover``, ``cancel-waits`` (commits waiting for it), ``last-promotion``.
+        A ``HarnessError`` on a run without one."""

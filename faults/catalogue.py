@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..core.errors import UsageError
 from ..core.schedule import Event, Schedule, is_statement_point
-from . import supervisor
+from . import failover, supervisor
 from .api import NETWORK_ACTIONS, Stop, SupervisorAPI
 
 EXIT_CRASH = 1
@@ -53,6 +53,8 @@ class Fault:
     # COMMIT (smallscope.cut_schedules); a job fault so marked may name a statement point (the wrapper,
     # in the worker, strikes it there: workers/statements.py).
     cuts_worker: bool = False
+    # It fails the primary over to its standby: only on the replicated back end (ServerSpec.replica).
+    needs_replica: bool = False
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:
@@ -114,10 +116,21 @@ _FAULTS = [
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
           "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
           needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
+    # faults/failover.py: the replicated back end's primary fails over (--replica async|sync)
+    Fault("failover", "supervisor", "the standby's WAL receiver is cut, the primary stops in immediate mode "
+          "a while later and the standby is promoted (lagging); or a clean switchover (--replica)",
+          inject=failover.failover, variants=("lagging", "switchover"), needs_one_slot=True,
+          needs_replica=True, breaks_every_session=True),
+    Fault("failover-cancel", "supervisor", "failover of a lagging standby, every commit waiting for it "
+          "cancelled meanwhile (--replica sync: acknowledged with a warning)", inject=failover.failover,
+          needs_one_slot=True, needs_replica=True, breaks_every_session=True),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
-# Every Event.variant any fault takes, in catalogue order (what the strategies draw from).
-VARIANTS: tuple[str, ...] = tuple(dict.fromkeys(v for f in _FAULTS for v in f.variants))
+# What the strategies draw an event's variant from: a position, named by the first fault that takes
+# variants (horizon's xid and repeatable-read: kept so that old seeds draw the schedules they drew); a
+# fault with variants of its own takes its own at the drawn position (event_variant).
+VARIANTS: tuple[str, ...] = next(f.variants for f in _FAULTS if f.variants)
+assert all(len(f.variants) <= len(VARIANTS) for f in _FAULTS), "a fault with more variants than are drawn"
 
 
 def known() -> str:
@@ -144,10 +157,15 @@ def entries(faults: Iterable[str | Fault | None]) -> tuple[Fault, ...]:
 
 
 def event_variant(fault: str, variant: str) -> str:
-    """The variant an event of *fault* carries: *variant* when the fault takes it, else ``xid`` (the
+    """The variant an event of *fault* carries: *variant* when the fault takes it; the fault's own at
+    *variant*'s position in :data:`VARIANTS` (a drawn one) when it takes others; else ``xid`` (the
     :class:`~core.schedule.Event` default)."""
     f = CATALOGUE.get(fault)
-    return variant if f is not None and variant in f.variants else "xid"
+    if f is None or not f.variants:
+        return "xid"
+    if variant in f.variants:
+        return variant
+    return f.variants[VARIANTS.index(variant) % len(f.variants)] if variant in VARIANTS else "xid"
 
 
 def parse_faults(text: str) -> tuple[Fault, ...]:

@@ -163,8 +163,9 @@ class Runner:
         if design is None:
             design = self.design(schedule)
         libraries = design.versions() or schedule.libraries
+        replica = self.database.replica.mode if self.database.replica is not None else None
         return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler,
-                                libraries=libraries, pool_size=design.pool_size(schedule))
+                                libraries=libraries, pool_size=design.pool_size(schedule), replica=replica)
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
@@ -172,6 +173,8 @@ class Runner:
         design = design or self.design(schedule)
         schedule = self.stamp(schedule, design)
         run = self.prepare(schedule, design)
+        if self.database.replica is not None:  # rewound after a failover, caught up: lag only from a fault
+            self.database.replica.settle()
         prepared = time.monotonic()
         self.runs += 1
         self.runs_base.mkdir(parents=True, exist_ok=True)

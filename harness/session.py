@@ -24,11 +24,25 @@ def server_settings(spec: ServerSpec, fault_names) -> dict[str, str] | None:
     faults = entries(fault_names)
     if any(f.needs_root_nftables for f in faults) and (why := partition.available()):
         raise HarnessError(why)
+    _check_replica(spec.replica, faults)
     local = [f for f in faults if f.needs_local_server]
     if local and parse_spec(spec.postgres)[0] != "local":
         raise UsageError(f"the {local[0].name} fault needs the local server (postgres local): "
                          "it stops and starts it")
     return dict(DURABLE_SETTINGS) if any(f.needs_durable_settings for f in faults) else None
+
+
+def _check_replica(replica: str | None, faults) -> None:
+    """A fault that ``needs_replica`` (failover) refuses a run without the replicated back end; one that
+    stops and starts the server itself (restart) refuses a run with it (its stop would fail over)."""
+    needing = [f for f in faults if f.needs_replica]
+    if needing and replica is None:
+        raise UsageError(f"the {needing[0].name} fault needs the replicated back end (--replica async|sync): "
+                         "it promotes the standby")
+    own = [f for f in faults if f.needs_local_server or f.needs_durable_settings]
+    if own and replica is not None:
+        raise UsageError(f"the {own[0].name} fault does not combine with a replicated back end (--replica): "
+                         "it stops and starts one server; the failover fault is its replicated kind")
 
 
 def for_faults(spec: ServerSpec, fault_names) -> ServerSpec:
@@ -42,6 +56,8 @@ def check_server(database: Database, fault_names) -> None:
     local server the harness stops and starts, the settings of :func:`server_settings` -- as a server
     started before the faults were known may: a run there would judge the harness, not the design."""
     faults = entries(fault_names)
+    pair = getattr(database, "replica", None)  # the replicated back end's Pair, when it has one
+    _check_replica(pair.mode if pair is not None else None, faults)
     local = [f for f in faults if f.needs_local_server]
     if local and database.control is None:
         raise UsageError(f"the {local[0].name} fault needs the local server: it stops and starts it; "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..core.events import LogEvent
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, plural, rows_undecidable, who
 from .core import Result, decides, held, not_judged, unknown, violated
@@ -47,19 +48,73 @@ def _again(job: int, ex: Execution | None, execs: list[Execution], after: float)
                                                             if len(later) > 1 else "")]
 
 
-def _table(h: History, name: str, done: dict[int, dict]) -> Result:
-    """A design on the harness's jobs table: its committed status changes against its job_runs rows."""
+def _wall(h: History, ex: Execution, event: LogEvent) -> float | None:
+    """The wall-clock time of *ex*'s *event* record (the execution log's ``wall``: the server's clock
+    on this machine), to set beside the status log's times."""
+    for r in h.records:
+        if (r.get("event"), r.get("worker"), r.get("job"), r.get("attempt")) == (event, ex.worker, ex.job,
+                                                                                ex.attempt) \
+                and abs(r.get("t", 0.0) - (ex.end if event == LogEvent.FINISHED else ex.start)) < 1e-6:
+            return r.get("wall")
+    return None
+
+
+def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
+    """Jobs whose success the worker saw acknowledged (its ``finished`` record: the commit returned)
+    and that ran again, while the status log has no ``done`` between the two: the commit was lost (a
+    failover of a lagging standby) -- a line naming the commit, what the table held instead and the
+    run that followed. A done that survived and was turned back is :func:`_table`'s to tell."""
+    promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "promoted" and "t" in i)
     changes: dict[int, list[dict]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
-    missing = [j for j in done if j not in changes]
+    lines, jobs = [], []
+    for j, execs in sorted(by_job(h.executions()).items()):
+        acked = sorted((e for e in execs if e.outcome == "ok" and e.end is not None),
+                       key=lambda e: e.end or 0.0)
+        if not acked:
+            continue
+        ack = acked[0]
+        assert ack.end is not None
+        later = sorted((e for e in execs if e is not ack and e.start > ack.end), key=lambda e: e.start)
+        if not later:
+            continue
+        again = later[0]
+        done_at, again_at = _wall(h, ack, LogEvent.FINISHED), _wall(h, again, LogEvent.STARTED)
+        log = sorted(changes.get(j, ()), key=lambda c: c["seq"])
+        before = [c for c in log if again_at is None or _time(c["at"]).timestamp() < again_at]
+        if any(c["status"] == "done" and (done_at is None or _time(c["at"]).timestamp() >= done_at - 1)
+               for c in before):
+            continue  # the done committed and stayed in the log: _table names what turned it back
+        failed_over = any(ack.end < t < again.start for t in promoted)
+        where = " on the old primary" if failed_over else ""
+        table = "the new primary" if failed_over else "the jobs table"
+        state = (f"{table} has it {before[-1]['status']} (attempts {before[-1].get('attempts')})" if before
+                 else f"{table}'s status log has no done of it")
+        lines.append(f"job {j}'s done committed{where} at +{ack.end - h.t0:.2f} s, acknowledged "
+                     f"({who(ack)}); {state}; it ran again at +{again.start - h.t0:.2f} s ({who(again)})"
+                     + (f", {len(later) - 1} more after it" if len(later) > 1 else ""))
+        jobs.append(j)
+    return lines, jobs
+
+
+def _table(h: History, name: str, done: dict[int, dict]) -> Result:
+    """A design on the harness's jobs table: its committed status changes against its job_runs rows;
+    first the successes the workers saw acknowledged that were lost (:func:`acknowledged_lost`)."""
+    lost_lines, lost_jobs = acknowledged_lost(h)
+    changes: dict[int, list[dict]] = {}
+    for c in h.transitions or ():
+        changes.setdefault(c["job_id"], []).append(c)
+    missing = [j for j in done if j not in changes and j not in lost_jobs]
     if missing:
         return not_judged(name, f"job {missing[0]} committed a success but the harness's jobs table logged "
                                 "no status of it: the design keeps its queue in a table of its own, whose "
                                 "changes nobody records")
     rows, executions = job_rows(h), by_job(h.executions())
-    lines, jobs = [], []
+    lines, jobs = list(lost_lines), list(lost_jobs)
     for j, run in sorted(done.items()):
+        if j in lost_jobs:
+            continue
         log = sorted(changes[j], key=lambda c: c["seq"])
         first_done = next((c for c in log if c["status"] == "done"), None)
         if first_done is None:  # its row committed, its done never did: nothing was final yet
@@ -95,6 +150,8 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
             jobs += [j] * bool(again)
     if lines:
         return violated(name, lines, jobs)
+    if not done:
+        return held(name, "vacuous: no job's success committed")
     return held(name, f"{plural(len(done), 'job')} whose success committed: each stayed done, "
                       f"executed no more ({plural(len(h.transitions or ()), 'status change')} logged)")
 
@@ -157,7 +214,7 @@ def success_final(h: History, name: str) -> Result:
     for row in sorted(h.runs, key=lambda r: r.get("finished") or ""):
         if row.get("finished") is not None:
             done.setdefault(row["job_id"], row)
-    if not done:
+    if not done and not any(e.outcome == "ok" for e in h.executions()):
         return held(name, "vacuous: no job's success committed")
     if h.transitions is None:
         return unknown(name, "the jobs table's status changes were not recorded (a history from before "

@@ -103,6 +103,8 @@ def replay(args, progress) -> int:
         server = dataclasses.replace(server, pg_version=schedule.pg_version)
     if schedule.pooler is not None and server.pooler is None:
         server = dataclasses.replace(server, pooler=schedule.pooler)
+    if schedule.replica is not None and server.replica is None:  # the topology it failed on
+        server = dataclasses.replace(server, replica=schedule.replica)
     changes = {}
     if args.design:
         changes["design"], changes["design_options"] = args.design, {}

@@ -35,11 +35,12 @@ COMMANDS = ("search", "replay", "compare")  # the subcommands the file's setting
 NOT_SETTINGS = ("help", "version", "list_faults", "config", "no_config")
 LISTS = ("faults", "fail_on", "allow", "designs")  # comma-separated on the command line; a TOML list here too
 PATHS = ("out", "json", "junit", "html", "pg_bin", "example_db")
-SCHEDULE_KEYS = ("design", "design_option", "time_scale", "tenant_mode", "pg_version", "pooler")
+SCHEDULE_KEYS = ("design", "design_option", "time_scale", "tenant_mode", "pg_version", "pooler", "replica")
 # How the usage errors that name no flag name these settings (the catalogue's, the tenant modes', a design's,
 # the server spec's fields: harness.postgres.ServerSpec)
 WORDS = {"faults": "unknown fault", "tenant_mode": "tenant mode", "designs": "--design ",
-         "postgres": "(postgres)", "pg_bin": "(pg_bin)", "pg_version": "(pg_version)", "pooler": "(pooler)"}
+         "postgres": "(postgres)", "pg_bin": "(pg_bin)", "pg_version": "(pg_version)", "pooler": "(pooler)",
+         "replica": "(replica)"}
 
 
 def find(start: Path) -> Path | None:

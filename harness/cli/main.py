@@ -77,6 +77,9 @@ def parser() -> Program:
                         help="pgbouncer[:transaction|session[:N]]: PgBouncer (N server connections, "
                              "default 5) between the workers and the server (default: none, direct; a "
                              "replay: its schedule's)")
+    common.add_argument("--replica", choices=("async", "sync"),
+                        help="a primary and a streaming standby (local server): what the failover fault "
+                             "promotes (a replay: its schedule's)")
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common.add_argument("-v", "--verbose", action="count", default=0,
                         help="supervisor logs on stderr (-vv: debug)")
@@ -233,7 +236,7 @@ def server_spec(args: argparse.Namespace) -> ServerSpec:
     """The server the command line names: ``--postgres``, ``--pg-bin``, ``--pg-version`` and ``--pooler``
     as one :class:`~harness.postgres.ServerSpec`; a :class:`UsageError` (naming the field) for a bad one."""
     return ServerSpec(postgres=args.postgres, pg_bin=args.pg_bin, pg_version=args.pg_version,
-                      pooler=args.pooler)
+                      pooler=args.pooler, replica=getattr(args, "replica", None))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,6 +113,8 @@ class Pair:
         ``cancel-waits``: cancel every commit waiting for the standby (their pids). Returns what it did;
         ``{"standby": False}`` when there is no standby to fail over to (a second failover in a run)."""
         s = self.standby
+        if name == "last-promotion":
+            return {"standby": s is not None, "seconds": self.promotions[-1] if self.promotions else None}
         if s is None:
             return {"standby": False}
         if name == "cut":

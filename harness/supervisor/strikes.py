@@ -112,6 +112,16 @@ class Strikes:
         self.downtime += self.server_started_at - self._stopped_at
         self.admin.reconnect()
 
+    def replica(self, action: str) -> dict:
+        act = getattr(self.server, "action", None)  # the replicated back end's Pair
+        if act is None:
+            raise HarnessError("the failover fault needs the replicated back end (--replica async|sync)")
+        done = act(action)
+        if action == "cut" and done.get("standby"):
+            # a failover is under way: like a stopped server, nothing is quiet until the promotion
+            self.server_down = True
+        return done
+
     # --- the supervisor's side ----------------------------------------------------------------------
     def at_point(self, w: WorkerProcess, r: dict) -> None:
         """A ``point`` record: strike what is due at this occurrence, else let the worker go on."""

@@ -38,10 +38,13 @@ DECLARED = {
     "lost-commit-reply": {"network": "lose-commit-reply"},
     "restart": {"needs_one_slot": True, "needs_durable_settings": True, "needs_local_server": True,
                 "breaks_every_session": True},
+    "failover": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True,
+                 "variants": ("lagging", "switchover")},
+    "failover-cancel": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True},
 }
 NEEDS = {"needs_one_slot": False, "needs_durable_settings": False, "needs_local_server": False,
          "breaks_every_session": False, "network": None, "needs_root_nftables": False, "variants": (),
-         "strikes_last": False}
+         "strikes_last": False, "needs_replica": False}
 
 
 def _supervisor_faults() -> dict[str, Fault]:
@@ -56,7 +59,8 @@ def test_every_supervisor_fault_declares_its_needs():
         assert f.needs_network == (f.network is not None)
         assert f.network is None or f.network in NETWORK_ACTIONS
         assert not f.needs_root_nftables or f.needs_network, name  # nftables drop the proxy's port
-        assert not f.variants or f.variants[0] == "xid", name  # the Event default comes first
+        # the Event default (xid) is its first variant: horizon's xid, failover's lagging
+        assert not f.variants or event_variant(name, "xid") == f.variants[0], name
     for f in CATALOGUE.values():
         if f.kind == "job":  # a job fault needs nothing of the run
             assert {k: getattr(f, k) for k in NEEDS} == NEEDS, f.name
@@ -107,6 +111,10 @@ class FakeAPI:
     def start_server(self):
         self.calls.append(("start_server",))
 
+    def replica(self, action):
+        self.calls.append(("replica", action))
+        return {"standby": True, "primary_lsn": "0/0", "cancelled": [], "seconds": 0.1}
+
     def run_later(self):
         for fn in self._later:
             fn()
@@ -122,8 +130,11 @@ def test_what_a_fault_does_agrees_with_what_it_declares(name):
     actions = [c[1] for c in sup.calls if c[0] == "network"]
     assert set(actions) <= set(NETWORK_ACTIONS)
     assert (actions[:1] or [None])[0] == f.network  # it strikes with the action it declares, first
-    assert (("stop_server",) in sup.calls) == f.needs_local_server == f.breaks_every_session
-    assert any(c[0] == "open_holder" for c in sup.calls) == bool(f.variants)
+    # a restart stops the local server, a failover the replicated back end's primary
+    stops = ("stop_server",) in sup.calls
+    assert stops == (f.needs_local_server or f.needs_replica) == f.breaks_every_session
+    assert any(c[0] == "replica" for c in sup.calls) == f.needs_replica
+    assert any(c[0] == "open_holder" for c in sup.calls) == ("xid" in f.variants)
     killed = ("signal", signal.SIGKILL) in sup.calls
     assert killed == f.strikes_last and (("go",) not in sup.calls) == killed  # nothing after a kill
 
@@ -272,3 +283,20 @@ def test_a_fault_that_strikes_last_goes_after_the_others(monkeypatch):
     w = SimpleNamespace(identity="w1.0", pid=1, alive=True, go=lambda: order.append("go"))
     Strikes(s, {"w1.0": w}, None).at_point(w, {"job": 1, "point": "mid-work", "attempt": 1})
     assert order == ["second", "third", "first"]
+
+
+def test_failover_needs_the_replicated_back_end_and_restart_refuses_it():
+    """The failover faults need ``replica``; restart (it stops one server) refuses a pair; a pair refuses
+    what it cannot combine with (a DSN, docker, a pooler, PostgreSQL 15) with a message naming the field."""
+    with pytest.raises(UsageError, match="replicated back end"):
+        session.server_settings(ServerSpec(), ["failover"])
+    with pytest.raises(UsageError, match="replicated back end"):
+        session.server_settings(ServerSpec(), ["failover-cancel"])
+    assert session.server_settings(ServerSpec(replica="async"), ["failover"]) is None
+    with pytest.raises(UsageError, match="restart fault does not combine"):
+        session.server_settings(ServerSpec(replica="sync"), ["restart"])
+    for bad in ({"postgres": "host=x dbname=y"}, {"postgres": "docker"}, {"pooler": "pgbouncer"},
+                {"pg_version": 15}, {}):
+        with pytest.raises(UsageError, match="replica"):
+            ServerSpec(replica="async" if bad else "semi", **bad)
+    assert session.slot_count(ServerSpec(replica="async"), ["failover"], 4) == 1

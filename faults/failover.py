@@ -1,0 +1,77 @@
+"""The failover faults: the primary of the replicated back end (``--replica``) fails over to its
+standby while a job runs. Each strikes when an execution reaches the event's point -- a named point of
+a job's life or a design's statement point (``sql:<name>``) -- so a search places it before or after a
+finish like any other fault.
+
+Variants of ``failover`` (``Event.variant``):
+
+* ``lagging``: the standby's WAL receiver is cut at the point (it keeps what it has), the worker goes
+  on, and after the event's duration the primary stops in immediate mode and the standby is promoted.
+  What committed on the primary between the cut and the stop -- acknowledged to its client -- is not
+  on the new primary: the lost commit a failover of a lagging asynchronous replica makes.
+* ``switchover``: at the point the primary stops cleanly (PostgreSQL sends the standby all its WAL
+  first) and the standby is promoted: nothing committed is lost; only sessions break.
+
+``failover-cancel`` is ``lagging`` with every commit that waits for the standby (``--replica sync``)
+cancelled while the receiver is cut, as a client's cancel request does: PostgreSQL answers such a
+COMMIT with OK and a warning that it "might not have been replicated", and the promotion loses it.
+On ``--replica async`` nothing waits, and it is ``lagging``.
+
+Every step is a record in the history: ``failover`` (the cut, or the switchover's stop), each
+``commit-wait-cancelled``, ``promoted`` (with the promotion's seconds), or ``failover-skipped`` when
+the pair has no standby left (a second failover in one run).
+"""
+
+from __future__ import annotations
+
+from ..core.schedule import Event
+from .api import Stop, SupervisorAPI
+
+CANCEL_POLL = 0.02  # real seconds between looks for commits waiting for the standby
+
+
+def _promote(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    sup.stop_server()  # the pair's primary: immediate (lagging), or clean (switchover)
+    sup.start_server()  # promotes the standby; the supervisor's session reconnects to it
+    sup.record("promoted", event, stop, seconds=sup.replica("last-promotion").get("seconds"))
+
+
+def failover(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """The ``failover`` fault (and ``failover-cancel``): see the module's docstring."""
+    if event.variant == "switchover":  # any other (the Event default xid too) is lagging
+        if not sup.replica("switchover")["standby"]:
+            sup.record("failover-skipped", event, stop, variant=event.variant)
+            sup.go(stop)
+            return
+        sup.record(event.fault, event, stop, variant="switchover")
+        _promote(sup, event, stop)
+        sup.go(stop)
+        return
+    cut = sup.replica("cut")
+    if not cut["standby"]:
+        sup.record("failover-skipped", event, stop, variant=event.variant)
+        sup.go(stop)
+        return
+    duration = sup.event_seconds(event)
+    sup.record(event.fault, event, stop, variant="lagging", seconds=duration,
+               primary_lsn=cut.get("primary_lsn"))
+    done = []
+
+    def cancel() -> None:
+        if done:
+            return
+        cancelled = sup.replica("cancel-waits").get("cancelled") or []
+        if cancelled:
+            sup.record("commit-wait-cancelled", event, stop, backends=cancelled)
+        sup.later(CANCEL_POLL, cancel)
+
+    def promote() -> None:
+        if event.fault == "failover-cancel":
+            cancel()
+        done.append(True)
+        _promote(sup, event, stop)
+
+    if event.fault == "failover-cancel":
+        sup.later(CANCEL_POLL, cancel)
+    sup.later(duration, promote)
+    sup.go(stop)
