@@ -17,9 +17,9 @@ cancelled while the receiver is cut, as a client's cancel request does: PostgreS
 COMMIT with OK and a warning that it "might not have been replicated", and the promotion loses it.
 On ``--replica async`` nothing waits, and it is ``lagging``.
 
-Every step is a record in the history: ``failover`` (the cut, or the switchover's stop), each
-``commit-wait-cancelled``, ``promoted`` (with the promotion's seconds), or ``failover-skipped`` when
-the pair has no standby left (a second failover in one run).
+Every step is a record in the history: ``failover`` (the cut, or the switchover's start), each
+``commit-wait-cancelled``, ``primary-stopped``, ``promoted`` (with the promotion's seconds), or
+``failover-skipped`` when the pair has no standby left (a second failover in one run).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ CANCEL_POLL = 0.02  # real seconds between looks for commits waiting for the sta
 
 
 def _promote(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    sup.record("primary-stopped", event, stop)  # before: the record's time is when the stop began
     sup.stop_server()  # the pair's primary: immediate (lagging), or clean (switchover)
     sup.start_server()  # promotes the standby; the supervisor's session reconnects to it
     sup.record("promoted", event, stop, seconds=sup.replica("last-promotion").get("seconds"))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, fairness, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
+from . import checks, effects, failover, fairness, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
 from .core import (
     HELD,
     REGISTRY,
@@ -91,7 +91,9 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
     ``unknown`` with "could not decide: <ExcType>: <msg>" -- never held. Raises
     :class:`~core.errors.UsageError` for a name that is not a property, listing the known ones.
     """
-    names = list(PROPERTIES) if names is None else [names] if isinstance(names, str) else list(names)
+    if names is None:  # all: a failover property only on the replicated back end (properties/failover.py)
+        names = [n for n in PROPERTIES if n not in failover.REPLICA_ONLY or failover.replicated(history)]
+    names = [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]
     if unknown_names:
         raise UsageError(f"unknown property {unknown_names[0]!r}; properties: {', '.join(PROPERTIES)}")

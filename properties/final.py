@@ -64,7 +64,8 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     and that ran again, while the status log has no ``done`` between the two: the commit was lost (a
     failover of a lagging standby) -- a line naming the commit, what the table held instead and the
     run that followed. A done that survived and was turned back is :func:`_table`'s to tell."""
-    promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "promoted" and "t" in i)
+    # a failover's primary stopped (faults/failover.py): the standby's promotion follows it
+    promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
     changes: dict[int, list[dict]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)

@@ -21,13 +21,15 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
-        "success-final", "starvation-bound"]
+        "success-final", "starvation-bound", "acknowledged-enqueue", "attempts-monotonic",
+        "failover-recovers"]
     assert GROUPS == {
         "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
                    "attempts-counted",
                    "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish",
-                   "success-final"),
-        "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers"),
+                   "success-final", "acknowledged-enqueue", "attempts-monotonic"),
+        "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers",
+                     "failover-recovers"),
         "resources": ("horizon", "pool-hygiene"),
         "fairness": ("starvation-bound",),
     }
