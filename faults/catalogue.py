@@ -195,3 +195,6 @@ def check_schedule(s: Schedule, bad: Callable[[str], None]) -> None:
         f = CATALOGUE.get(e.fault)
         if f is None or f.kind != "supervisor":
             bad(f"events[{i}].fault: {e.fault!r} is not a supervisor fault; supervisor faults: {sup_faults}")
+        elif e.variant not in (*VARIANTS, *f.variants):  # VARIANTS: any fault took them before (format 1-3)
+            bad(f"events[{i}].variant: {e.variant!r}; {e.fault} takes "
+                f"{', '.join(repr(v) for v in dict.fromkeys((*VARIANTS, *f.variants)))}")
