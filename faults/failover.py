@@ -56,7 +56,7 @@ def failover(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     duration = sup.event_seconds(event)
     sup.record(event.fault, event, stop, variant="lagging", seconds=duration,
                primary_lsn=cut.get("primary_lsn"))
-    done = []
+    done: list[bool] = []  # the promotion ran: the cancel polling stops
 
     def cancel() -> None:
         if done:
