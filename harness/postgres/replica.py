@@ -35,7 +35,8 @@ from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
 Q = sqlfile.load(__file__, "replica.sql", "in_recovery", "current_lsn", "replayed", "receivers",
-                 "set_conninfo", "set_sync_names", "reload", "promote", "cancel_sync_waits", "persist")
+                 "set_conninfo", "set_sync_names", "reload", "promote", "cancel_sync_waits", "persist",
+                 "checkpoint")
 MODES = ("async", "sync")
 REPLICATION = {"wal_level": "replica", "wal_log_hints": "on", "wal_keep_size": "512MB",
                "max_wal_senders": "10", "hot_standby": "on", "wal_receiver_status_interval": "1s"}
@@ -192,6 +193,10 @@ class Pair:
         if self.mode == "sync":
             self._set(self.primary, Q.set_sync_names, names="*")
         self.wait_caught_up()
+        for node in (self.primary, self.standby):
+            if node is not None:
+                with psycopg.connect(node.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as c:
+                    c.execute(Q.checkpoint)
         if rewound:
             self.resets.append(time.monotonic() - started)
             return self.resets[-1]

@@ -43,3 +43,9 @@ select pid, pg_cancel_backend(pid) from pg_stat_activity where wait_event = 'Syn
 -- command line: pg_rewind's crash recovery of an old primary starts it with the file's settings, and
 -- a recovery without wal_log_hints would leave the node unrewindable.
 alter system set {name} = {value};
+
+-- name: checkpoint
+-- After each reset, on both nodes (a restartpoint on the standby): the next rewind and the old
+-- primary's recovery replay from here, not from the last timed checkpoint (before the article's data
+-- was loaded, on a fresh pair: seconds of WAL).
+checkpoint;
