@@ -93,9 +93,9 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         cleanup.push("closing the janitor", janitor.close)
         server: LocalServer | DockerServer | Pair | None
         if kind == "local" and spec.replica is not None:
-            from . import replica
+            from . import replica_start
 
-            server = replica.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
+            server = replica_start.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
                                    janitor=janitor, extra=dict(spec.settings), progress=progress)
         elif kind == "local":
             from . import local

@@ -8,19 +8,17 @@ connection finds the new primary. Both nodes run on durable settings (``fsync``,
 on; ``synchronous_commit`` on, ``remote_apply`` for ``sync``) with ``wal_log_hints`` and
 ``wal_keep_size`` so that the old primary can be rewound.
 
-The failover fault (``faults/failover.py``) drives the pair through the supervisor's server interface
-(:meth:`crash` stops the primary, :meth:`start_again` promotes the standby, as the restart fault's
-stop and start) and :meth:`action` (cut the standby's WAL receiver, arm a switchover, cancel commits
-waiting for the standby). Before each run the runner calls :meth:`settle`: the old primary is rewound
-with ``pg_rewind`` and started as the new standby (never rebuilt), a cut receiver reconnected, and the
-run starts only once the standby has replayed everything the primary has (lag is only what a fault
-makes).
+:mod:`harness.postgres.replica_start` starts it. The failover fault (``faults/failover.py``)
+drives the pair through the supervisor's server interface (:meth:`crash` stops the primary,
+:meth:`start_again` promotes the standby, as the restart fault's stop and start) and :meth:`action`
+(cut the standby's WAL receiver, arm a switchover, cancel commits waiting for the standby). Before
+each run the runner calls :meth:`settle`: the old primary is rewound with ``pg_rewind`` and started
+as the new standby (never rebuilt), a cut receiver reconnected, and the run starts only once the
+standby has replayed everything the primary has (lag is only what a fault makes).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -157,9 +155,17 @@ class Pair:
         self.down, self.nodes = old, [None, self.standby]
 
     def start_again(self, janitor=None) -> None:
-        """Promote the standby (the other half of a failover); :class:`HarnessError` if it does not."""
+        """Promote the standby (the other half of a failover); :class:`HarnessError` if it does not. With
+        the primary still up (a run that ended between a cut and its promotion) the standby streams
+        again instead: a sync primary's commits would otherwise wait for it forever."""
         new = self.nodes[1]
-        if self.nodes[0] is not None or new is None:
+        if self.nodes[0] is not None:
+            if self.cut and new is not None:
+                self._set(new, Q.set_conninfo, conninfo=self._conninfo(self.primary))
+                self.cut = False
+            self.switchover = False
+            return
+        if new is None:
             return
         if self.switchover:  # after a clean stop: the receiver has everything once it is gone
             deadline = time.monotonic() + CATCH_UP_TIMEOUT
@@ -222,7 +228,7 @@ class Pair:
         if out.returncode != 0:
             tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
             raise HarnessError(f"pg_rewind of the old primary failed: {tail[0]}")
-        _make_standby(data, self._conninfo(self.primary), old.user)
+        make_standby(data, self._conninfo(self.primary), old.user)
 
     def stop(self, janitor=None) -> None:
         for node in sorted((n for n in (*self.nodes, self.down) if n is not None),
@@ -230,81 +236,10 @@ class Pair:
             node.stop(janitor)
 
 
-def _make_standby(data: Path, conninfo: str, user: str | None) -> None:
+def make_standby(data: Path, conninfo: str, user: str | None) -> None:
     """Mark *data* a standby streaming with *conninfo* (the last setting in the file wins)."""
     signal_file = data / "standby.signal"
     signal_file.touch()
     chown(signal_file, user)
     with open(data / "postgresql.auto.conf", "a") as f:
         f.write(f"primary_conninfo = '{conninfo}'\n")
-
-
-def _standby_args(primary: LocalServer, data: Path, port: int, sock: Path) -> tuple[str, ...]:
-    """The primary's command line with the standby's data directory, port and socket directory."""
-    args = list(primary.args)
-    args[args.index("-D") + 1] = str(data)
-    for i, a in enumerate(args):
-        if a.startswith("port="):
-            args[i] = f"port={port}"
-        elif a.startswith("unix_socket_directories="):
-            args[i] = f"unix_socket_directories={sock}"
-    return tuple(args)
-
-
-def start(mode: str, *, pg_bin: str | None = None, pg_version: int | None = None, janitor=None,
-          extra: dict[str, str] | None = None, progress=None) -> Pair:
-    """Start the primary (:func:`harness.postgres.local.start`), base-back it up into a standby in its
-    run directory and start that, streaming. :class:`HarnessError` when either cannot start."""
-    primary = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor,
-                          settings=settings(mode, extra), progress=progress)
-    try:
-        with psycopg.connect(primary.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
-            for k, v in {**DURABLE_SETTINGS, **REPLICATION}.items():
-                conn.execute(sql.SQL(Q.persist).format(name=sql.Identifier(k), value=sql.Literal(v)))
-        standby = _start_standby(primary, janitor)
-    except BaseException:
-        primary.stop(janitor)
-        raise
-    pair = Pair(mode, [primary, standby], janitor)
-    try:
-        pair.settle()
-    except BaseException:
-        pair.stop(janitor)
-        raise
-    return pair
-
-
-def _start_standby(primary: LocalServer, janitor) -> LocalServer:
-    run_dir = primary.run_dir / "standby"
-    run_dir.mkdir(mode=0o755)
-    sock = run_dir / "sock"
-    sock.mkdir(mode=0o700)
-    for d in (run_dir, sock):
-        chown(d, primary.user)
-    data = run_dir / "data"
-    env = {**os.environ, "PGPASSWORD": primary.password}
-    out = subprocess.run([primary.binaries.tool("pg_basebackup"), "-D", str(data), "-X", "stream", "-c",
-                          "fast", "--no-sync", "-h", "127.0.0.1", "-p", str(primary.port), "-U", ADMIN],
-                         user=primary.user, capture_output=True, text=True, timeout=300, cwd=run_dir, env=env)
-    if out.returncode != 0:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise HarnessError(f"pg_basebackup of the primary failed: {tail[0]}")
-    _make_standby(data, f"host=127.0.0.1 port={primary.port} user={ADMIN} password={primary.password} "
-                        "application_name=pgjc_standby", primary.user)
-    log = run_dir / "postgres.log"
-    log.touch()
-    chown(log, primary.user)
-    for attempt in range(3):  # a free port can be taken between our check and the bind
-        port = local.free_port()
-        node = LocalServer(primary.binaries, run_dir, port, primary.password, primary.proc, primary.user,
-                           args=_standby_args(primary, data, port, sock))
-        try:
-            node.start_again(janitor)
-            return node
-        except HarnessError:
-            if node.proc is not primary.proc and node.proc.poll() is None:
-                local.stop_server(node.proc.pid)
-            if attempt == 2 or "could not bind" not in log.read_text(errors="replace"):
-                shutil.rmtree(run_dir, ignore_errors=True)
-                raise
-    raise AssertionError("unreachable")
