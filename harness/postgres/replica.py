@@ -23,12 +23,14 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from ...core import sqlfile
 from ...core.errors import HarnessError
+from ...core.procs import process_start_time
 from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
@@ -60,13 +62,17 @@ class Pair:
 
     mode: str
     nodes: list[LocalServer | None]
-    janitor: object = None
+    janitor: Any = None  # harness.janitor.Janitor
     down: LocalServer | None = None  # the primary a failover stopped, to be rewound
     cut: bool = False  # the standby's WAL receiver is cut
     switchover: bool = False  # the next crash() is a clean (fast) stop: the standby gets everything
     stopped_at: float = 0.0
     promotions: list[float] = field(default_factory=list)  # seconds from the primary's stop to a new one
     resets: list[float] = field(default_factory=list)  # seconds settle() took after a promotion
+    # pg_rewind of the old primary, started at the promotion against the live new primary (it copies
+    # from an online source): the run goes on meanwhile, and settle() waits for what is left of it
+    rewinding: subprocess.Popen | None = None
+    _rewind_key: str | None = None
 
     @property
     def primary(self) -> LocalServer:
@@ -178,6 +184,7 @@ class Pair:
         self.promotions.append(time.monotonic() - self.stopped_at)
         if self.mode == "sync":  # alone, a sync primary would wait for a standby forever
             self._set(new, Q.set_sync_names, names="")
+        self._start_rewind()
 
     # --- between runs --------------------------------------------------------------------------------
     def settle(self) -> float | None:
@@ -220,17 +227,43 @@ class Pair:
                                    f"{CATCH_UP_TIMEOUT:.0f} s")
             time.sleep(0.01)
 
+    def _start_rewind(self) -> None:
+        old = self.down
+        if old is None or self.rewinding is not None:
+            return
+        with open(old.run_dir / "rewind.log", "wb") as log:
+            self.rewinding = subprocess.Popen(
+                [old.binaries.tool("pg_rewind"), "-D", str(old.run_dir / "data"), "--no-sync",
+                 f"--source-server={self.primary.admin_dsn}"], user=old.user, stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=old.run_dir, start_new_session=True)
+        if self.janitor is not None:  # killed with the harness: before the run directory goes
+            pid = self.rewinding.pid
+            self._rewind_key = self.janitor.register("kill", pid=pid, start=process_start_time(pid))
+
+    def _end_rewind(self, *, kill: bool = False) -> int | None:
+        proc, self.rewinding = self.rewinding, None
+        if proc is None:
+            return None
+        if kill:
+            proc.kill()
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        if self.janitor is not None and self._rewind_key is not None:
+            self.janitor.forget(self._rewind_key)
+        return rc
+
     def _rewind(self, old: LocalServer) -> None:
-        data = old.run_dir / "data"
-        out = subprocess.run([old.binaries.tool("pg_rewind"), "-D", str(data), "--no-sync",
-                              f"--source-server={self.primary.admin_dsn}"],
-                             user=old.user, capture_output=True, text=True, timeout=120, cwd=old.run_dir)
-        if out.returncode != 0:
-            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
-            raise HarnessError(f"pg_rewind of the old primary failed: {tail[0]}")
-        make_standby(data, self._conninfo(self.primary), old.user)
+        self._start_rewind()  # started at the promotion, unless the pair was promoted otherwise
+        if self._end_rewind() != 0:
+            tail = (old.run_dir / "rewind.log").read_text(errors="replace").strip().splitlines()[-1:]
+            raise HarnessError(f"pg_rewind of the old primary failed: {(tail or ['(no output)'])[0]}")
+        make_standby(old.run_dir / "data", self._conninfo(self.primary), old.user)
 
     def stop(self, janitor=None) -> None:
+        self._end_rewind(kill=True)
         for node in sorted((n for n in (*self.nodes, self.down) if n is not None),
                            key=lambda n: -len(n.run_dir.parts)):  # the nested one first
             node.stop(janitor)
