@@ -24,7 +24,7 @@ def server_settings(spec: ServerSpec, fault_names) -> dict[str, str] | None:
     faults = entries(fault_names)
     if any(f.needs_root_nftables for f in faults) and (why := partition.available()):
         raise HarnessError(why)
-    _check_replica(spec.replica, faults)
+    _check_replica(getattr(spec, "replica", None), faults)
     local = [f for f in faults if f.needs_local_server]
     if local and parse_spec(spec.postgres)[0] != "local":
         raise UsageError(f"the {local[0].name} fault needs the local server (postgres local): "
