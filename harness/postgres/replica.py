@@ -72,6 +72,7 @@ class Pair:
     # pg_rewind of the old primary, started at the promotion against the live new primary (it copies
     # from an online source): the run goes on meanwhile, and settle() waits for what is left of it
     rewinding: subprocess.Popen | None = None
+    checkpointed: bool = False  # settle() made a checkpoint since the data was loaded
     _rewind_key: str | None = None
 
     @property
@@ -206,10 +207,13 @@ class Pair:
         if self.mode == "sync":
             self._set(self.primary, Q.set_sync_names, names="*")
         self.wait_caught_up()
-        for node in (self.primary, self.standby):
+        # the next rewind and recovery replay from the newest checkpoint before a failover: one after
+        # the data is loaded (the runner's first settle) and one after each rewind keep them short
+        for node in (self.primary, self.standby) if rewound or not self.checkpointed else ():
             if node is not None:
                 with psycopg.connect(node.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as c:
                     c.execute(Q.checkpoint)
+        self.checkpointed = True
         if rewound:
             self.resets.append(time.monotonic() - started)
             return self.resets[-1]
