@@ -300,3 +300,9 @@ def test_failover_needs_the_replicated_back_end_and_restart_refuses_it():
         with pytest.raises(UsageError, match="replica"):
             ServerSpec(replica="async" if bad else "semi", **bad)
     assert session.slot_count(ServerSpec(replica="async"), ["failover"], 4) == 1
+
+
+def test_a_one_host_client_is_refused_on_the_pair_before_anything_starts():
+    with pytest.raises(UsageError, match="design awa connects to one host"):
+        with session.runner_for(ServerSpec(replica="async"), print, designs=[SimpleNamespace(spec="awa")]):
+            pass
