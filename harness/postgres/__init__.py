@@ -96,7 +96,7 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             from . import replica_start
 
             server = replica_start.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
-                                   janitor=janitor, extra=dict(spec.settings), progress=progress)
+                                         janitor=janitor, extra=dict(spec.settings), progress=progress)
         elif kind == "local":
             from . import local
 
