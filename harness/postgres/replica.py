@@ -34,7 +34,7 @@ from ...core.procs import process_start_time
 from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
-Q = sqlfile.load(__file__, "replica.sql", "in_recovery", "current_lsn", "replayed", "receivers",
+Q = sqlfile.load(__file__, "replica.sql", "current_lsn", "replayed", "receivers",
                  "set_conninfo", "set_sync_names", "reload", "promote", "cancel_sync_waits", "persist",
                  "checkpoint")
 MODES = ("async", "sync")

@@ -1,10 +1,6 @@
 -- The replicated back end's own statements (harness/postgres/replica.py), run as the admin role on
 -- one node of the pair (never through the multi-host DSN: each names the node it means).
 
--- name: in_recovery
--- Whether this node is a standby.
-select pg_is_in_recovery();
-
 -- name: current_lsn
 -- The primary's current WAL position: what a caught-up standby has replayed.
 select pg_current_wal_lsn()::text;
