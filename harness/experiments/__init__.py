@@ -21,7 +21,7 @@ from ..progress import step
 from .common import Context, print_to_stderr, table
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon",
-                          "rls-queue")
+                          "rls-queue", "failover")
 
 _RUNNERS = {  # name -> (module, function)
     "leak": ("tenants", "leak"),
@@ -32,6 +32,7 @@ _RUNNERS = {  # name -> (module, function)
     "vacuum": ("vacuum", "vacuum"),
     "horizon": ("horizon", "horizon"),
     "rls-queue": ("rls_queue", "rls_queue"),
+    "failover": ("failover", "failover"),  # on replicated pairs of its own (issue 37)
 }
 
 DIRECT = ("vacuum", "horizon", "rls-queue")  # measure the server itself: never through a pooler
