@@ -74,3 +74,11 @@ def test_without_a_replica_the_failover_properties_are_not_in_the_table():
     h.schedule = h.schedule.replace(replica=None)
     results = check(h)
     assert not set(REPLICA) & set(results) and results["success-final"].status == VIOLATED
+
+
+def test_the_failover_experiment_counts_from_the_history():
+    from pg_job_chaos.harness.experiments.failover import _one
+
+    r = _one(lost_completion())
+    assert (r["lost"], r["twice"], r["stuck"], r["promoted"]) == (1, 1, 0, True)
+    assert abs(r["recover"] - 0.9) < 1e-9  # the primary stopped at 1.5 s, the next execution at 2.4 s
