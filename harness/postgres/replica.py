@@ -19,6 +19,7 @@ standby has replayed everything the primary has (lag is only what a fault makes)
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from psycopg import sql
 
 from ...core import sqlfile
 from ...core.errors import HarnessError
-from ...core.procs import process_start_time
+from ...core.procs import killpg
 from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
@@ -240,16 +241,16 @@ class Pair:
                 [old.binaries.tool("pg_rewind"), "-D", str(old.run_dir / "data"), "--no-sync",
                  f"--source-server={self.primary.admin_dsn}"], user=old.user, stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=old.run_dir, start_new_session=True)
-        if self.janitor is not None:  # killed with the harness: before the run directory goes
-            pid = self.rewinding.pid
-            self._rewind_key = self.janitor.register("kill", pid=pid, start=process_start_time(pid))
+        if self.janitor is not None:  # killed with the harness, before the run directory goes: its whole
+            # group (a session of its own), the single-user postgres it runs for crash recovery too
+            self._rewind_key = self.janitor.register("killpg", pgid=self.rewinding.pid)
 
     def _end_rewind(self, *, kill: bool = False) -> int | None:
         proc, self.rewinding = self.rewinding, None
         if proc is None:
             return None
-        if kill:
-            proc.kill()
+        if kill and proc.poll() is None:
+            killpg(proc.pid, signal.SIGKILL)
         try:
             rc = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
