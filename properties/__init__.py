@@ -91,8 +91,10 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
     ``unknown`` with "could not decide: <ExcType>: <msg>" -- never held. Raises
     :class:`~core.errors.UsageError` for a name that is not a property, listing the known ones.
     """
-    if names is None:  # all: a failover property only on the replicated back end (properties/failover.py)
-        names = [n for n in PROPERTIES if n not in failover.REPLICA_ONLY or failover.replicated(history)]
+    if names is None:  # all, less those that do not apply to this run: a failover property only on the
+        # replicated back end (properties/failover.py), the fairness group only under a declared workload
+        names = [n for n in PROPERTIES if (n not in failover.REPLICA_ONLY or failover.replicated(history))
+                 and (n not in GROUPS.get("fairness", ()) or history.schedule.workload is not None)]
     names = [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]
     if unknown_names:
