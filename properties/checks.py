@@ -13,7 +13,7 @@ from collections import defaultdict
 from itertools import combinations
 
 from ..core.history import JOB_STATES, Execution, History
-from .core import Result, decides, held, over_limits, unknown, violated
+from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
@@ -103,7 +103,7 @@ def single_commit(h: History, name: str) -> Result:
 def no_overlap(h: History, name: str) -> Result:
     """Violated by every pair of executions of one job that were live at the same time (an
     execution with no end is live until the run ended). Count: overlapping pairs."""
-    lines, jobs = [], []
+    lines, jobs, first = [], [], None
     repeated = 0
     for job, execs in sorted(by_job(h.executions()).items()):
         repeated += len(execs) > 1
@@ -112,8 +112,11 @@ def no_overlap(h: History, name: str) -> Result:
             if both > 0:
                 lines.append(f"job {job}: {who(a)} and {who(b)} ran at once for {both:.2f} s")
                 jobs.append(job)
+                # the event: the later execution's start, while the earlier was still live
+                first = first or Mark(b.start, "execution", b.worker, job,
+                                      f"job {job}: {who(b)} started while {who(a)} still ran")
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if not repeated:
         return held(name, "vacuous: no job executed more than once")
     return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")

@@ -23,7 +23,7 @@ from datetime import datetime
 from ..core.events import LogEvent
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, plural, rows_undecidable, who
-from .core import Result, decides, held, not_judged, unknown, violated
+from .core import Mark, Result, decides, held, not_judged, unknown, violated
 
 
 def _time(text: str) -> datetime:
@@ -34,6 +34,20 @@ def _time(text: str) -> datetime:
 def _statement(change: dict) -> str:
     query = " ".join(str(change.get("query") or "").split())
     return f"`{query[:160]}`" if query else "a statement the log did not keep"
+
+
+def _on_clock(h: History, at: datetime) -> float | None:
+    """A server time on the history's clock (``time.monotonic()``), through a record's own ``wall`` --
+    the same machine's clock, so good to a few milliseconds; None without such a record."""
+    rec = next((r for r in h.records if r.get("wall") is not None), None)
+    return None if rec is None else at.timestamp() + rec["t"] - rec["wall"]
+
+
+def _again_mark(job: int, execs: list[Execution], after: float) -> Mark | None:
+    """The event :func:`_again` names: the start of the first execution after *after*."""
+    later = sorted((o for o in execs if o.start > after), key=lambda o: o.start)
+    return (Mark(later[0].start, "execution", later[0].worker, job,
+                 f"job {job} executed again after its success: {who(later[0])}") if later else None)
 
 
 def _again(job: int, ex: Execution | None, execs: list[Execution], after: float) -> list[str]:
@@ -112,7 +126,7 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
                                 "no status of it: the design keeps its queue in a table of its own, whose "
                                 "changes nobody records")
     rows, executions = job_rows(h), by_job(h.executions())
-    lines, jobs = list(lost_lines), list(lost_jobs)
+    lines, jobs, first = list(lost_lines), list(lost_jobs), None
     for j, run in sorted(done.items()):
         if j in lost_jobs:
             continue
@@ -138,6 +152,10 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
                          + (f"; {len(rest)} more change(s) after it" if (rest := after[after.index(c) + 1:])
                             else ""))
             jobs.append(j)
+            t = _on_clock(h, _time(c["at"]))
+            if first is None and t is not None:
+                first = Mark(t, "status change", "", j, f"job {j} went {c.get('old')} -> {c['status']} "
+                                                        f"after its success committed")
             continue
         status = (rows.get(j) or {}).get("status")
         if status != "done":
@@ -149,8 +167,10 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
             again = _again(j, ex, mine, ex.end)
             lines += again
             jobs += [j] * bool(again)
+            if again and first is None:
+                first = _again_mark(j, [e for e in mine if e is not ex], ex.end)
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if not done:
         return held(name, "vacuous: no job's success committed")
     return held(name, f"{plural(len(done), 'job')} whose success committed: each stayed done, "
