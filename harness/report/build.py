@@ -61,8 +61,8 @@ def shown(out: SearchOutcome, stem: str, stamp: Stamp, out_dir: Path) -> list[Sa
     after the first property each shows), each naming the properties it is shown for and how it was
     reached."""
     runs: dict[int, tuple] = {}  # id(run) -> (run, its properties, how)
-    for name, s in out.shown.items():
-        run, names, how = runs.setdefault(id(s.run), (s.run, [], s.how))
+    for name, shown_run in out.shown.items():
+        run, names, how = runs.setdefault(id(shown_run.run), (shown_run.run, [], shown_run.how))
         names.append(name)
     ordered = sorted(runs.values(), key=lambda x: x[0] is not out.counterexample)  # stable: table order
     saved = []
