@@ -24,8 +24,8 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "bodies_at_once",
-                         "never_struck",
+                         "counterexample", "shrink_runs", "small_scope_runs", "coverage", "retry_spacing",
+                         "bodies_at_once", "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
                          "allowed_violations", "failing", "failed", "waits"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
@@ -47,15 +47,20 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
         "lease", "local", ["crash"], 5, 3)
     assert list(data["properties"]) == list(properties.PROPERTIES)
     assert data["properties"]["terminal-states"]["status"] == "violated"
-    assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence"}
+    # a violated row names the schedule its evidence comes from, shrunk for it, and its replay command
+    assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence", "schedule",
+                                                         "replay", "shrink"}
     ce = data["counterexample"]
     assert ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
     assert ce["schedule"]["jobs"] and len(ce["schedule"]["jobs"]) <= 2
     assert "Counterexample" in r.stdout and "timeline of that run:" in r.stdout and ce["replay"] in r.stdout
-    # The counterexample is the first found (a crash after lease.finish's reply: at-most-once-effects);
-    # terminal-states' own smallest schedule is saved and named too.
-    stuck = re.search(r"terminal-states: smallest schedule that violated it \(\d+ jobs?\): (\S+)", r.stdout)
-    assert stuck, r.stdout
+    # The counterexample is the first violated property's in the table (at-most-once-effects: a crash
+    # after the effect); terminal-states' own schedule is saved, shrunk for it, and named on its row.
+    assert ce["shown_for"][0] == "at-most-once-effects" and ce["shrink"] == "shrunk", ce
+    row = data["properties"]["terminal-states"]
+    assert row["shrink"] == "shrunk" and row["replay"] in r.stdout and row["replay"].endswith(row["schedule"])
+    stuck = re.search(r"\[\d+\] [a-z-, ]*terminal-states[a-z-, ]*: \d+ jobs?, .*: (\S+)", r.stdout)
+    assert stuck and stuck[1] == row["schedule"], r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert set(cases) == set(properties.PROPERTIES)
