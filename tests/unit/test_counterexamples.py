@@ -169,3 +169,17 @@ def test_a_shrink_cut_by_the_budget_says_so(tmp_path):
     assert out.choose(tuple(PROPERTIES)) is out.runs[0] and out.shrink_budget_spent
     assert out.shown["tenant-isolation"].how == BUDGET_SPENT
     assert "shrink budget spent" in text.render(report(out, tmp_path))
+
+
+def test_effect_properties_name_the_effect_sent_again_and_the_stale_one():
+    from tests.unit.test_properties import paused_and_reclaimed
+
+    h = sane(records=paused_and_reclaimed())  # w2.0's effect at 1.53 s, w1.0's late one at 2.9 s
+    results = check(h)
+    again, stale = results["at-most-once-effects"].event, results["no-stale-effect"].event
+    assert (again.t, again.worker, again.kind) == (2.9, "w1.0", "effect"), again
+    assert (stale.t, stale.worker, stale.job) == (2.9, "w1.0", 1) and "after w2.0 attempt 2" in stale.what
+    lines = text.timeline(h, marks=[("no-stale-effect", stale)]).splitlines()
+    at = [k for k, line in enumerate(lines) if "+2.900s" in line]
+    assert "side effect" in lines[at[0]]
+    assert ">>> no-stale-effect: job 1: w1.0 attempt 1 sends" in lines[at[1]]
