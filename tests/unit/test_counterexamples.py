@@ -59,6 +59,11 @@ def test_the_event_each_evidence_names():
                              change(4, 1, "done", "queued", 2.4, query=SWEEP)])
     final = check(h)["success-final"]
     assert final.event.kind == "status change" and abs(final.event.t - 2.4) < 1e-3, final.event
+    # the second job_runs row's commit, on the same clock
+    twice = sane(records=[{**r, "wall": wall + r["t"] - 1.0} for r in sane().records],
+                 runs=[run_row(1, 1), run_row(1, 2, "w2.0", finished=2.7), run_row(2, 1)])
+    commit = check(twice)["single-commit"].event
+    assert (commit.kind, commit.worker, commit.job) == ("commit", "w2.0", 1) and abs(commit.t - 2.7) < 1e-3
     # a property that names no event still works; held results carry none
     assert check(double())["single-commit"].event is None and check(sane())["tenant-isolation"].event is None
 
