@@ -50,7 +50,8 @@ class ChaosResult:
     def from_report(cls, report, *, strict: bool = False, page: Path | None = None) -> ChaosResult:
         """The test's view of a :class:`~harness.report.result.Report`: the same verdicts, the same
         failure rules, the same saved schedule and replay command as the command line's."""
-        ce = report.saved[0] if report.saved else None
+        # a search's counterexample (none when every violation was allowed); a replay's file
+        ce = report.counterexample if report.kind == "search" else report.saved[0] if report.saved else None
         r = cls(report.title, report.results, runs=report.runs, flaky=report.flaky, strict=strict, page=page,
                 notes=list(report.notes), failures=report.failures(), report=report, gate=report.gate)
         r.notes += [x for x in report.warnings() if x not in r.notes]

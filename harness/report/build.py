@@ -18,7 +18,7 @@ from ...properties import HELD, UNKNOWN, Result, violated_names
 from ..engine.compare import Comparison
 from ..engine.outcome import SearchOutcome
 from . import text, waits
-from .result import Report, Saved
+from .result import COUNTEREXAMPLE, Report, Saved
 
 Stamp = Callable[[Schedule], Schedule]
 
@@ -70,7 +70,7 @@ def shown(out: SearchOutcome, stem: str, stamp: Stamp, out_dir: Path) -> list[Sa
         first = run is out.counterexample
         s = stamp(run.schedule)
         file = save(s, out_dir, stem if first else f"{stem}-{names[0]}")
-        saved.append(Saved("counterexample" if first else f"schedule violating {', '.join(names)}", s, file,
+        saved.append(Saved(COUNTEREXAMPLE if first else f"schedule violating {', '.join(names)}", s, file,
                            run.violated, run.history, shown_for=tuple(names), how=how, results=run.results))
     return saved
 
@@ -100,7 +100,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
                     notes=text.notes_for(results), gate=gate)
     ce_json = None
-    if saved and out.counterexample is not None:
+    if report.counterexample is not None:
         ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file),
                    "replay": saved[0].replay, "violated": saved[0].violated, "flaky": out.flaky,
                    "shown_for": list(saved[0].shown_for), "shrink": saved[0].how}

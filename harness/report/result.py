@@ -20,6 +20,7 @@ from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import PROPERTIES, not_judged_names, undecided_names, violated_names
 
+COUNTEREXAMPLE = "counterexample"  # the name of a search's saved counterexample (Saved.name)
 PROGRAM = "pg-job-chaos"  # the console script; run.py and python -m pg_job_chaos are the same program
 
 
@@ -84,7 +85,10 @@ class Report:
 
     @property
     def counterexample(self) -> Saved | None:
-        return self.saved[0] if self.kind == "search" and self.saved else None
+        """A search's first saved schedule when it is the counterexample (a gated violation's: with only
+        allowed violations there is none, and their schedules are saved as found)."""
+        first = self.saved[0] if self.kind == "search" and self.saved else None
+        return first if first is not None and first.name == COUNTEREXAMPLE else None
 
     def schedule_for(self, name: str) -> Saved | None:
         """The saved schedule a search's row of *name* names (None: not violated, or not a search)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -134,7 +135,8 @@ def test_plugin_that_raises_at_import_is_a_usage_error(tmp_path):
 
 def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
     """lease under crash re-sends effects and can leave a job running: allowed, the run passes (exit 0)
-    and says what it allowed; the search keeps no counterexample of an allowed violation."""
+    and says what it allowed; the search makes no counterexample of an allowed violation, and saves the
+    schedule its row names as found (not shrunk)."""
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
     r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "1",
                 "--seed", "1", "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out),
@@ -145,7 +147,10 @@ def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
         not data["failed"]
     assert "at-most-once-effects" not in data["fail_on"] and "single-commit" in data["fail_on"]
     assert data["properties"]["at-most-once-effects"]["status"] == "violated"  # still judged and shown
-    assert data["counterexample"] is None and not (tmp_path / "ce").exists()
+    assert data["counterexample"] is None
+    allowed = data["properties"]["at-most-once-effects"]
+    assert allowed["shrink"] == "as found" and Path(allowed["schedule"]).parent == tmp_path / "ce"
+    assert "(as found: not gated, not shrunk)" in r.stdout and "Counterexample" not in r.stdout
     assert "allowed by --fail-on/--allow" in r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("failures") == "0"
