@@ -115,6 +115,9 @@ class ChaosResult:
             r = self.properties[n]
             jobs = f" (jobs {report.shortlist(r.jobs)})" if r.jobs else ""
             lines.append(f"  {n}: {r.status}{jobs}: {r.evidence}")
+            own = self._saved_for(n)  # a search's: the schedule this evidence comes from
+            if own is not None:
+                lines.append(f"    its schedule ({own.how}): {own.file}; replay with: {own.replay}")
         notes = report.notes_for({n: self.properties[n] for n in names}) + self.notes + self.failures
         lines += [f"  {x}" for x in notes]
         if self.schedule is not None:
@@ -129,11 +132,18 @@ class ChaosResult:
             if self.page is not None:
                 lines.append(f"HTML page: {self.page}")
         if self.history is not None:
-            tl = report.timeline(self.history).splitlines()
+            ce = getattr(self.report, "counterexample", None)  # its evidence's events, marked
+            tl = report.timeline(self.history, marks=report.evidence_marks(ce) if ce is not None else ()
+                                 ).splitlines()
             lines.append("timeline of that run:")
             lines += tl[:TIMELINE_LINES] + ([f"... {len(tl) - TIMELINE_LINES} more lines"]
                                             if len(tl) > TIMELINE_LINES else [])
         return "\n".join(lines)
+
+    def _saved_for(self, name: str):
+        """The saved schedule a search's row of *name* names (None for a replay, or when not violated)."""
+        schedule_for = getattr(self.report, "schedule_for", None)
+        return schedule_for(name) if schedule_for is not None else None
 
     def table(self) -> str:
         """The terminal property table (100 columns)."""

@@ -188,3 +188,14 @@ def test_effect_properties_name_the_effect_sent_again_and_the_stale_one():
     at = [k for k, line in enumerate(lines) if "+2.900s" in line]
     assert "side effect" in lines[at[0]]
     assert ">>> no-stale-effect: job 1: w1.0 attempt 1 sends" in lines[at[1]]
+
+
+def test_the_pytest_plugins_message_names_each_propertys_schedule_and_marks_the_event(tmp_path):
+    from pg_job_chaos.results import ChaosResult
+
+    rep = report(outcome(), tmp_path)
+    message = ChaosResult.from_report(rep).explain()
+    for n in ("tenant-isolation", "single-commit"):
+        s = rep.schedule_for(n)
+        assert f"its schedule (shrunk): {s.file}; replay with: {s.replay}" in message
+    assert ">>> tenant-isolation: job 2 ran" in message and str(rep.counterexample.file) in message
