@@ -147,7 +147,8 @@ class Search:
         if self._last_failing is not None and self._generated < self.share and not self._spent():
             self._rest()
         self.phase = Phase.SHRINK  # every violated property's own run (harness/engine/shrink.py)
-        shrink.per_property(self.out, self.gate, self._shrink_run)
+        shrink.per_property(self.out, self.gate, self._execute, seen=lambda s: s.to_json() in self._cache,
+                            limit=SHRINK_RUNS)
         self.out.seconds = time.monotonic() - self._t0
         if (ce := self.out.choose(self.gate)) is not None:
             self._replay(ce)
@@ -239,14 +240,6 @@ class Search:
                                 workload=self.workload)
         self.progress(f"exploring the other {len(rest)} examples of the budget")
         self._execute_all([("", self._configured(s)) for s in rest])
-
-    def _shrink_run(self, schedule: Schedule) -> Run | None:
-        """A shrink candidate's run (one seen before costs nothing); None once the budget is spent."""
-        if schedule.to_json() not in self._cache:
-            if self.out.shrink_runs >= SHRINK_RUNS:
-                return None
-            self.out.shrink_runs += 1
-        return self._execute(schedule)
 
     def _replay(self, ce: Run) -> None:
         self.phase = Phase.REPLAY

@@ -73,10 +73,20 @@ def shrink(start: Run, name: str, execute: Callable[[Schedule], Run | None]) -> 
             return best, True
 
 
-def per_property(out: SearchOutcome, gate: Sequence[str], execute: Callable[[Schedule], Run | None]) -> None:
+def per_property(out: SearchOutcome, gate: Sequence[str], execute: Callable[[Schedule], Run], *,
+                 seen: Callable[[Schedule], bool], limit: int) -> None:
     """Fill ``out.shown``: for every property some run of *out* violated, in :data:`PROPERTIES` order, a
-    gated one's smallest run shrunk for it (:func:`shrink`, *execute* paying from the search's budget),
-    another's the smallest observed, as found."""
+    gated one's smallest run shrunk for it (:func:`shrink`), another's the smallest observed, as found.
+    *execute* runs a schedule (one *seen* before is returned as it was, at no cost); a new run is paid
+    from ``out.shrink_runs``, which may not pass *limit* (the search's one shrink budget)."""
+
+    def paid(schedule: Schedule) -> Run | None:
+        if not seen(schedule):
+            if out.shrink_runs >= limit:
+                return None
+            out.shrink_runs += 1
+        return execute(schedule)
+
     for name in PROPERTIES:
         start = out.smallest_for(name)
         if start is None:
@@ -84,5 +94,5 @@ def per_property(out: SearchOutcome, gate: Sequence[str], execute: Callable[[Sch
         if name not in gate:
             out.shown[name] = Shown(start, AS_FOUND)
             continue
-        run, done = shrink(start, name, execute)
+        run, done = shrink(start, name, paid)
         out.shown[name] = Shown(run, SHRUNK if done else BUDGET_SPENT)

@@ -100,7 +100,7 @@ def outcome(gate=tuple(PROPERTIES)) -> SearchOutcome:
         out.runs.append(r)
         return r
 
-    shrink.per_property(out, gate, execute)
+    shrink.per_property(out, gate, execute, seen=lambda s: False, limit=40)
     out.choose(gate)
     return out
 
@@ -112,6 +112,8 @@ def report(out, tmp_path):
 
 def test_every_violated_property_names_its_own_shrunk_schedule_in_text_json_and_html(tmp_path):
     out = outcome()
+    # the leak: jobs 1 and 2, then 1 alone (the double commit: single-commit reuses it), then 2 alone
+    assert out.shrink_runs == 3
     assert {n: (len(s.run.schedule.jobs), s.how) for n, s in out.shown.items()} == {
         "tenant-isolation": (1, SHRUNK), "single-commit": (1, SHRUNK)}
     rep = report(out, tmp_path)
@@ -170,7 +172,7 @@ def test_a_property_outside_the_gate_is_saved_as_found_and_not_the_counterexampl
 
 def test_a_shrink_cut_by_the_budget_says_so(tmp_path):
     out = SearchOutcome(runs=[fake(sched(*range(1, 13)))], seconds=1.0)
-    shrink.per_property(out, tuple(PROPERTIES), lambda s: None)
+    shrink.per_property(out, tuple(PROPERTIES), fake, seen=lambda s: False, limit=0)  # no run left
     assert out.choose(tuple(PROPERTIES)) is out.runs[0] and out.shrink_budget_spent
     assert out.shown["tenant-isolation"].how == BUDGET_SPENT
     assert "shrink budget spent" in text.render(report(out, tmp_path))
