@@ -201,3 +201,13 @@ def test_the_pytest_plugins_message_names_each_propertys_schedule_and_marks_the_
         s = rep.schedule_for(n)
         assert f"its schedule (shrunk): {s.file}; replay with: {s.replay}" in message
     assert ">>> tenant-isolation: job 2 ran" in message and str(rep.counterexample.file) in message
+
+
+def test_a_workload_schedule_keeps_its_jobs_and_shrinks_only_workers_events_and_faults():
+    from pg_job_chaos.core.schedule import expand_workload
+    from pg_job_chaos.core.workload import Workload
+
+    s = expand_workload(sched(1).replace(workload=Workload(hot_jobs=3, small_jobs=1), workers=2))
+    found = list(shrink.candidates(s, (1,)))
+    assert found and all(len(c.jobs) == len(s.jobs) for c in found)
+    assert all(c.to_dict() for c in found)  # each saves: it holds every job of its workload
