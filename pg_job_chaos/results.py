@@ -50,7 +50,8 @@ class ChaosResult:
     def from_report(cls, report, *, strict: bool = False, page: Path | None = None) -> ChaosResult:
         """The test's view of a :class:`~harness.report.result.Report`: the same verdicts, the same
         failure rules, the same saved schedule and replay command as the command line's."""
-        ce = report.saved[0] if report.saved else None
+        # a search's counterexample (none when every violation was allowed); a replay's file
+        ce = report.counterexample if report.kind == "search" else report.saved[0] if report.saved else None
         r = cls(report.title, report.results, runs=report.runs, flaky=report.flaky, strict=strict, page=page,
                 notes=list(report.notes), failures=report.failures(), report=report, gate=report.gate)
         r.notes += [x for x in report.warnings() if x not in r.notes]
@@ -114,6 +115,9 @@ class ChaosResult:
             r = self.properties[n]
             jobs = f" (jobs {report.shortlist(r.jobs)})" if r.jobs else ""
             lines.append(f"  {n}: {r.status}{jobs}: {r.evidence}")
+            own = self._saved_for(n)  # a search's: the schedule this evidence comes from
+            if own is not None:
+                lines.append(f"    its schedule ({own.how}): {own.file}; replay with: {own.replay}")
         notes = report.notes_for({n: self.properties[n] for n in names}) + self.notes + self.failures
         lines += [f"  {x}" for x in notes]
         if self.schedule is not None:
@@ -128,11 +132,18 @@ class ChaosResult:
             if self.page is not None:
                 lines.append(f"HTML page: {self.page}")
         if self.history is not None:
-            tl = report.timeline(self.history).splitlines()
+            ce = getattr(self.report, "counterexample", None)  # its evidence's events, marked
+            tl = report.timeline(self.history, marks=report.evidence_marks(ce) if ce is not None else ()
+                                 ).splitlines()
             lines.append("timeline of that run:")
             lines += tl[:TIMELINE_LINES] + ([f"... {len(tl) - TIMELINE_LINES} more lines"]
                                             if len(tl) > TIMELINE_LINES else [])
         return "\n".join(lines)
+
+    def _saved_for(self, name: str):
+        """The saved schedule a search's row of *name* names (None for a replay, or when not violated)."""
+        schedule_for = getattr(self.report, "schedule_for", None)
+        return schedule_for(name) if schedule_for is not None else None
 
     def table(self) -> str:
         """The terminal property table (100 columns)."""

@@ -10,10 +10,11 @@ properties are in ``properties/effects.py``, the liveness and resource propertie
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from itertools import combinations
 
 from ..core.history import JOB_STATES, Execution, History
-from .core import Result, decides, held, over_limits, unknown, violated
+from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
@@ -64,6 +65,18 @@ def limit_changes(h: History, jobs: list[int], rows: dict[int, dict]) -> str:
                    for (old, new), js in sorted(changed.items()))
 
 
+def server_time(text: str) -> datetime:
+    """A server time the history keeps as ISO text (the status log's, a job_runs row's)."""
+    return datetime.fromisoformat(text)
+
+
+def on_clock(h: History, at: datetime) -> float | None:
+    """A server time on the history's clock (``time.monotonic()``), through a record's own ``wall`` --
+    the same machine's clock, so good to a few milliseconds; None without such a record."""
+    rec = next((r for r in h.records if r.get("wall") is not None), None)
+    return None if rec is None else at.timestamp() + rec["t"] - rec["wall"]
+
+
 def end_of(h: History, ex: Execution) -> float:
     return ex.end if ex.end is not None else h.t1
 
@@ -84,6 +97,16 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 
 # --- the properties ---------------------------------------------------------------------------------
 
+def _second_commit(h: History, job: int) -> Mark | None:
+    """The event single-commit names: the job's second ``job_runs`` row's commit (its ``finished``)."""
+    rows = sorted((r for r in h.runs if r["job_id"] == job and r.get("finished")),
+                  key=lambda r: r["finished"])
+    t = on_clock(h, server_time(rows[1]["finished"])) if len(rows) > 1 else None
+    return None if t is None else Mark(t, "commit", rows[1].get("worker") or "", job,
+                                       f"job {job}'s second job_runs row committed ({rows[1].get('worker')} "
+                                       f"attempt {rows[1].get('attempt')})")
+
+
 @decides("single-commit", group="safety", position=2)
 def single_commit(h: History, name: str) -> Result:
     """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""
@@ -95,7 +118,8 @@ def single_commit(h: History, name: str) -> Result:
     bad = {j: a for j, a in sorted(attempts.items()) if len(a) > 1}
     if bad:
         return violated(name, [f"job {j} committed {len(a)} job_runs rows (attempts "
-                               f"{', '.join(str(x) for x in a)})" for j, a in bad.items()], bad)
+                               f"{', '.join(str(x) for x in a)})" for j, a in bad.items()], bad,
+                        event=_second_commit(h, next(iter(bad))))
     return held(name, f"{plural(len(h.runs), 'job_runs row')}, at most one per job")
 
 
@@ -103,7 +127,7 @@ def single_commit(h: History, name: str) -> Result:
 def no_overlap(h: History, name: str) -> Result:
     """Violated by every pair of executions of one job that were live at the same time (an
     execution with no end is live until the run ended). Count: overlapping pairs."""
-    lines, jobs = [], []
+    lines, jobs, first = [], [], None
     repeated = 0
     for job, execs in sorted(by_job(h.executions()).items()):
         repeated += len(execs) > 1
@@ -112,8 +136,11 @@ def no_overlap(h: History, name: str) -> Result:
             if both > 0:
                 lines.append(f"job {job}: {who(a)} and {who(b)} ran at once for {both:.2f} s")
                 jobs.append(job)
+                # the event: the later execution's start, while the earlier was still live
+                first = first or Mark(b.start, "execution", b.worker, job,
+                                      f"job {job}: {who(b)} started while {who(a)} still ran")
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if not repeated:
         return held(name, "vacuous: no job executed more than once")
     return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")

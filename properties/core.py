@@ -23,6 +23,22 @@ _RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
 
 
 @dataclass(frozen=True)
+class Mark:
+    """The event of a run a violation's evidence names, for a timeline to mark: ``t`` on the history's
+    clock (``time.monotonic()``, as its records), what ``kind`` of event ("statement", "execution",
+    "status change"), the ``worker`` and ``job`` where known, and one line saying ``what`` it is."""
+
+    t: float
+    kind: str
+    worker: str = ""
+    job: int | None = None
+    what: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v not in ("", None)}
+
+
+@dataclass(frozen=True)
 class Result:
     """One property's verdict on one history (or, through :func:`aggregate`, on many).
 
@@ -39,6 +55,8 @@ class Result:
     cause: str = ""
     # False: unknown because of what the design declares, not what a run lacked (see the module docstring)
     judged: bool = True
+    # the event the evidence names (optional: a property that sets none leaves the timeline unmarked)
+    event: Mark | None = None
 
     def __post_init__(self) -> None:
         if self.status not in _RANK:
@@ -54,6 +72,8 @@ class Result:
             out["caused_by"] = self.cause
         if not self.judged:
             out["judged"] = False
+        if self.event is not None:
+            out["event"] = self.event.to_dict()
         return out
 
 
@@ -110,7 +130,8 @@ def aggregate(runs: Sequence[dict[str, Result]]) -> dict[str, Result]:
             # its evidence is the one shown.
             first = next((r for r in bad if not r.cause), bad[0])
             out[name] = Result(name, VIOLATED, first.count, first.jobs,
-                               f"in {len(bad)} of {m} runs: {first.evidence}", cause=first.cause)
+                               f"in {len(bad)} of {m} runs: {first.evidence}", cause=first.cause,
+                               event=first.event)
         elif unsure:
             first = next((r for r in unsure if r.judged), unsure[0])
             out[name] = Result(name, UNKNOWN, 0, (),
@@ -137,15 +158,15 @@ def not_judged(name: str, evidence: str) -> Result:
 
 
 def violated(name: str, lines: Sequence[str], jobs: Iterable[int], *, count: int | None = None,
-             suffix: str = "") -> Result:
+             suffix: str = "", event: Mark | None = None) -> Result:
     """A violation: *lines* are the offences, one each (count defaults to how many); the evidence
-    is the first of them and how many more, then *suffix*."""
+    is the first of them and how many more, then *suffix*; *event*: the first offence's event."""
     lines = list(lines)
     evidence = lines[0] if lines else "violated"
     if len(lines) > 1:
         evidence += f" (and {len(lines) - 1} more)"
     return Result(name, VIOLATED, len(lines) if count is None else count,
-                  tuple(j for j in jobs if j is not None), evidence + suffix)
+                  tuple(j for j in jobs if j is not None), evidence + suffix, event=event)
 
 
 def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],

@@ -15,7 +15,7 @@ from itertools import combinations
 from ..core.events import LogEvent
 from ..core.history import Effect, History
 from .checks import by_job, overlap, plural, who
-from .core import Result, decides, held, violated
+from .core import Mark, Result, decides, held, violated
 
 RETRY_ADVICE = "retries re-send: make the effect idempotent"
 
@@ -46,7 +46,7 @@ def at_most_once_effects(h: History, name: str) -> Result:
     effects = h.effects()
     keyed = _keyed_by_job(effects)
     execs_by_job = by_job(h.executions())
-    lines, jobs, retried = [], [], False
+    lines, jobs, retried, first = [], [], False, None
     total = repeats = 0
     for job in sorted(set(execs_by_job) | set(keyed)):
         sent = [ex for ex in execs_by_job.get(job, []) if ex.effects]  # the body's own, keyless
@@ -72,8 +72,13 @@ def at_most_once_effects(h: History, name: str) -> Result:
             kind = "one execution: " + ", ".join(who(ex) for ex in sent)
         lines.append(f"job {job} sent {n} effects ({kind})")
         jobs.append(job)
+        times = sorted((t, ex.worker, ex.attempt) for ex in sent for t in ex.effect_times)
+        if first is None and len(times) > 1:  # the event: the body's second effect of the job
+            t, worker, attempt = times[1]
+            first = Mark(t, "effect", worker, job,
+                         f"job {job}'s effect sent again ({worker} attempt {attempt})")
     if lines:
-        return violated(name, lines, jobs, suffix=f"; {RETRY_ADVICE}" if retried else "")
+        return violated(name, lines, jobs, suffix=f"; {RETRY_ADVICE}" if retried else "", event=first)
     if not effects:
         return held(name, "vacuous: no execution sent an effect")
     again = f"; {plural(repeats, 'repeated send')} acknowledged, not done again" if repeats else ""
@@ -87,7 +92,7 @@ def no_stale_effect(h: History, name: str) -> Result:
     effect prevents; and by every relay delivery of an attempt's effect after a newer attempt of
     the job had started. A retry after the effect is ``at-most-once-effects``' business. Count:
     offending executions and deliveries."""
-    lines, jobs = [], []
+    lines, jobs, marks = [], [], []
     sent = 0
     groups = by_job(h.executions())
     for job, execs in sorted(groups.items()):
@@ -102,6 +107,8 @@ def no_stale_effect(h: History, name: str) -> Result:
             lines.append(f"job {job}: {who(ex)} sent its effect {late * 1000:.0f} ms after {who(first)} "
                          "started")
             jobs.append(job)
+            marks.append(Mark(max(ex.effect_times), "effect", ex.worker, job,
+                              f"job {job}: {who(ex)} sends its effect after {who(first)} started"))
     for e in (e for e in h.effects() if e.key is not None):
         sent += 1
         newer = [o for o in groups.get(e.job, []) if e.attempt is not None and o.attempt > e.attempt
@@ -111,8 +118,10 @@ def no_stale_effect(h: History, name: str) -> Result:
             lines.append(f"job {e.job}: {e.worker} delivered attempt {e.attempt}'s effect {e.key} "
                          f"{(e.t - first.start) * 1000:.0f} ms after {who(first)} started")
             jobs.append(e.job)
+            marks.append(Mark(e.t, "effect", e.worker, e.job, f"job {e.job}: attempt {e.attempt}'s effect "
+                                                               f"delivered after {who(first)} started"))
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=marks[0])
     if not sent:
         return held(name, "vacuous: no execution sent an effect")
     return held(name, f"{plural(sent, 'effect')}, none after a newer attempt started")

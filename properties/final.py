@@ -18,22 +18,22 @@ where the library keeps no such record.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from ..core.events import LogEvent
 from ..core.history import Execution, History
-from .checks import by_job, job_rows, plural, rows_undecidable, who
-from .core import Result, decides, held, not_judged, unknown, violated
-
-
-def _time(text: str) -> datetime:
-    """A server time the history keeps as ISO text (the status log's, a job_runs row's)."""
-    return datetime.fromisoformat(text)
+from .checks import by_job, job_rows, on_clock, plural, rows_undecidable, server_time, who
+from .core import Mark, Result, decides, held, not_judged, unknown, violated
 
 
 def _statement(change: dict) -> str:
     query = " ".join(str(change.get("query") or "").split())
     return f"`{query[:160]}`" if query else "a statement the log did not keep"
+
+
+def _again_mark(job: int, execs: list[Execution], after: float) -> Mark | None:
+    """The event :func:`_again` names: the start of the first execution after *after*."""
+    later = sorted((o for o in execs if o.start > after), key=lambda o: o.start)
+    return (Mark(later[0].start, "execution", later[0].worker, job,
+                 f"job {job} executed again after its success: {who(later[0])}") if later else None)
 
 
 def _again(job: int, ex: Execution | None, execs: list[Execution], after: float) -> list[str]:
@@ -83,8 +83,8 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
         again = later[0]
         done_at, again_at = _wall(h, ack, LogEvent.FINISHED), _wall(h, again, LogEvent.STARTED)
         log = sorted(changes.get(j, ()), key=lambda c: c["seq"])
-        before = [c for c in log if again_at is None or _time(c["at"]).timestamp() < again_at]
-        if any(c["status"] == "done" and (done_at is None or _time(c["at"]).timestamp() >= done_at - 1)
+        before = [c for c in log if again_at is None or server_time(c["at"]).timestamp() < again_at]
+        if any(c["status"] == "done" and (done_at is None or server_time(c["at"]).timestamp() >= done_at - 1)
                for c in before):
             continue  # the done committed and stayed in the log: _table names what turned it back
         failed_over = any(ack.end < t < again.start for t in promoted)
@@ -112,7 +112,7 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
                                 "no status of it: the design keeps its queue in a table of its own, whose "
                                 "changes nobody records")
     rows, executions = job_rows(h), by_job(h.executions())
-    lines, jobs = list(lost_lines), list(lost_jobs)
+    lines, jobs, first = list(lost_lines), list(lost_jobs), None
     for j, run in sorted(done.items()):
         if j in lost_jobs:
             continue
@@ -121,8 +121,8 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
         if first_done is None:  # its row committed, its done never did: nothing was final yet
             continue
         # committed when both had: the later of the done and the job_runs row
-        final_at = max(_time(first_done["at"]), _time(run["finished"]))
-        after = [c for c in log if c["seq"] > first_done["seq"] and _time(c["at"]) >= final_at]
+        final_at = max(server_time(first_done["at"]), server_time(run["finished"]))
+        after = [c for c in log if c["seq"] > first_done["seq"] and server_time(c["at"]) >= final_at]
         undone = [c for c in after if c["status"] != "done"]
         mine = executions.get(j, [])
         # the execution that committed it: its worker and attempt, the one that finished among several (a
@@ -131,13 +131,17 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
         ex = next((e for e in same if e.outcome == "ok"), same[-1] if same else None)
         if undone:
             c = undone[0]
-            ms = (_time(c["at"]) - final_at).total_seconds() * 1000
+            ms = (server_time(c["at"]) - final_at).total_seconds() * 1000
             lines.append(f"job {j}'s success committed ({run.get('worker')} attempt {run.get('attempt')}), "
                          f"then it went {c.get('old')} -> {c['status']} {ms:.0f} ms later (attempts "
                          f"{c.get('attempts')}, session {c.get('backend')}) by {_statement(c)}"
                          + (f"; {len(rest)} more change(s) after it" if (rest := after[after.index(c) + 1:])
                             else ""))
             jobs.append(j)
+            t = on_clock(h, server_time(c["at"]))
+            if first is None and t is not None:
+                first = Mark(t, "status change", "", j, f"job {j} went {c.get('old')} -> {c['status']} "
+                                                        f"after its success committed")
             continue
         status = (rows.get(j) or {}).get("status")
         if status != "done":
@@ -149,8 +153,10 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
             again = _again(j, ex, mine, ex.end)
             lines += again
             jobs += [j] * bool(again)
+            if again and first is None:
+                first = _again_mark(j, [e for e in mine if e is not ex], ex.end)
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if not done:
         return held(name, "vacuous: no job's success committed")
     return held(name, f"{plural(len(done), 'job')} whose success committed: each stayed done, "

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..core.history import Execution, History
 from ..core.statement_tenants import StatementTenant, statement_tenants
 from .checks import plural
-from .core import Result, decides, held, unknown, violated
+from .core import Mark, Result, decides, held, unknown, violated
 
 
 def _session_user(ex: Execution, executions: list[Execution]) -> str:
@@ -83,6 +83,16 @@ def _statements(ex: Execution, stmts: list[StatementTenant]) -> list[str]:
                              if more > 0 else [])
 
 
+def _mark(ex: Execution, stmts: list[StatementTenant], wrong: list[str]) -> Mark:
+    """The event the evidence names: the first statement that ran as another tenant, else the start of
+    the execution that began in, or read, another tenant's context."""
+    leak = next((st for st in stmts if st.as_tenant(ex.tenant) is not None), None)
+    if leak is not None:
+        return Mark(leak.t, "statement", ex.worker, ex.job,
+                    f'job {ex.job} ran "{leak.statement}" as tenant {leak.as_tenant(ex.tenant)}')
+    return Mark(ex.start, "execution", ex.worker, ex.job, f"job {ex.job} attempt {ex.attempt} {wrong[0]}")
+
+
 @decides("tenant-isolation", group="safety", position=1)
 def tenant_isolation(h: History, name: str) -> Result:
     """Violated by every execution that began in another job's tenant context (an inherited
@@ -99,7 +109,7 @@ def tenant_isolation(h: History, name: str) -> Result:
     if not informed:
         return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
                              "tenant, the rows it could see or a statement of its own")
-    lines, jobs = [], []
+    lines, jobs, first = [], [], None
     # Another worker's setting (only a pooler hands one over) leads the evidence.
     informed.sort(key=lambda ex: " another worker's" not in _session_user(ex, executions))
     for ex in informed:
@@ -108,8 +118,9 @@ def tenant_isolation(h: History, name: str) -> Result:
             whose = f"tenant {ex.tenant}" if ex.tenant is not None else "no tenant"
             lines.append(f"job {ex.job} ({whose}) " + " and ".join(wrong))
             jobs.append(ex.job)
+            first = first or _mark(ex, stmts.get(id(ex), []), wrong)
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     blind = [(ex, st) for ex in informed for st in stmts.get(id(ex), []) if not st.known]
     if blind:
         ex, st = blind[0]

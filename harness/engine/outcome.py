@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -9,7 +10,17 @@ from dataclasses import dataclass, field
 from ...core.coverage import fault_fates, retry_gaps
 from ...core.history import History
 from ...core.schedule import Schedule
-from ...properties import aggregate, violated_names
+from ...properties import VIOLATED, aggregate, violated_names
+
+# How a violated property's schedule came to be (Shown.how)
+SHRUNK = "shrunk"  # shrunk for the property until no candidate violated it any more
+BUDGET_SPENT = "shrink budget spent"  # shrinking stopped at the search's shrink budget: smallest observed
+AS_FOUND = "as found"  # not gated (--fail-on/--allow): the smallest observed run, not shrunk
+
+
+def size(s: Schedule) -> tuple:
+    """Smaller is simpler: jobs, then workers, then distinct faults, then events, then jobs with a fault."""
+    return (len(s.jobs), s.workers, len(s.faults()), len(s.events), sum(j.fault is not None for j in s.jobs))
 
 
 class Phase(enum.Enum):
@@ -54,9 +65,17 @@ class Run:
 
     @property
     def size(self) -> tuple:
-        """Smaller is simpler: jobs, then workers, then faults, then events."""
-        s = self.schedule
-        return (len(s.jobs), s.workers, len(s.faults()), len(s.events))
+        """:func:`size` of its schedule."""
+        return size(self.schedule)
+
+
+@dataclass
+class Shown:
+    """The run a report shows for one violated property: its evidence, its schedule (saved), its
+    timeline; ``how`` it was reached (:data:`SHRUNK`, :data:`BUDGET_SPENT` or :data:`AS_FOUND`)."""
+
+    run: Run
+    how: str
 
 
 @dataclass
@@ -73,9 +92,30 @@ class SearchOutcome:
     first_failure_seconds: float | None = None
     exit_reason: ExitReason | None = None  # set when the search ends
     gate: tuple[str, ...] | None = None  # the properties whose violation failed a run (None: all)
+    # every violated property's own run, in PROPERTIES order (harness/engine/shrink.py)
+    shown: dict[str, Shown] = field(default_factory=dict)
+    shrink_runs: int = 0  # new runs spent shrinking, Hypothesis's and shrink.py's together
 
     def aggregate(self) -> dict:
-        return aggregate([r.results for r in self.runs])
+        """Every property's verdict over all runs; a violated property's count, jobs, evidence and event
+        from its :attr:`shown` run, so that the row and the schedule it names agree."""
+        out = aggregate([r.results for r in self.runs])
+        for name, shown in self.shown.items():
+            own = shown.run.results.get(name)
+            if own is None or own.status != VIOLATED or out[name].status != VIOLATED:
+                continue
+            bad = sum(r.results[name].status == VIOLATED for r in self.runs if name in r.results)
+            m = sum(name in r.results for r in self.runs)
+            out[name] = dataclasses.replace(own, evidence=f"in {bad} of {m} runs: {own.evidence}")
+        return out
+
+    def choose(self, gate) -> Run | None:
+        """The counterexample: the :attr:`shown` run of the first violated property of *gate* (in the
+        table's order); sets :attr:`counterexample` and :attr:`shrink_budget_spent` (its shrinking cut)."""
+        first = next((self.shown[n] for n in gate if n in self.shown), None)
+        self.counterexample = first.run if first is not None else None
+        self.shrink_budget_spent = first is not None and first.how == BUDGET_SPENT
+        return self.counterexample
 
     def smallest_for(self, name: str) -> Run | None:
         """The smallest observed schedule that violated *name*."""

@@ -2,14 +2,14 @@
 
 Each example is a real run (forked workers, real PostgreSQL), so the search keeps its own
 budgets: Hypothesis's example database lives under our cache directory (never the user's
-working directory), a run is bounded by the supervisor's deadline, and shrinking stops running
-new candidates after :data:`SHRINK_RUNS` runs -- the counterexample reported is then the
-smallest *observed* failing schedule, which is always a real failing run. The shrunk schedule
-is replayed once more, uncached: if it does not fail again, the report says "flaky".
+working directory), a run is bounded by the supervisor's deadline, and shrinking -- Hypothesis's of
+the first violation, then every violated gated property's own (:mod:`harness.engine.shrink`) -- stops
+running new candidates after :data:`SHRINK_RUNS` runs in all: a schedule shown is then the smallest
+*observed* one, always a real run. The counterexample is the first violated gated property's (in the
+table's order); it is replayed once more, uncached: if it does not fail again, the report says "flaky".
 
-A search goes through named phases (:class:`Phase`), as Hypothesis's own runner does: the small-scope
-pass, generation, shrinking, the rest of the example budget, the replay. Why it stopped is one
-:class:`~harness.engine.outcome.ExitReason`.
+Its named phases (:class:`Phase`), as Hypothesis's own runner's: the small-scope pass, generation,
+shrinking, the rest of the example budget, the replay. Why it stopped: one :class:`ExitReason`.
 """
 
 from __future__ import annotations
@@ -33,12 +33,16 @@ from ...properties import PROPERTIES, check
 from ...properties.strategies import schedules
 from ...workers.design import DesignHandle
 from ..progress import step
-from . import smallscope
+from . import shrink, smallscope
 from .outcome import ExitReason, Phase, Run, SearchOutcome
 
 __all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_schedules", "search"]
 
-SHRINK_RUNS = 40  # real runs spent shrinking at most; then candidates are not run (treated as passing)
+# ONE shrink budget per search: new runs spent shrinking, Hypothesis's and every property's together;
+# then candidates are not run (treated as passing). Hypothesis's shrinking may spend 40 of it, as before
+# (a planted bug, HeartbeatAnyAttempt, is met only while Hypothesis shrinks), the properties' the rest.
+SHRINK_RUNS = 60
+HYPOTHESIS_SHRINK = 40
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
 
 
@@ -79,7 +83,6 @@ class Search:
         self.phase = Phase.GENERATE
         self._cache: dict[str, Run] = {}
         self._generated = 0
-        self._after_failure = 0
         self._last_failing: Run | None = None
         self._t0 = 0.0
         self._stop_at: float | None = None
@@ -144,12 +147,12 @@ class Search:
         self._generate_and_shrink()
         if self._last_failing is not None and self._generated < self.share and not self._spent():
             self._rest()
+        self.phase = Phase.SHRINK  # every violated property's own run (harness/engine/shrink.py)
+        shrink.per_property(self.out, self.gate, self._execute, seen=lambda s: s.to_json() in self._cache,
+                            limit=SHRINK_RUNS)
         self.out.seconds = time.monotonic() - self._t0
-        # The simplest failing run observed: the small-scope pass's are already minimal, Hypothesis's shrunk.
-        failing = [r for r in self.out.runs if r.failing(self.gate)]
-        self.out.counterexample = min(failing, key=lambda r: r.size) if failing else None
-        if self.out.counterexample is not None:
-            self._replay(self.out.counterexample)
+        if (ce := self.out.choose(self.gate)) is not None:
+            self._replay(ce)
         self.out.exit_reason = self._exit_reason()
         return self.out
 
@@ -199,10 +202,9 @@ class Search:
         def test(schedule: Schedule) -> None:
             new = schedule.to_json() not in self._cache
             if self._last_failing is not None and new:
-                self._after_failure += 1
-                if self._after_failure > SHRINK_RUNS:
-                    self.out.shrink_budget_spent = True
-                    return  # budget spent: not run, so not a counterexample
+                if self.out.shrink_runs >= HYPOTHESIS_SHRINK:
+                    return  # its share of the budget spent: not run, so not a counterexample
+                self.out.shrink_runs += 1
             if self._last_failing is None and new and self._spent():
                 return  # --budget spent: generated, not run (the report says so)
             r = self._execute(schedule)
@@ -266,11 +268,9 @@ def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
     :data:`CACHE_DIR`); *shard* ``(i, n)`` runs the i-th of n disjoint parts.
     *run_many* (with *parallel* > 1, see :mod:`harness.slots`) runs the schedules known in advance --
     the small-scope pass and the examples after the first failure -- *parallel* at a time.
-    *design* is the design's handle: its options (``--design-option``) go into every schedule, so that
-    a saved one replays with them.
-    *gate* (:func:`properties.gate`, default every property) are the properties whose violation is a
+    *design* is the design's handle: its options (``--design-option``) go into every schedule.
+    *gate* (:func:`properties.gate`, default every property): the properties whose violation is a
     failure: only such a run is shrunk, kept in the example database and made the counterexample.
-    Keyword arguments are :class:`Search`'s.
     """
     return Search(run, **kwargs).run()
 

@@ -18,7 +18,7 @@ from ...properties import HELD, UNKNOWN, Result, violated_names
 from ..engine.compare import Comparison
 from ..engine.outcome import SearchOutcome
 from . import text, waits
-from .result import Report, Saved
+from .result import COUNTEREXAMPLE, Report, Saved
 
 Stamp = Callable[[Schedule], Schedule]
 
@@ -55,11 +55,31 @@ def header(design: str, tenant_mode: str, options: dict | None, histories) -> st
     return f"{design}{opts} ({'own tenant code' if own else tenant_mode})"
 
 
+def shown(out: SearchOutcome, stem: str, stamp: Stamp, out_dir: Path) -> list[Saved]:
+    """Every violated property's own run (``SearchOutcome.shown``) saved under *out_dir*, stamped: one
+    file per distinct run, the counterexample's first (named ``STEM-...``, the others ``STEM-PROPERTY-...``
+    after the first property each shows), each naming the properties it is shown for and how it was
+    reached."""
+    runs: dict[int, tuple] = {}  # id(run) -> (run, its properties, how)
+    for name, shown_run in out.shown.items():
+        run, names, how = runs.setdefault(id(shown_run.run), (shown_run.run, [], shown_run.how))
+        names.append(name)
+    ordered = sorted(runs.values(), key=lambda x: x[0] is not out.counterexample)  # stable: table order
+    saved = []
+    for run, names, how in ordered:
+        first = run is out.counterexample
+        s = stamp(run.schedule)
+        file = save(s, out_dir, stem if first else f"{stem}-{names[0]}")
+        saved.append(Saved(COUNTEREXAMPLE if first else f"schedule violating {', '.join(names)}", s, file,
+                           run.violated, run.history, shown_for=tuple(names), how=how, results=run.results))
+    return saved
+
+
 def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, examples: int,
                   seed: int | None, server: dict, stamp: Stamp, out_dir: Path, strict: bool = False,
                   gate: tuple[str, ...] | None = None) -> Report:
-    """A search's report; its counterexample (and the smallest schedule for every other violated
-    property) saved under *out_dir*, stamped."""
+    """A search's report; every violated property's own schedule saved under *out_dir*, stamped
+    (:func:`shown`), its row naming the file and the replay command (in the text, the JSON and HTML)."""
     names = ",".join(f.name for f in faults) or "none"
     results = out.aggregate()
     blocked = out.no_strike_point(faults)
@@ -71,18 +91,7 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
     title = (f"{header(design, tenant_mode, options, (r.history for r in out.runs))} under faults {names}: "
              f"{len(out.runs)} runs "
              f"({out.small_scope_runs} small-scope) in {out.seconds:.1f} s")
-    saved: list[Saved] = []
-    if out.counterexample is not None:
-        ce = out.counterexample
-        stem = schedule_stem(design, names.replace(",", "-"))
-        stamped = stamp(ce.schedule)
-        saved.append(Saved("counterexample", stamped, save(stamped, out_dir, stem), ce.violated, ce.history))
-        for n in violated_names(results):
-            small = out.smallest_for(n) if n not in ce.violated else None
-            if small is not None:
-                s = stamp(small.schedule)
-                saved.append(Saved(f"smallest schedule violating {n}", s, save(s, out_dir, f"{stem}-{n}"),
-                                   small.violated, small.history, for_property=n))
+    saved = shown(out, schedule_stem(design, names.replace(",", "-")), stamp, out_dir)
     report = Report("search", title, {design: results}, saved=saved, strict=strict, runs=len(out.runs),
                     coverage=coverage, retry_spacing=out.retry_spacing(), never_struck=never,
                     bodies=overlap.summary(r.history for r in out.runs),
@@ -91,13 +100,15 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
                     notes=text.notes_for(results), gate=gate)
     ce_json = None
-    if saved:
+    if report.counterexample is not None:
         ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file),
-                   "replay": saved[0].replay, "violated": saved[0].violated, "flaky": out.flaky}
+                   "replay": saved[0].replay, "violated": saved[0].violated, "flaky": out.flaky,
+                   "shown_for": list(saved[0].shown_for), "shrink": saved[0].how}
     report.data = {"design": design, "tenant_mode": tenant_mode, "faults": [f.name for f in faults],
                    "examples": examples, "seed": seed, "server": server,
-                   "properties": text.results_json(results),
-                   "counterexample": ce_json, "small_scope_runs": out.small_scope_runs, "coverage": coverage,
+                   "properties": text.results_json(results, report),
+                   "counterexample": ce_json, "shrink_runs": out.shrink_runs,
+                   "small_scope_runs": out.small_scope_runs, "coverage": coverage,
                    "retry_spacing": report.retry_spacing, "bodies_at_once": report.bodies,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
                    "no_fault_could_strike": blocked}

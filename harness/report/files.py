@@ -13,13 +13,19 @@ from .result import Report
 
 def page(report: Report) -> dict:
     """:func:`harness.report.html.write`'s arguments for *report*."""
-    shown = [html.counterexample(name=s.name, schedule_json=s.schedule.to_json(), file=str(s.file),
-                                 replay=s.replay, violated=s.violated, history=s.history)
-             for s in report.saved if s.history is not None]
+    numbered = report.kind == "search"  # as the text's [schedule K]
+    shown = [html.counterexample(name=f"[{k}] {s.name}" if numbered else s.name,
+                                 schedule_json=s.schedule.to_json(), file=str(s.file), replay=s.replay,
+                                 violated=s.violated, history=s.history,
+                                 shown_for=s.shown_for, how=s.how, events=text.evidence_marks(s))
+             for k, s in enumerate(report.saved, 1) if s.history is not None]
     if report.kind == "compare":
         return {"title": report.title, "matrix": report.suites, "counterexamples": shown}
+    schedules = {n: {"ref": k, "file": str(report.saved[k - 1].file), "replay": report.saved[k - 1].replay,
+                     "shrink": report.saved[k - 1].how}
+                 for n, k in (report.references() if report.kind == "search" else {}).items()}
     return {"title": report.title, "tables": [("properties", report.results)], "counterexamples": shown,
-            **_waits(report.data.get("waits"))}
+            "schedules": schedules, **_waits(report.data.get("waits"))}
 
 
 def _waits(data: dict | None) -> dict:

@@ -108,15 +108,29 @@ def _held_back(h: History) -> list[dict]:
              "threshold": threshold, "record": s} for s in oldest.values()]
 
 
+def evidence_mark(name: str, event, t0: float) -> dict:
+    """A timeline mark for the event *name*'s evidence names (``properties.core.Mark``): a line across
+    every lane (on its worker's lane when it has one), labelled with the property."""
+    return {"lane": event.worker or None, "t": _rel(event.t, t0), "kind": "evidence",
+            "label": f"{name}: {event.what or event.kind}", "record": {"property": name, **event.to_dict()}}
+
+
 def counterexample(*, name: str, schedule_json: str, file: str | None, replay: str | None,
-                   violated: list[str], history: History) -> dict:
-    """One counterexample section: what it violates, the schedule, the replay command, the timeline."""
+                   violated: list[str], history: History, shown_for: Sequence[str] = (), how: str = "",
+                   events: Sequence[tuple[str, object]] = ()) -> dict:
+    """One counterexample section: what it violates, the schedule, the replay command, the timeline;
+    *shown_for*: the properties whose rows name it, *how* it was reached, *events*: ``(property,
+    Mark)`` the evidence names, marked on the timeline."""
+    tl = timeline_data(history)
+    tl["marks"] += [evidence_mark(n, e, history.t0) for n, e in events]
     return {"name": name, "schedule": schedule_json, "file": file, "replay": replay, "violated": violated,
-            "timeline": timeline_data(history)}
+            "shown_for": list(shown_for), "how": how, "timeline": tl}
 
 
-def results_rows(results: dict) -> list[dict]:
-    return [{"property": n, **r.to_dict()} for n, r in results.items()]
+def results_rows(results: dict, schedules: dict | None = None) -> list[dict]:
+    """The table's rows; *schedules*: property -> ``{"ref", "file", "replay", "shrink"}``, the schedule a
+    violated property's row names."""
+    return [{"property": n, **r.to_dict(), **((schedules or {}).get(n) or {})} for n, r in results.items()]
 
 
 def image(path: str | Path, caption: str) -> dict:
@@ -127,13 +141,14 @@ def image(path: str | Path, caption: str) -> dict:
 
 def write(path: str | Path, *, title: str, tables: Sequence[tuple[str, dict]] = (),
           matrix: dict | None = None, counterexamples: Sequence[dict] = (), images: Sequence[dict] = (),
-          texts: Sequence[tuple[str, str]] = ()) -> Path:
+          texts: Sequence[tuple[str, str]] = (), schedules: dict | None = None) -> Path:
     """Write the page to *path* and return it. *tables*: ``(caption, {property: Result})``;
     *matrix*: ``{design: {property: Result}}``; *counterexamples*: from :func:`counterexample`;
-    *texts*: ``(caption, preformatted text)`` (experiments' reports); *images*: from :func:`image`."""
+    *texts*: ``(caption, preformatted text)`` (experiments' reports); *images*: from :func:`image`;
+    *schedules*: :func:`results_rows`'s (a search's rows then name their schedules)."""
     data = {
         "title": title,
-        "tables": [{"caption": c, "rows": results_rows(r)} for c, r in tables],
+        "tables": [{"caption": c, "rows": results_rows(r, schedules)} for c, r in tables],
         "matrix": None if matrix is None else {d: results_rows(r) for d, r in matrix.items()},
         "counterexamples": list(counterexamples),
         "images": list(images),

@@ -20,6 +20,7 @@ from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import PROPERTIES, not_judged_names, undecided_names, violated_names
 
+COUNTEREXAMPLE = "counterexample"  # the name of a search's saved counterexample (Saved.name)
 PROGRAM = "pg-job-chaos"  # the console script; run.py and python -m pg_job_chaos are the same program
 
 
@@ -30,16 +31,18 @@ def replay_command(file: str | Path) -> str:
 
 @dataclass
 class Saved:
-    """A schedule shown to the user with its run: a counterexample, the smallest schedule for another
-    violated property, a compare's deciding schedule, or the file a replay ran."""
+    """A schedule shown to the user with its run: a search's run for one or more violated properties
+    (the first is the counterexample), a compare's deciding schedule, or the file a replay ran."""
 
-    name: str  # "counterexample", "smallest schedule violating no-overlap", "S2: lease's counterexample ..."
+    name: str  # "counterexample", "schedule violating no-overlap", "S2: lease's counterexample ..."
     schedule: Schedule  # stamped (server version, pooler, library versions): a replay uses them
     file: Path
     violated: list[str]
     history: History | None = None
-    # the property it is the smallest schedule for, besides the counterexample
-    for_property: str | None = None
+    # a search's: the violated properties whose row names this schedule (its evidence is this run's)
+    shown_for: tuple[str, ...] = ()
+    how: str = ""  # how it was reached: "shrunk", "shrink budget spent" or "as found" (engine/outcome.py)
+    results: dict | None = None  # this run's own results: the events the evidence names (Result.event)
 
     @property
     def replay(self) -> str:
@@ -82,7 +85,18 @@ class Report:
 
     @property
     def counterexample(self) -> Saved | None:
-        return self.saved[0] if self.kind == "search" and self.saved else None
+        """A search's first saved schedule when it is the counterexample (a gated violation's: with only
+        allowed violations there is none, and their schedules are saved as found)."""
+        first = self.saved[0] if self.kind == "search" and self.saved else None
+        return first if first is not None and first.name == COUNTEREXAMPLE else None
+
+    def schedule_for(self, name: str) -> Saved | None:
+        """The saved schedule a search's row of *name* names (None: not violated, or not a search)."""
+        return next((s for s in self.saved if name in s.shown_for), None)
+
+    def references(self) -> dict[str, int]:
+        """Property -> the number (from 1) of the saved schedule its row names: the text's ``[k]``."""
+        return {n: k for k, s in enumerate(self.saved, 1) for n in s.shown_for}
 
     def violated(self, suite: str | None = None) -> list[str]:
         """Violated properties of *suite* (default: of every suite, each name once)."""

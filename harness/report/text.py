@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ...core.events import LogEvent
 from ...core.history import History
@@ -39,9 +40,12 @@ def shortlist(items, shown: int = LIST_SHOWN) -> str:
     return ", ".join(items[:shown]) + f" and {len(items) - shown} more"
 
 
-def property_table(results: dict, *, title: str) -> str:
+def property_table(results: dict, *, title: str, refs: dict[str, int] | None = None) -> str:
     """One row per property, :data:`WIDTH` columns wide at most: names and statuses never wrap,
-    the evidence wraps, job lists end in "and N more"."""
+    the evidence wraps, job lists end in "and N more". *refs*: property -> the number of the saved
+    schedule its evidence comes from (:meth:`~harness.report.result.Report.references`), said as
+    ``[schedule K]`` at the end of its evidence."""
+    refs = refs or {}
     t = Table(title=title, title_justify="left", width=WIDTH)
     t.add_column("property", no_wrap=True, min_width=20)
     t.add_column("status", no_wrap=True)
@@ -49,7 +53,9 @@ def property_table(results: dict, *, title: str) -> str:
     t.add_column("jobs", max_width=16, overflow="fold")
     t.add_column("evidence", overflow="fold", ratio=1)
     for name, r in results.items():
-        t.add_row(name, SYMBOL[r.status], str(r.count), shortlist(r.jobs, 3), r.evidence)
+        ref = f" [schedule {refs[name]}]" if name in refs else ""
+        # Text, not markup: "[schedule 1]" (and any bracket in evidence) would be read as a style tag
+        t.add_row(name, SYMBOL[r.status], str(r.count), shortlist(r.jobs, 3), Text(r.evidence + ref))
     return _render(t)
 
 
@@ -116,11 +122,19 @@ def notes_for(results: dict) -> list[str]:
     return []
 
 
-def timeline(h: History, *, limit: int = 200) -> str:
+def evidence_marks(saved) -> list[tuple[str, object]]:
+    """``(property, Result.event)`` for each property a saved schedule is shown for whose evidence names
+    an event of its run."""
+    results = saved.results or {}
+    return [(n, results[n].event) for n in saved.shown_for if n in results and results[n].event is not None]
+
+
+def timeline(h: History, *, limit: int = 200, marks=()) -> str:
     """Which worker ran which attempt when, where faults struck, when leases expired, how workers
-    ended."""
+    ended; *marks* ``(property, properties.core.Mark)``: the events evidence names, each a ``>>>``
+    line saying which property's evidence it is."""
     t0 = h.t0
-    lines: list[tuple[float, str, str]] = []
+    lines: list[tuple[float, str, str]] = [(m.t, m.worker, f">>> {n}: {m.what or m.kind}") for n, m in marks]
     for r in h.records:
         ev, w = r.get("event"), r.get("worker", "")
         what = f"job {r.get('job')} attempt {r.get('attempt')}" if "job" in r else ""
@@ -156,7 +170,9 @@ def timeline(h: History, *, limit: int = 200) -> str:
         if not x.by_harness:
             inflight = f" during job {x.job} attempt {x.attempt}" if x.job is not None else ""
             lines.append((x.t, x.worker, f"process ended: {x.outcome}{inflight}"))
-    lines = [ln for ln in sorted(lines) if ln[0] <= h.t1]
+    # an evidence mark goes after the event it marks (the same time)
+    lines = [ln for ln in sorted(lines, key=lambda ln: (ln[0], ln[2].startswith(">>> "), ln[1], ln[2]))
+             if ln[0] <= h.t1]
     out = [f"{t - t0:+8.3f}s  {w:<6} {text}" for t, w, text in lines[:limit]]
     if len(lines) > limit:
         out.append(f"... {len(lines) - limit} more events")
@@ -164,8 +180,28 @@ def timeline(h: History, *, limit: int = 200) -> str:
     return "\n".join(out)
 
 
-def results_json(results: dict) -> dict:
-    return {n: r.to_dict() for n, r in results.items()}
+def results_json(results: dict, report=None) -> dict:
+    """Each property's result; with a search's *report*, a violated one's also names the schedule its
+    evidence comes from (``schedule``: the file, ``replay``: the command, ``shrink``: how it was reached)."""
+    out = {n: r.to_dict() for n, r in results.items()}
+    for n, d in out.items():
+        s = report.schedule_for(n) if report is not None else None
+        if s is not None:
+            d.update(schedule=str(s.file), replay=s.replay, shrink=s.how)
+            if "event" in d and s.history is not None:  # on the clock of its run: seconds since it began
+                d["event"]["t"] = round(d["event"]["t"] - s.history.t0, 4)
+    return out
+
+
+def schedules_lines(report) -> list[str]:
+    """The saved schedules a search's rows name, numbered as the rows' ``[schedule K]``: each with its
+    file, how it was reached, the properties it shows and its replay command."""
+    out = ["schedules (each violated property's row names the one its evidence comes from):"]
+    for k, s in enumerate(report.saved, 1):
+        how = {"as found": "as found: not gated, not shrunk"}.get(s.how, s.how)
+        out.append(f"  [{k}] {', '.join(s.shown_for)}: {len(s.schedule.jobs)} jobs, {s.schedule.workers} "
+                   f"workers ({how}): {s.file}\n      replay with: {s.replay}")
+    return out if report.saved else []
 
 
 def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None) -> None:
@@ -212,7 +248,8 @@ def render(report) -> str:
                        f"{','.join(s.schedule.faults()) or 'none'}; replay: {s.replay} --design DESIGN")
         out += report.notes  # a hosted library's broken timing ratios (harness/cli/commands.py)
         return "\n".join(out)
-    out.append(property_table(report.results, title=report.title))
+    refs = report.references() if report.kind == "search" else None
+    out.append(property_table(report.results, title=report.title, refs=refs))
     out += report.notes
     if report.allowed():
         out.append(f"{ALLOWED}{', '.join(report.allowed())}")
@@ -221,16 +258,14 @@ def render(report) -> str:
         return "\n".join(out)
     out += (coverage_line(report.coverage) + retry_line(report.retry_spacing) + bodies_line(report.bodies)
             + report.warnings())
+    out += schedules_lines(report)
     ce = report.counterexample
     if ce is not None:
         state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
         budget = (" (shrink budget spent: the smallest schedule observed)" if report.shrink_budget_spent
                   else "")
         out += [f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
-                f"violates {', '.join(ce.violated)}; {state}", ce.schedule.to_json(),
-                f"saved to {ce.file}\nreplay with: {ce.replay}\n\ntimeline of that run:",
-                timeline(ce.history)]
-        for s in report.saved[1:]:
-            out.append(f"{s.for_property}: smallest schedule that violated it ({len(s.schedule.jobs)} jobs): "
-                       f"{s.file}")
+                f"violates {', '.join(ce.violated)}; {state} (schedule [1]: {', '.join(ce.shown_for)})",
+                ce.schedule.to_json(), f"saved to {ce.file}\nreplay with: {ce.replay}",
+                "\ntimeline of that run:", timeline(ce.history, marks=evidence_marks(ce))]
     return "\n".join(out)

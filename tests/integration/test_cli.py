@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -24,8 +25,8 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert r.returncode == 1, r.stderr
     data = json.loads(out.read_text())
     assert set(data) == {"design", "tenant_mode", "faults", "examples", "seed", "server", "properties",
-                         "counterexample", "small_scope_runs", "coverage", "retry_spacing", "bodies_at_once",
-                         "never_struck",
+                         "counterexample", "shrink_runs", "small_scope_runs", "coverage", "retry_spacing",
+                         "bodies_at_once", "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
                          "allowed_violations", "failing", "failed", "waits"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
@@ -47,15 +48,20 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
         "lease", "local", ["crash"], 5, 3)
     assert list(data["properties"]) == list(properties.PROPERTIES)
     assert data["properties"]["terminal-states"]["status"] == "violated"
-    assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence"}
+    # a violated row names the schedule its evidence comes from, shrunk for it, and its replay command
+    assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence", "schedule",
+                                                         "replay", "shrink"}
     ce = data["counterexample"]
     assert ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
     assert ce["schedule"]["jobs"] and len(ce["schedule"]["jobs"]) <= 2
     assert "Counterexample" in r.stdout and "timeline of that run:" in r.stdout and ce["replay"] in r.stdout
-    # The counterexample is the first found (a crash after lease.finish's reply: at-most-once-effects);
-    # terminal-states' own smallest schedule is saved and named too.
-    stuck = re.search(r"terminal-states: smallest schedule that violated it \(\d+ jobs?\): (\S+)", r.stdout)
-    assert stuck, r.stdout
+    # The counterexample is the first violated property's in the table (at-most-once-effects: a crash
+    # after the effect); terminal-states' own schedule is saved, shrunk for it, and named on its row.
+    assert ce["shown_for"][0] == "at-most-once-effects" and ce["shrink"] == "shrunk", ce
+    row = data["properties"]["terminal-states"]
+    assert row["shrink"] == "shrunk" and row["replay"] in r.stdout and row["replay"].endswith(row["schedule"])
+    stuck = re.search(r"\[\d+\] [a-z-, ]*terminal-states[a-z-, ]*: \d+ jobs?, .*: (\S+)", r.stdout)
+    assert stuck and stuck[1] == row["schedule"], r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert set(cases) == set(properties.PROPERTIES)
@@ -129,7 +135,8 @@ def test_plugin_that_raises_at_import_is_a_usage_error(tmp_path):
 
 def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
     """lease under crash re-sends effects and can leave a job running: allowed, the run passes (exit 0)
-    and says what it allowed; the search keeps no counterexample of an allowed violation."""
+    and says what it allowed; the search makes no counterexample of an allowed violation, and saves the
+    schedule its row names as found (not shrunk)."""
     out, junit = tmp_path / "g.json", tmp_path / "g.xml"
     r = run_cli("--design", "lease", "--faults", "crash", "--time-scale", "0.2", "--examples", "1",
                 "--seed", "1", "--fail-on", "safety", "--allow", "at-most-once-effects", "--json", str(out),
@@ -140,7 +147,10 @@ def test_fail_on_and_allow_gate_the_exit_code_json_and_junit(tmp_path):
         not data["failed"]
     assert "at-most-once-effects" not in data["fail_on"] and "single-commit" in data["fail_on"]
     assert data["properties"]["at-most-once-effects"]["status"] == "violated"  # still judged and shown
-    assert data["counterexample"] is None and not (tmp_path / "ce").exists()
+    assert data["counterexample"] is None
+    allowed = data["properties"]["at-most-once-effects"]
+    assert allowed["shrink"] == "as found" and Path(allowed["schedule"]).parent == tmp_path / "ce"
+    assert "(as found: not gated, not shrunk)" in r.stdout and "Counterexample" not in r.stdout
     assert "allowed by --fail-on/--allow" in r.stdout
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite.get("failures") == "0"

@@ -3,6 +3,8 @@ Chromium (no network), rendered without a script error, and not blank."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 
 import numpy as np
@@ -44,7 +46,8 @@ def _open(page, tmp_path, no_browser, name: str):
 def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no_browser):
     page = tmp_path / "search.html"
     r = run_cli("--design", "lease", "--faults", "crash,overrun", "--time-scale", "0.2", "--examples", "3",
-                "--seed", "3", "--out", str(tmp_path / "ce"), "--html", str(page), timeout=600)
+                "--seed", "3", "--out", str(tmp_path / "ce"), "--html", str(page), "--json",
+                str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 1, r.stderr
     assert f"HTML report: {page}" in r.stdout
     text = page.read_text()
@@ -58,6 +61,20 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     if re.search(r"violates [^<]*horizon", dom):
         assert "mark mark-horizon" in dom  # the long transaction, drawn under its bar
     assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
+    # Every violated property's row names its own schedule and replay command, as the JSON does; the
+    # timeline of the run it names is the one anchored there (issue 36, item 4).
+    props = json.loads((tmp_path / "r.json").read_text())["properties"]
+    violated = {n: p for n, p in props.items() if p["status"] == "violated"}
+    assert len(violated) >= 2, violated
+    rows = re.findall(r'<tr><td>([a-z-]+)</td>.*?<td class="schedule-ref">(.*?)</td></tr>', dom)
+    named = {n: cell for n, cell in rows if cell}
+    assert set(named) == set(violated), named
+    for n, p in violated.items():
+        ref = re.search(r'href="#schedule-(\d+)"', named[n])[1]
+        assert p["schedule"] in named[n] and html.escape(p["replay"]) in named[n], named[n]
+        section = dom.split(f'id="schedule-{ref}"', 1)[1].split('id="schedule-', 1)[0]
+        assert html.escape(p["replay"]) in section and n in section
+        assert f"{p['shrink']})" in section  # "... comes from this run (shrunk)"
 
 
 @pytest.mark.xdist_group("compare_cli")  # one compare for both (conftest.compare_cli)
