@@ -34,6 +34,12 @@ condition of its own ``select_stalled_jobs_by_heartbeat`` with the workers' thre
 Design option ``recovery``: ``on`` (default) the documented periodic task; ``off`` none (what
 procrastinate does alone: a stalled job stays ``doing``).
 
+Design option ``fairness`` (issue 38): ``off`` (default) no lock, procrastinate's fetch takes the oldest
+job of the highest priority; ``per-tenant-lock`` defers each job with ``lock="tenant:<id>"`` -- its
+documented way to keep jobs apart (tasks.py ``configure``: "lock: No two jobs with the same lock string
+can run simultaneously"; ``procrastinate_fetch_job_v2`` skips a job whose lock a ``doing`` job holds), so
+one tenant holds at most one worker at a time. Not ``queueing_lock``: it refuses a second waiting job.
+
 Signals: procrastinate's worker installs SIGINT/SIGTERM handlers on its event loop (``signals.py``:
 ``on_stop``), never SIGUSR1. Sync tasks run in a thread (asgiref ``sync_to_async``), created after the
 harness blocked SIGUSR1, so they inherit the block.
@@ -42,6 +48,7 @@ harness blocked SIGUSR1, so they inherit the block.
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 # The library at import, not at first use: --design procrastinate without the libraries extra is then a
 # usage error (workers.load_design) before any server starts, not a failed run after one did.
@@ -103,12 +110,15 @@ class Procrastinate(DeclaredDesign):
     # rounds each timestamp to an int): its period, 20 leases, is at least 1 s from time scale 0.05 on.
     # Every other interval of procrastinate is a float.
     min_time_scale = TIMING.min_time_scale()
-    OPTIONS = {"recovery": "on (default): the documented retry_stalled_jobs periodic task; off: none"}
+    OPTIONS = {"recovery": "on (default): the documented retry_stalled_jobs periodic task; off: none",
+               "fairness": "off (default): no lock; per-tenant-lock: each job deferred with lock=tenant:<id> "
+                           "(one job of a tenant runs at a time)"}
     concurrency = 1  # worker.py:28 WORKER_CONCURRENCY = 1, "maximum number of parallel jobs" (run_worker's)
 
     def __init__(self, **options: str):
         super().__init__(**options)
         self.recovery = self.choice("recovery", ("on", "off")) == "on"
+        self.tenant_lock = self.choice("fairness", ("off", "per-tenant-lock")) == "per-tenant-lock"
         if not self.recovery:
             self.TIMING = TIMING.without(*RECOVERY_ONLY)
 
@@ -133,8 +143,13 @@ class Procrastinate(DeclaredDesign):
         if not jobs:
             return
         app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
-        deferrer = app.configure_task(task_name(max_attempts), connection=conn)
-        ids = deferrer.batch_defer(*[hosted.job_args(j) for j in jobs])
+        ids: list[int] = []
+        # per-tenant-lock: one batch per run of one tenant's jobs (a lock is per configure), in queue order
+        runs = itertools.groupby(jobs, key=lambda j: j.tenant) if self.tenant_lock else [(None, jobs)]
+        for tenant, run in runs:
+            lock = f"tenant:{tenant}" if self.tenant_lock else None
+            deferrer = app.configure_task(task_name(max_attempts), connection=conn, lock=lock)
+            ids += deferrer.batch_defer(*[hosted.job_args(j) for j in run])
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
 
     def sql_params(self) -> dict:
