@@ -53,7 +53,7 @@ from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
 from . import finishes
 
 Q = sqlfile.load(__file__, "chancy.sql", "tables", "sequences", "pending", "final_states",
-                 "accepted_finishes")
+                 "accepted_finishes", "drop_tenant_queues")
 QUEUE = "default"
 PREFIX = "chancy_"  # chancy.sql names its tables with it
 TASK = f"{__name__}.hosted_job"  # the importable name chancy's executor resolves (executors/base.py)
@@ -123,12 +123,12 @@ PROCESS_MIN_TIME_SCALE = 3.0
 EXECUTORS = {"process": chancy_lib.Chancy.Executor.Process, "threaded": chancy_lib.Chancy.Executor.Threaded}
 
 
-def _queue(options: dict, polling: int = 1) -> Queue:
+def _queue(options: dict, polling: int = 1, name: str = QUEUE) -> Queue:
     """chancy's ``Queue`` defaults (``queue.py``) unless an option says otherwise: its process
     executor, concurrency None (the core count, ``ProcessExecutor.get_default_concurrency``), no eager
     polling; *polling* whole seconds (an INTEGER column, :data:`TIMING`)."""
     concurrency = options.get("concurrency")
-    return Queue(QUEUE, concurrency=int(concurrency) if concurrency else None,
+    return Queue(name, concurrency=int(concurrency) if concurrency else None,
                  executor=EXECUTORS[options.get("executor", "process")], polling_interval=polling,
                  eager_polling=options.get("eager_polling", "false") == "true")
 
@@ -149,7 +149,9 @@ class Chancy(DeclaredDesign):
     OPTIONS = {"log": "a directory to write chancy's own log into (INFO, one file per worker)",
                "executor": "process (chancy's default: each job in a spawned pool child) or threaded",
                "concurrency": "jobs at once per worker (default chancy's: the machine's core count)",
-               "eager_polling": "true: fetch again as soon as a job completes (default false, chancy's)"}
+               "eager_polling": "true: fetch again as soon as a job completes (default false, chancy's)",
+               "fairness": "off (default): one queue; per-tenant-queue: a queue per tenant, each with its "
+                           "own concurrency (queue.py: 'Each queue has a name, concurrency level')"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
@@ -161,6 +163,7 @@ class Chancy(DeclaredDesign):
         default = cores if self.executor == "process" else min(32, cores + 4)
         self.concurrency = self.whole("concurrency", default)
         self.choice("eager_polling", ("false", "true"))
+        self.per_tenant = self.choice("fairness", ("off", "per-tenant-queue")) == "per-tenant-queue"
         if self.executor == "threaded":  # the body runs here, on the harness's pool: open it first
             self.pool_first, self.min_time_scale = True, 0.25
             self.TIMING = TIMING.without("process executor start")
@@ -190,10 +193,17 @@ class Chancy(DeclaredDesign):
         with conn.cursor(row_factory=dict_row) as cur:
             polling = int(self.intervals(self.schedule)["queue polling interval"])
             _app("").sync_declare_ex(cur, _queue(self.options, polling), upsert=True)
+            conn.execute(Q.drop_tenant_queues)
+            # per-tenant-queue: every worker polls each queue on its own, up to its own concurrency
+            for name in sorted({self._queue_of(j) for j in self.schedule.jobs} - {QUEUE}):
+                _app("").sync_declare_ex(cur, _queue(self.options, polling, name), upsert=True)
+
+    def _queue_of(self, job) -> str:
+        return f"tenant_{job.tenant}" if self.per_tenant else QUEUE
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         app = _app("")  # never opened: sync_push_many_ex runs on the runner's cursor
-        chancy_jobs = [Job(func=TASK, queue=QUEUE, kwargs={"args": hosted.job_args(j)},
+        chancy_jobs = [Job(func=TASK, queue=self._queue_of(j), kwargs={"args": hosted.job_args(j)},
                            max_attempts=max_attempts) for j in jobs]
         with conn.cursor(row_factory=dict_row) as cur:
             refs = app.sync_push_many_ex(cur, chancy_jobs)

@@ -37,3 +37,7 @@ select m.job_id as id, j.state, j.attempts, j.max_attempts, j.errors, j.complete
   from pgjc.job_map m
   join chancy_jobs j on j.id::text = m.library_id
  order by m.job_id;
+
+-- name: drop_tenant_queues
+-- fairness=per-tenant-queue: the previous run's tenant queues (a worker polls every declared queue).
+delete from chancy_queues where name like 'tenant\_%';
