@@ -24,6 +24,10 @@ A success deletes the row and its count with it, so the install keeps a shadow t
 function called); in neither table -> ``missing``, unmapped, so the properties that read it say
 unknown. ``lease_expired``: a locked job past the 4 hour lock timeout.
 
+Design option ``fairness`` (issue 38): ``off`` (default, the README's: no ``queueName``); ``per-tenant-queue``
+adds each job with ``queueName: tenant_<id>`` (``TaskSpec.queueName``: "only specify if you want jobs
+in this queue to run serially"), so one tenant holds at most one worker at a time.
+
 The worker role owns graphile's schema (its tables enable row level security with no policy: only
 their owner reads them; graphile's worker runs its own migrations, as their owner, at every start).
 """
@@ -66,4 +70,10 @@ class GraphileWorker(ContractDesign):
     # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale
     # breaks a ratio that a larger one keeps.
     min_time_scale = TIMING.min_time_scale()
+    OPTIONS = {"fairness": "off (default): no queueName; per-tenant-queue: queueName tenant_<id> "
+                           "(graphile runs one queue's jobs in series)"}
     concurrency = 1  # concurrentJobs: 1, graphile-worker's default (dist/config.js:20-21)
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.choice("fairness", ("off", "per-tenant-queue"))  # a usage error before any server starts

@@ -136,11 +136,17 @@ const commands = {
   async enqueue() {
     const req = contract.readStdin();
     const utils = await makeWorkerUtils(options());
+    const fairness = (req.options || {}).fairness || 'off';
+    if (!['off', 'per-tenant-queue'].includes(fairness)) throw new Error(`fairness=${fairness}`);
     const ids = [];
     try {
       for (const args of req.jobs) {
         // maxAttempts: executions in all, the first included (its add_job default is 25)
-        const job = await utils.addJob(TASK, args, { maxAttempts: req.max_attempts });
+        // fairness=per-tenant-queue: queueName per tenant, graphile's documented way to run a
+        // queue's jobs in series (interfaces.d.ts, TaskSpec.queueName: "only specify if you want jobs
+        // in this queue to run serially"): one tenant holds at most one job at a time.
+        const queueName = fairness === 'per-tenant-queue' ? `tenant_${args.tenant}` : undefined;
+        const job = await utils.addJob(TASK, args, { maxAttempts: req.max_attempts, queueName });
         ids.push([args.job, String(job.id)]);
       }
     } finally {

@@ -158,7 +158,8 @@ class ContractDesign(hosted.HostedDesign):
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         request = {"jobs": [hosted.job_args(j) for j in jobs], "max_attempts": max_attempts,
-                   "seconds": {"lease": self.lease}, "intervals": self.intervals(self.schedule)}
+                   "seconds": {"lease": self.lease}, "intervals": self.intervals(self.schedule),
+                   "options": {k: v for k, v in self.options.items() if k != "command"}}
         answer = self.call("enqueue", dsn=declared.admin_dsn(conn), stdin=request)
         ids = answer.get("ids")
         if answer.get("kind") != "enqueued" or not isinstance(ids, list) or len(ids) != len(jobs):
