@@ -77,8 +77,7 @@ from ..workers.hosted.declared import DeclaredDesign, admin_dsn
 from ..workers.hosted.protocol import _block_strike_signal
 from ..workers.hosted.timing import FIXED, Interval, Intervals
 
-Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "accepted_finishes",
-                 "set_tenant")
+Q = sqlfile.load(__file__, "dbos.sql", "reset", "pending", "final_states", "accepted_finishes", "set_tenant")
 
 APP = "pg-job-chaos"  # DBOSConfig name: 3-256 of [a-z0-9-_] (_dbos_config.py:510)
 SCHEMA = "dbos"  # DBOS's default system schema; dbos.sql names it
@@ -88,10 +87,8 @@ STEP = "pgjc_body"
 TRANSACTION = "pgjc_commit"  # finish=transaction: the datasource transaction the body runs in
 BACKOFF = 2.0  # @DBOS.step backoff_rate default (_dbos.py:1406): a factor, not an interval
 
-# Real seconds a restarted worker takes to recover: fork, DBOS(config), DBOS.launch() (its migrations
-# check, version row, recovery, threads) and the first poll -- not a setting. Measured here: 0.52-0.85 s
-# from worker-start to the first job's start, one worker, idle machine (median 0.62 s); more with four
-# runs at once.
+# Real seconds a restarted worker takes to recover (fork, DBOS(config), DBOS.launch(): migrations check,
+# version row, recovery, threads; first poll), not a setting: 0.52-0.85 s measured idle (median 0.62 s).
 LAUNCH = 2.0
 
 TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals=(
@@ -144,13 +141,16 @@ class Dbos(DeclaredDesign):
     OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts "
                                         "dispatches) or dbos (DBOS's default, 100)",
                "finish": "step (default: the body in a @DBOS.step, on the harness's pool) or transaction "
-                         "(the body in a datasource transaction that commits with DBOS's checkpoint)"}
+                         "(the body in a datasource transaction that commits with DBOS's checkpoint)",
+               "fairness": "off (default) or per-tenant-partition (partition_concurrency=1, key: the tenant)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
         self.recovery_limit = self.choice("max_recovery_attempts", ("schedule", "dbos"))
         self.finish = self.choice("finish", ("step", "transaction"))
         self.pool_first = self.finish == "step"  # a transaction's body runs on the datasource's engine
+        self.partition = self.choice("fairness", ("off", "per-tenant-partition")) != "off"
+        self.queue_kw = {"partition_concurrency": 1} if self.partition else {}
 
     def stall_extra(self, schedule) -> float:
         """DBOS recovers only when a dead worker's slot launches again: the run's stall and deadline
@@ -178,11 +178,12 @@ class Dbos(DeclaredDesign):
                                  application_name=APP, system_database_pool_size=1)
         try:
             client.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
-                                  on_conflict="always_update", application_name=APP)
+                                  on_conflict="always_update", application_name=APP, **self.queue_kw)
             pairs = []
             for j in jobs:
                 wid = f"pgjc-{j.id}"
-                client.enqueue({"workflow_name": WORKFLOW, "queue_name": QUEUE, "workflow_id": wid},
+                key = {"queue_partition_key": f"tenant-{j.tenant}"} if self.partition else {}
+                client.enqueue({"workflow_name": WORKFLOW, "queue_name": QUEUE, "workflow_id": wid, **key},
                                hosted.job_args(j))
                 pairs.append((j.id, wid))
         finally:
@@ -233,7 +234,7 @@ class Dbos(DeclaredDesign):
         })
         DBOS.launch()
         try:
-            DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"])
+            DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"], **self.queue_kw)
             stop.wait()
         finally:
             # waits (1 s steps, _dbos.py:1137) for the workflow whose step spent the budget to record
@@ -247,7 +248,6 @@ def _error_text(error: str | None) -> str | None:
         return None
     try:
         from dbos._serialization import DefaultSerializer
-
         return repr(DefaultSerializer().deserialize(error))
     except Exception:
         return error[:200]

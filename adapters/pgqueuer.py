@@ -25,6 +25,11 @@ What runs is pgqueuer's own code, configured as its documentation says (``docs/g
   heartbeat is older (``qb.py`` ``build_dequeue_query``, CTE ``next_stale``). The schedule's own
   ``heartbeat`` knob has no counterpart in pgqueuer. (1.6.0 has no ``retry_timer``.)
 
+Design option ``fairness`` (issue 38): ``off`` (default) one entrypoint; ``per-tenant-entrypoint`` one
+entrypoint per tenant (``pgjc_t<id>``) registered with ``concurrency_limit=1`` (``qm.py``
+``QueueManager.entrypoint``: "``1`` serialises dispatch. Limits are enforced at the database level across
+all workers"): one tenant holds at most one job at a time.
+
 Timing (:data:`TIMING`; the table: ``docs/reference/adapters.md``): each interval keeps the ratio of
 its default to the 30 s ``heartbeat_timeout``, the schedule's lease.
 
@@ -140,6 +145,8 @@ class PgQueuer(DeclaredDesign):
         "max_concurrent_tasks": "QueueManager.run max_concurrent_tasks (default unlimited, pgqueuer's; "
                                 "at least 2 * batch_size: batch_size=1 max_concurrent_tasks=2 is the lowest)",
         "heartbeat_timeout": "real seconds (default: the schedule's lease; the other intervals keep theirs)",
+        "fairness": "off (default): one entrypoint; per-tenant-entrypoint: one per tenant, "
+                    "concurrency_limit=1",
     }
 
     def __init__(self, **options: str):
@@ -153,6 +160,11 @@ class PgQueuer(DeclaredDesign):
         # worker's picked jobs"; None: none), and fetch_jobs dequeues batch after batch until the queue is
         # empty (qm.py:244-270), every job picked dispatched at once (qm.py:472-484).
         self.concurrency = self.max_concurrent_tasks
+        self.per_tenant = self.choice("fairness", ("off", "per-tenant-entrypoint")) == "per-tenant-entrypoint"
+
+    def entrypoint(self, tenant) -> str:
+        """The entrypoint a job of *tenant* is enqueued to (fairness=per-tenant-entrypoint: its own)."""
+        return f"{ENTRYPOINT}_t{tenant}" if self.per_tenant else ENTRYPOINT
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
@@ -184,7 +196,7 @@ class PgQueuer(DeclaredDesign):
             return
         payloads: list[bytes | None] = [json.dumps(hosted.job_args(j)).encode() for j in jobs]
         queries = SyncQueries(SyncPsycopgDriver(conn))
-        ids = queries.enqueue([ENTRYPOINT] * len(jobs), payloads, [0] * len(jobs))
+        ids = queries.enqueue([self.entrypoint(j.tenant) for j in jobs], payloads, [0] * len(jobs))
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, ids, strict=True)])
         with conn.cursor() as cur:
             cur.executemany(Q.record_job, [{"job": j.id, "library_id": lib, "tenant": j.tenant}
@@ -227,7 +239,6 @@ class PgQueuer(DeclaredDesign):
                 max_delay=timedelta(seconds=t["retry max delay"]),  # backoff_multiplier: its default, 2
             )
 
-        @qm.entrypoint(ENTRYPOINT, executor_factory=executor)
         async def task(job: Job) -> None:
             assert job.payload is not None  # enqueue gives every job its arguments
             args = json.loads(job.payload)
@@ -236,6 +247,12 @@ class PgQueuer(DeclaredDesign):
             finally:
                 if not ctx.may_dequeue():  # the budget is spent: pgqueuer's own graceful stop
                     qm.shutdown.set()
+
+        if self.per_tenant:  # the schedule's tenants, each serialised across all workers
+            for name in sorted({self.entrypoint(j.tenant) for j in ctx.schedule.jobs}):
+                qm.entrypoint(name, concurrency_limit=1, executor_factory=executor)(task)
+        else:
+            qm.entrypoint(ENTRYPOINT, executor_factory=executor)(task)
 
         try:
             await qm.run(
