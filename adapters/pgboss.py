@@ -57,9 +57,12 @@ class PgBoss(ContractDesign):
     # the retry starts (module docstring); the body's pool makes room for those (DesignHandle.pool_size).
     concurrency = 1
     OPTIONS = {"finish": "work (default: work(), pg-boss completes after the handler, on its own pool) or "
-                         "transaction (fetch(), and complete(.., {db}) in the body's finishing transaction)"}
+                         "transaction (fetch(), and complete(.., {db}) in the body's finishing transaction)",
+               "fairness": "off (default: the queue's standard policy) or per-tenant-singleton (the "
+                           "'singleton' policy, one active job per singletonKey, the key the tenant)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
         self.choice("finish", ("work", "transaction"))
+        self.choice("fairness", ("off", "per-tenant-singleton"))
 

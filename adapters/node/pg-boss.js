@@ -84,11 +84,19 @@ const commands = {
     const req = contract.readStdin();
     const b = boss({ supervise: false, schedule: false });
     await b.start();
+    // fairness=per-tenant-singleton: the queue's 'singleton' policy (types.d.ts QueuePolicy; plans.js
+    // job_i2: one active job per singletonKey) with each job's singletonKey its tenant. The policy is set
+    // at every enqueue (updateQueue; 'standard', its default, when off): the database may hold the other.
+    const fairness = (req.options || {}).fairness || 'off';
+    if (!['off', 'per-tenant-singleton'].includes(fairness)) throw new Error(`fairness=${fairness}`);
+    const singleton = fairness === 'per-tenant-singleton';
+    await b.updateQueue(QUEUE, { policy: singleton ? 'singleton' : 'standard' });
     const ids = [];
     for (const args of req.jobs) {
       // retryLimit: retries after the first execution; expireInSeconds: the lease (whole seconds)
       ids.push([args.job, await b.send(QUEUE, args, { retryLimit: req.max_attempts - 1,
-        expireInSeconds: req.intervals.expiration })]);
+        expireInSeconds: req.intervals.expiration,
+        singletonKey: singleton ? `tenant_${args.tenant}` : undefined })]);
     }
     await b.stop({ graceful: false, wait: true });
     contract.emit({ kind: 'enqueued', ids });
