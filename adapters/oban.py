@@ -68,6 +68,14 @@ class Oban(ContractDesign):
     # oban-py has none of its own ("queues: Queue names mapped to worker limits (default: {})", oban.py:84);
     # a producer takes limit - running jobs at a fetch (_producer.py:59).
     concurrency = 10
+    OPTIONS = {"fairness": "off (default): one queue, default; per-tenant-queue: a queue per tenant, each "
+                           "at the same limit (per-queue limits; Pro's partitioning is not open)",
+               "queue_limit": "every queue's limit (default 10, the docs' example)"}
+
+    def __init__(self, **options: str):
+        super().__init__(**options)
+        self.choice("fairness", ("off", "per-tenant-queue"))  # a usage error before any server starts
+        self.concurrency = self.whole("queue_limit", 10)
 
     def client(self) -> tuple[str, ...]:
         python = python312()

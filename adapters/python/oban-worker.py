@@ -95,10 +95,32 @@ async def enqueue():
     req = json.load(sys.stdin)
     pool = await _pool()
     async with Oban(pool=pool, prefix=PREFIX) as o:  # client mode: no queues
-        ids = [[a["job"], (await o.enqueue(HostedJob.new(a, max_attempts=req["max_attempts"]))).id]
+        ids = [[a["job"], (await o.enqueue(HostedJob.new(a, max_attempts=req["max_attempts"],
+                                                         queue=queue_of(req, a)))).id]
                for a in req["jobs"]]
     await pool.close()
     pgjc_contract.emit({"kind": "enqueued", "ids": ids})
+
+
+def queue_of(req, args):
+    """fairness=per-tenant-queue: a queue per tenant (oban's per-queue limits, ``queues: Queue names mapped
+    to worker limits``, oban.py; Pro's partitioned global limits are not in oban-py); else the one."""
+    fairness = (req.get("options") or {}).get("fairness", "off")
+    if fairness not in ("off", "per-tenant-queue"):
+        raise ValueError(f"fairness={fairness}")
+    return f"tenant_{args['tenant']}" if fairness == "per-tenant-queue" else QUEUE
+
+
+async def work_queues(pool, options):
+    """The queues this worker runs, each at the docs' example limit 10 (option queue_limit). per-tenant-queue:
+    those the run's jobs were inserted into (every job is enqueued before the workers start; a queue made
+    later is not run)."""
+    limit = int(options.get("queue_limit", 10))
+    if options.get("fairness") != "per-tenant-queue":
+        return {QUEUE: limit}
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(f"select distinct queue from {PREFIX}.oban_jobs")).fetchall()
+    return {q: limit for (q,) in rows}
 
 
 async def work():
@@ -108,7 +130,8 @@ async def work():
     t = client.intervals
     SCALE = t["rescue after"] / 300.0
     pool = await _pool(kwargs={"application_name": f"{client.identity}/queue"})
-    o = Oban(pool=pool, prefix=PREFIX, queues={QUEUE: 10}, node=client.identity,
+    queues = await work_queues(pool, client.options)
+    o = Oban(pool=pool, prefix=PREFIX, queues=queues, node=client.identity,
              lifeline={"interval": t["lifeline interval"], "rescue_after": t["rescue after"]},
              refresher={"interval": t["refresher interval"], "max_age": t["producer max age"]},
              stager={"interval": t["stager interval"]})
