@@ -145,8 +145,9 @@ def _child() -> None:
         print(json.dumps({}))
     elif req["do"] == "insert":
         client = awa.Client(req["url"])
-        ids = [client.insert(PgjcJob(**args), kind=KIND, queue=req["queue"],
-                             max_attempts=req["max_attempts"]).id for args in req["jobs"]]
+        queues = req.get("queues") or [req["queue"]] * len(req["jobs"])
+        ids = [client.insert(PgjcJob(**args), kind=KIND, queue=queue, max_attempts=req["max_attempts"]).id
+               for args, queue in zip(req["jobs"], queues, strict=True)]
         client.close()
         print(json.dumps({"ids": ids}))
 
@@ -172,7 +173,10 @@ class Awa(DeclaredDesign):
                                   "1000 prunes it within seconds)",
                "storage": "queue (default: awa 0.6's, a worker started before the first insert) or "
                           "canonical (the jobs queued before any worker started: awa stays in canonical "
-                          "storage)"}
+                          "storage)",
+               "fairness": "off (default): one queue; per-tenant-partition: awa's PartitionedQueue, a job "
+                           "routed by queue_for_index(tenant mod partitions), max_workers per partition",
+               "partitions": "the PartitionedQueue's partitions (default 8)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
@@ -181,6 +185,16 @@ class Awa(DeclaredDesign):
         self.rotate_ms = self.whole("queue_rotate_ms", QUEUE_ROTATE_MS)
         self.storage = self.choice("storage", STORAGES)
         self.queue = "pgjc"
+        self.partitioned = self.choice("fairness", ("off", "per-tenant-partition")) != "off"
+        self.partitions = self.whole("partitions", 8)
+
+    def queues(self) -> list[str]:
+        """The run's physical queues: its own, or its PartitionedQueue's (``p0`` is the logical name)."""
+        return awa.PartitionedQueue(self.queue, self.partitions).physical_queues if self.partitioned \
+            else [self.queue]
+
+    def queue_of(self, tenant) -> str:
+        return self.queues()[int(tenant or 0) % self.partitions] if self.partitioned else self.queue
 
     # --- the runner's side (admin connection) ---------------------------------------------------
     def install(self, conn, *, worker_role: str) -> None:
@@ -223,13 +237,14 @@ class Awa(DeclaredDesign):
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
         jobs = list(jobs)  # awa's own insert, one job at a time (docs' quick start), in a child
         answer = _in_child({"do": "insert", "url": url(admin_dsn(conn)), "queue": self.queue,
+                            "queues": [self.queue_of(j.tenant) for j in jobs],
                             "max_attempts": max_attempts, "jobs": [hosted.job_args(j) for j in jobs]})
         hosted.record_ids(conn, [(j.id, lib) for j, lib in zip(jobs, answer["ids"], strict=True)])
 
     def sql_params(self) -> dict:
         clock = "worker" if self.storage == "queue" else "database"  # finalized_at: Utc::now() / now()
-        return {"queue": self.queue, "staleness": self.intervals(self.schedule).get("heartbeat staleness"),
-                "clock": clock}
+        return {"queue": self.queue, "queues": self.queues(), "clock": clock,
+                "staleness": self.intervals(self.schedule).get("heartbeat staleness")}
 
     # --- the worker's side (forked worker process) ----------------------------------------------
     def run_worker(self, ctx) -> None:
@@ -243,7 +258,6 @@ class Awa(DeclaredDesign):
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
-        @client.task(PgjcJob, kind=KIND, queue=self.queue)
         async def handle(job):
             try:
                 args = dataclasses.asdict(job.args)
@@ -252,12 +266,14 @@ class Awa(DeclaredDesign):
                 if not ctx.may_dequeue():  # the budget is spent: awa's own graceful shutdown
                     loop.call_soon_threadsafe(stop.set)
 
-        queue = {"name": self.queue, "max_workers": self.max_workers,
-                 "deadline_duration_ms": _ms(t["deadline"])}
+        for name in self.queues():  # per-tenant-partition: the handler on every partition, each its own
+            client.task(PgjcJob, kind=KIND, queue=name)(handle)
+        queues = [{"name": name, "max_workers": self.max_workers, "deadline_duration_ms": _ms(t["deadline"])}
+                  for name in self.queues()]
         # The queue ring's rotation decides how long terminal history stays readable (module docstring);
         # the claim ring keeps its own documented 1000 ms (it follows the queue ring's unless set).
         # TIMING's intervals whose setting is start(keyword=default), each by that keyword.
-        await client.start([queue], heartbeat_staleness_ms=_ms(t["heartbeat staleness"]),
+        await client.start(queues, heartbeat_staleness_ms=_ms(t["heartbeat staleness"]),
                            heartbeat_interval_ms=_ms(t["heartbeat interval"]),
                            heartbeat_rescue_interval_ms=_ms(t["heartbeat rescue interval"]),
                            deadline_rescue_interval_ms=_ms(t["deadline rescue interval"]),

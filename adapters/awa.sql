@@ -24,15 +24,15 @@ update awa.storage_transition_state
 delete from awa.runtime_storage_backends where backend = 'queue_storage';
 
 -- name: pending
--- What awa's dispatch or its rescues may still act on in this run's queue: every non-terminal state
+-- What awa's dispatch or its rescues may still act on in this run's queues (its partitions): every non-terminal state
 -- of awa.jobs, and every job claimed on queue storage's receipt path, which awa.jobs does not show
 -- (jobs_compat() reads ready_entries past the claim head, deferred_jobs, leases, terminal_jobs,
 -- dlq_entries: a receipt claim lives in lease_claims until it materializes or closes).
-with v as (select id, state from awa.jobs where queue = %(queue)s)
+with v as (select id, state from awa.jobs where queue = any(%(queues)s))
 select (select count(*) from v
          where state in ('available', 'scheduled', 'retryable', 'running', 'waiting_external'))
      + (select count(distinct c.job_id) from awa.lease_claims c
-         where c.queue = %(queue)s and not exists (select 1 from v where v.id = c.job_id));
+         where c.queue = any(%(queues)s) and not exists (select 1 from v where v.id = c.job_id));
 
 -- name: final_states
 -- One row per schedule job; a job awa.jobs does not show but lease_claims holds is running (its
