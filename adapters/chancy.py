@@ -195,7 +195,8 @@ class Chancy(DeclaredDesign):
             _app("").sync_declare_ex(cur, _queue(self.options, polling), upsert=True)
             conn.execute(Q.drop_tenant_queues)
             # per-tenant-queue: every worker polls each queue on its own, up to its own concurrency
-            for name in sorted({self._queue_of(j) for j in self.schedule.jobs} - {QUEUE}):
+            jobs = self.schedule.jobs if self.schedule else ()
+            for name in sorted({self._queue_of(j) for j in jobs} - {QUEUE}):
                 _app("").sync_declare_ex(cur, _queue(self.options, polling, name), upsert=True)
 
     def _queue_of(self, job) -> str:

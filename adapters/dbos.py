@@ -87,8 +87,7 @@ STEP = "pgjc_body"
 TRANSACTION = "pgjc_commit"  # finish=transaction: the datasource transaction the body runs in
 BACKOFF = 2.0  # @DBOS.step backoff_rate default (_dbos.py:1406): a factor, not an interval
 
-# Real seconds a restarted worker takes to recover (fork, DBOS(config), DBOS.launch(): migrations check,
-# version row, recovery, threads; first poll), not a setting: 0.52-0.85 s measured idle (median 0.62 s).
+# Real seconds a restarted worker takes to recover (fork, DBOS(config), launch(), 1st poll): 0.52-0.85 s idle
 LAUNCH = 2.0
 
 TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals=(
@@ -98,8 +97,7 @@ TIMING = Intervals("dbos", anchors={"poll": "queue polling interval"}, intervals
     Interval("notification listener polling interval", 1.0, anchor="poll",
              setting="notification_listener_polling_interval_sec=1.0"),
     Interval("scheduler polling interval", 30.0, anchor="poll", setting="scheduler_polling_interval_sec=30"),
-    # Not settable; how often the queue manager looks for queues to start a thread for (_queue.py:896).
-    # The queue is registered before any worker starts, so it delays nothing here. Reported.
+    # Not settable (_queue.py:896): how often queues get a thread; ours is registered first: no delay
     Interval("queue manager check interval", 1.0, anchor="poll", grid=FIXED, bound=None,
              setting="_queue.py queue_thread check_interval = 1.0"),
     # Not settable: the delayed-workflow / timeout sweep (_workflow_commands.py:95). Unused here. Reported.
@@ -144,13 +142,14 @@ class Dbos(DeclaredDesign):
                          "(the body in a datasource transaction that commits with DBOS's checkpoint)",
                "fairness": "off (default) or per-tenant-partition (partition_concurrency=1, key: the tenant)"}
 
+    FAIRNESS = {"off": None, "per-tenant-partition": 1}  # register_queue's partition_concurrency, both sides
+
     def __init__(self, **options: str):
         super().__init__(**options)
         self.recovery_limit = self.choice("max_recovery_attempts", ("schedule", "dbos"))
         self.finish = self.choice("finish", ("step", "transaction"))
         self.pool_first = self.finish == "step"  # a transaction's body runs on the datasource's engine
-        self.partition = self.choice("fairness", ("off", "per-tenant-partition")) != "off"
-        self.queue_kw = {"partition_concurrency": 1} if self.partition else {}
+        self.partition_concurrency = self.FAIRNESS[self.choice("fairness", tuple(self.FAIRNESS))]
 
     def stall_extra(self, schedule) -> float:
         """DBOS recovers only when a dead worker's slot launches again: the run's stall and deadline
@@ -173,22 +172,22 @@ class Dbos(DeclaredDesign):
         dbos.SQLAlchemyDatasource.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        t = self.intervals(self.schedule)
+        t, jobs = self.intervals(self.schedule), list(jobs)
         client = dbos.DBOSClient(system_database_url=url(admin_dsn(conn)), dbos_system_schema=SCHEMA,
                                  application_name=APP, system_database_pool_size=1)
         try:
             client.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
-                                  on_conflict="always_update", application_name=APP, **self.queue_kw)
-            pairs = []
+                                  on_conflict="always_update", application_name=APP,
+                                  partition_concurrency=self.partition_concurrency)
             for j in jobs:
-                wid = f"pgjc-{j.id}"
-                key = {"queue_partition_key": f"tenant-{j.tenant}"} if self.partition else {}
-                client.enqueue({"workflow_name": WORKFLOW, "queue_name": QUEUE, "workflow_id": wid, **key},
-                               hosted.job_args(j))
-                pairs.append((j.id, wid))
+                opts: dbos.EnqueueOptions = {"workflow_name": WORKFLOW, "queue_name": QUEUE,
+                                             "workflow_id": f"pgjc-{j.id}"}
+                if self.partition_concurrency:  # per-tenant-partition
+                    opts["queue_partition_key"] = f"tenant-{j.tenant}"
+                client.enqueue(opts, hosted.job_args(j))
         finally:
             client.destroy()
-        hosted.record_ids(conn, pairs)
+        hosted.record_ids(conn, [(j.id, f"pgjc-{j.id}") for j in jobs])
 
     def final_states(self, conn) -> list[dict]:
         """The declared rows, DBOS's serialized error read as text (:func:`_error_text`)."""
@@ -234,7 +233,8 @@ class Dbos(DeclaredDesign):
         })
         DBOS.launch()
         try:
-            DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"], **self.queue_kw)
+            DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
+                                partition_concurrency=self.partition_concurrency)
             stop.wait()
         finally:
             # waits (1 s steps, _dbos.py:1137) for the workflow whose step spent the budget to record
