@@ -21,6 +21,11 @@ on the body's connection in its finishing transaction, after the ``job_runs`` in
 ``runJob(.., inFinish)``), so both commit together and ``after-insert`` lies after that commit; a count
 other than 1 (the job is no longer ``active``) rolls the row back. The default, ``work``, is as above.
 
+``--design-option fairness=per-tenant-singleton`` (issue 38; default ``off``): the queue's ``singleton``
+policy (``types.d.ts`` ``QueuePolicy``; ``plans.js`` index ``job_i2``: one ``active`` job per
+``singleton_key``), each job's ``singletonKey`` its tenant, the policy set by ``updateQueue`` at every
+enqueue (``standard``, pg-boss's default, when off).
+
 Status mapping: ``created``, ``retry`` -> ``queued``; ``active`` -> ``running``; ``completed`` -> ``done``;
 ``failed``, ``cancelled`` -> ``dead``. ``lease_expired``: an ``active`` job past ``started_on + expire_in``.
 """
