@@ -16,7 +16,9 @@ signal there, is blocked and taken only at a point) and default concurrency (the
 ``executor=threaded``, ``concurrency=N``, ``eager_polling=true``. Intervals (:data:`TIMING`; the table:
 ``docs/reference/adapters.md``) keep the ratios of chancy's documented defaults, the lease as its 90 s
 heartbeat timeout; the whole-second poll and the fixed 1 s flush are broken ratios the run reports.
-The other default plugins (Pruner, Metrics, Workflow) stay.
+The other default plugins (Pruner, Metrics, Workflow) stay. ``fairness=per-tenant-queue`` (issue 38;
+default ``off``): a queue per tenant of the schedule, declared at reset (``queue.py``: "Each queue has a
+name, concurrency level"), every worker polling each one up to its own concurrency.
 
 Grants: chancy's worker calls ``Chancy.is_up_to_date`` at start, which runs ``CREATE TABLE IF NOT
 EXISTS chancy_schema_version`` (``Migrator.upsert_version_table``): PostgreSQL checks CREATE on the
