@@ -27,6 +27,12 @@ back to a fresh install's state by awa's own test helper (``awa/testing.py``, ``
 cannot auto-finalize and runs canonical storage, whose heartbeats go to the builder's queue storage
 (``client.rs:1578-1580``): docs/findings/libraries/awa-canonical-heartbeat.md.
 
+``--design-option fairness=per-tenant-partition`` (issue 38; default ``off``): awa's ``PartitionedQueue``
+("Deterministic physical queue partitions for one hot logical queue", ``_awa.pyi``) over the run's queue,
+a job routed by ``queue_for_index(tenant mod partitions)`` (``route_by_key`` hashes tenants 1 and 98 to one
+partition at 4, 8 and 16), the handler and ``max_workers`` on every partition. Tenants that share a
+partition share its order.
+
 Hazards, measured: queue storage keeps completed history only until queue-ring prune reclaims its
 segment (configuration.md, "Retention and cleanup"): at the default 1000 ms rotation a completed job
 left ``awa.jobs`` 2 s after it ran. The queue ring rotates hourly here (``queue_rotate_ms=1000``:
