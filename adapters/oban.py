@@ -15,6 +15,11 @@ source (``oban/``, 0.7.0):
   ``discarded`` when its attempts are spent). No heartbeat: a job that runs longer than
   ``rescue_after`` is rescued while it runs.
 
+``--design-option fairness=per-tenant-queue`` (issue 38; default ``off``): a queue per tenant ("queues: Queue
+names mapped to worker limits", ``oban.py``), the worker running those the run's jobs were inserted into,
+each at ``queue_limit`` (default 10, the docs' example). Oban Pro's partitioned global limits are not in
+oban-py.
+
 Status mapping: ``available``, ``scheduled``, ``retryable`` -> ``queued``; ``executing`` -> ``running``;
 ``completed`` -> ``done``; ``discarded``, ``cancelled`` -> ``dead``. ``lease_expired`` is not read (None).
 """
