@@ -20,6 +20,7 @@ from typing import Protocol, cast
 from ..core.errors import UsageError
 from .base import QueueDesign
 from .design import DesignHandle
+from .fair import LeaseRoundRobin, LeaseTenantCap
 from .heartbeat import LeaseHeartbeat
 from .lease import Lease, LeaseFenced
 from .one_transaction import OneTransaction, OneTransactionHandler
@@ -27,7 +28,8 @@ from .outbox import LeaseOutbox
 
 BUILTIN: dict[str, type[QueueDesign]] = {
     d.name: d
-    for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat, LeaseOutbox)}
+    for d in (OneTransaction, OneTransactionHandler, Lease, LeaseFenced, LeaseHeartbeat, LeaseOutbox,
+              LeaseRoundRobin, LeaseTenantCap)}
 
 # Real queue libraries, hosted by the adapters (``adapters/``), and the worker contract: by ``module:attr``,
 # as plug-ins are named. Importing one needs its library (the ``libraries`` extra) or its runtime.

@@ -55,7 +55,8 @@ WORKERS = {
     "design": 4,  # the boundary: the protocol and the handle load_design returns
     "loading": 5,  # load_design: a design by name or spec, built once
 }
-BUILTIN = ("base", "lease", "one_transaction", "heartbeat", "outbox")  # the built-in designs, one concept
+# the built-in designs, one concept
+BUILTIN = ("base", "lease", "one_transaction", "heartbeat", "outbox", "fair")
 
 
 def modules(root: Path) -> dict[str, Path]:
