@@ -33,6 +33,7 @@ from ..engine.search import search
 from ..postgres import dataset as db
 from ..postgres import provision
 from ..runner import Runner
+from . import fairness as bench_fairness
 from . import findings as bench_findings
 from . import libraries as bench_libraries
 from . import matrix as bench_matrix
@@ -207,6 +208,7 @@ def command(args, progress) -> int:
                             time_scale=scale)
             print(f"  {design:<16} latency {c['latency_ms']:.2f} ms per job (one execution, median "
                   f"{c['execution_ms']:.2f} ms), {c['transactions']:.2f} transactions per job", file=out)
+        bench_fairness.figures(runner, database, out, quick=args.quick, time_scale=scale)  # issue 38 item 3
 
         if not args.quick:
             print(f"\nsearch cases (time scale {scale:g}, seed 1):", file=out)
