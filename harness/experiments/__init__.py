@@ -21,7 +21,7 @@ from ..progress import step
 from .common import Context, print_to_stderr, table
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon",
-                          "rls-queue", "failover")
+                          "rls-queue", "failover", "noisy-neighbour")
 
 _RUNNERS = {  # name -> (module, function)
     "leak": ("tenants", "leak"),
@@ -33,6 +33,7 @@ _RUNNERS = {  # name -> (module, function)
     "horizon": ("horizon", "horizon"),
     "rls-queue": ("rls_queue", "rls_queue"),
     "failover": ("failover", "failover"),  # on replicated pairs of its own (issue 37)
+    "noisy-neighbour": ("noisy", "noisy_neighbour"),  # issue 38: fairness between tenants
 }
 
 DIRECT = ("vacuum", "horizon", "rls-queue")  # measure the server itself: never through a pooler
@@ -86,11 +87,12 @@ def add_parser(sub, parents) -> None:
     p.add_argument("name", metavar="NAME", choices=(*NAMES, "all"), help=f"one of: {', '.join(NAMES)}, all")
     p.add_argument("--quick", action="store_true", help="smaller counts, for CI")
     p.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
-    p.add_argument("--plot", metavar="DIR", type=Path, help="write PNG charts (horizon, reset-cost, vacuum)")
+    p.add_argument("--plot", metavar="DIR", type=Path,
+                   help="write PNG charts (horizon, reset-cost, vacuum, noisy-neighbour)")
     p.add_argument("--html", metavar="FILE", type=Path,
                    help="write one self-contained page: each report and its curves as inline images")
     p.add_argument("--jobs", type=int, metavar="N",
-                   help="job count (horizon: queued jobs; vacuum: short jobs)")
+                   help="job count (horizon: queued jobs; vacuum: short jobs; noisy-neighbour: the flood)")
     p.add_argument("--time-scale", type=float, metavar="X",
                    help=f"multiply the article's durations (default {scales.EXPERIMENT:g}, "
                         f"{scales.EXPERIMENT_QUICK:g} with --quick)")

@@ -128,7 +128,7 @@ def test_rls_queue_looks_empty_without_error(run):
 
 def test_names_and_cli_errors(capsys):
     assert NAMES == ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon", "rls-queue",
-                     "failover")
+                     "failover", "noisy-neighbour")
     assert main(["experiment", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "rls-queue" in err[0]
