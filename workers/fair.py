@@ -71,7 +71,7 @@ class LeaseTenantCap(Lease):
         conn.execute(Q.create_queue_index)
 
     def claim(self, ctx, conn):
-        skip: list[int] = []
+        skip = []  # tenant keys tried in this claim
         for _ in range(CAP_TRIES):
             if ctx.mode.autocommit:
                 conn.execute("begin")  # the advisory lock must last to the claim's commit

@@ -25,7 +25,8 @@ import psycopg
 from ...core import sqlfile
 from ...core.db import one
 from ...core.schedule import JobSpec, Schedule
-from ...workers import load_design
+from ...core.errors import HarnessError
+from ...workers import QueueDesign, load_design
 from ...workers.body import WorkerSpec
 from ...workers.context import WorkerContext
 from ...workers.lease import Q as LEASE
@@ -65,12 +66,15 @@ def claim_ms(runner, worker_dsn: str, design_name: str, claims: int, *, time_sca
     sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % BUSY_TENANTS) + 1, duration=0.0)
                                 for i in range(1, claims + 1)),
                      workers=1, design=design_name, time_scale=time_scale)
+    design = handle.design
+    if not isinstance(design, QueueDesign):  # FAIR_DESIGNS are built-in designs
+        raise HarnessError(f"claim_ms: {design_name} is not a built-in design")
     runner.prepare(sched, handle)
     times = []
     with tempfile.TemporaryDirectory(prefix="pgjc-claim-") as run_dir, \
             psycopg.connect(worker_dsn) as conn:
         ctx = WorkerContext(WorkerSpec("bench-claim", sched, worker_dsn, Path(run_dir)))
-        claim = handle.design.claim  # a built-in design's (QueueDesign) claim(ctx, conn)
+        claim = design.claim
         for _ in range(claims):
             t0 = time.perf_counter()
             job = claim(ctx, conn)
