@@ -24,8 +24,8 @@ import psycopg
 
 from ...core import sqlfile
 from ...core.db import one
-from ...core.schedule import JobSpec, Schedule
 from ...core.errors import HarnessError
+from ...core.schedule import JobSpec, Schedule
 from ...workers import QueueDesign, load_design
 from ...workers.body import WorkerSpec
 from ...workers.context import WorkerContext
