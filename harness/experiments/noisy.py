@@ -127,8 +127,7 @@ def noisy_neighbour(ctx: Context) -> dict:
                          "jain_backlogged": None if index is None else round(index, 3),
                          "jobs_per_s": round(len(ends) / span, 1) if span > 0 else None,
                          "ended_by": h.ended_by, "article": "-"})
-            series[label] = sorted((w["first"][j] - w["t0"], s) for j, s in w["wait"].items()
-                                   if tenant_of[j] != FLOOD_TENANT)
+            series[label] = sorted(small_w)
     result = {"experiment": "noisy-neighbour", "rows": rows,
               "article": "not measured: the article names fairness between tenants as the next question",
               "flood": flood, "small_tenants": small, "jobs_per_small_tenant": per_small,
@@ -142,9 +141,11 @@ def noisy_neighbour(ctx: Context) -> dict:
 
 
 def _draw(ax, series: dict) -> None:
-    for label, points in series.items():
-        ax.plot([p[0] for p in points], [p[1] * 1000 for p in points], ".", label=label, markersize=4)
-    ax.set_xlabel("first start, seconds after the queue's first start")
-    ax.set_ylabel("small tenants' wait (ms)")
-    ax.set_title("the noisy neighbour: small tenants' waits behind a flood")
+    """The small tenants' waits as a distribution: the share of their jobs started by each wait."""
+    for label, ranked in series.items():
+        if ranked:
+            ax.step(ranked, [(i + 1) / len(ranked) for i in range(len(ranked))], where="post", label=label)
+    ax.set_xlabel("wait: first start after the queue's first start (s)")
+    ax.set_ylabel("share of the small tenants' jobs started")
+    ax.set_title("the noisy neighbour: small tenants' waits behind one tenant's flood")
     ax.legend()
