@@ -145,7 +145,8 @@ def _draw(ax, series: dict) -> None:
     for label, ranked in series.items():
         if ranked:
             ax.step(ranked, [(i + 1) / len(ranked) for i in range(len(ranked))], where="post", label=label)
-    ax.set_xlabel("wait: first start after the queue's first start (s)")
+    ax.set_xscale("symlog", linthresh=0.01)  # FIFO's waits are the whole flood, the fair ones' a few laps
+    ax.set_xlabel("wait: first start after the queue's first start (s, logarithmic above 0.01)")
     ax.set_ylabel("share of the small tenants' jobs started")
     ax.set_title("the noisy neighbour: small tenants' waits behind one tenant's flood")
     ax.legend()
