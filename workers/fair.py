@@ -11,8 +11,9 @@ keep what ``lease`` keeps, and lose what it loses (overrun: two executions, both
   work gets one job per lap. The cost: claims serialize on the turn row, and a claim probes every
   tenant between the turn and the next one with work -- up to the whole tenants table.
 * ``lease-tenant-cap``: at most ``cap`` live leases per tenant (``--design-option cap=N``, default
-  1). The oldest claimable job whose tenant is under its cap is claimed, under a per-tenant advisory
-  lock held to the claim's commit, so two workers cannot both take a tenant's last slot. The cap is
+  1). The oldest claimable job among the tenants under their cap (one probe per tenant) is claimed,
+  under a per-tenant advisory lock held to the claim's commit, so two workers cannot both take a
+  tenant's last slot. The cap is
   on leases held: a job that outlives its lease is claimable again, and its late execution runs
   beside the new one (as in ``lease``). Workers stay idle rather than exceed it.
 
@@ -28,7 +29,8 @@ from ..core.errors import UsageError
 from .body import Claimed
 from .lease import Lease
 
-Q = sqlfile.load(__file__, "fair.sql", "create_turn", "create_queue_index", "grant_turn", "reset_turn",
+Q = sqlfile.load(__file__, "fair.sql", "create_turn", "create_queue_index", "create_running_index",
+                 "grant_turn", "reset_turn",
                  "claim_round_robin", "cap_candidate", "cap_lock", "cap_claim")
 
 CAP_LOCK_CLASS = 0x6A63  # the advisory lock's first key: "jc"; the second is the tenant key
@@ -69,6 +71,7 @@ class LeaseTenantCap(Lease):
 
     def install(self, conn, *, worker_role: str) -> None:
         conn.execute(Q.create_queue_index)
+        conn.execute(Q.create_running_index)
 
     def claim(self, ctx, conn):
         skip = []  # tenant keys tried in this claim

@@ -19,6 +19,11 @@ insert into pgjc.tenant_turn default values on conflict do nothing;
 create index if not exists jobs_tenant_queue on pgjc.jobs (coalesce(tenant_id, 0), id)
  where status in ('queued', 'running');
 
+-- name: create_running_index
+-- lease-tenant-cap's count of a tenant's live leases: the running jobs only, a handful.
+create index if not exists jobs_tenant_running on pgjc.jobs (coalesce(tenant_id, 0))
+ where status = 'running';
+
 -- name: grant_turn
 -- The ordinary worker role (filled in with psycopg.sql.Identifier): read and move the turn.
 grant select, update on pgjc.tenant_turn to {worker};
@@ -60,18 +65,24 @@ update jobs
 returning id, tenant_id, attempts, payload;
 
 -- name: cap_candidate
--- lease-tenant-cap, step 1: the tenant key of the oldest claimable job whose tenant holds fewer than
--- %(cap)s live leases, leaving out the keys in %(skip)s (their lock was taken). No row is locked.
--- The cost: the queue ahead of that job is walked, capped tenants' jobs included.
-select coalesce(tenant_id, 0) from jobs
- where (status = 'queued' or (status = 'running' and locked_until < clock_timestamp()))
-   and attempts < max_attempts
-   and coalesce(tenant_id, 0) <> all(%(skip)s::int[])
-   and coalesce(tenant_id, 0) not in (
-         select coalesce(tenant_id, 0) from jobs
-          where status = 'running' and locked_until >= clock_timestamp()
-          group by 1 having count(*) >= %(cap)s)
- order by id limit 1;
+-- lease-tenant-cap, step 1: the tenant key whose oldest claimable job is the oldest among the tenants
+-- holding fewer than %(cap)s live leases, leaving out the keys in %(skip)s (tried already). No row is
+-- locked. The cost: one probe of each tenant key (the tenants table and key 0) in the queue index and
+-- in the running index, then a sort of the heads -- it grows with the tenants, not with the queue.
+select k.tenant
+  from (select 0 as tenant union all select id from tenants) k
+ cross join lateral (
+        select id from jobs
+         where coalesce(tenant_id, 0) = k.tenant
+           and status in ('queued', 'running')
+           and (status = 'queued' or locked_until < clock_timestamp())
+           and attempts < max_attempts
+         order by id limit 1) j
+ where k.tenant <> all(%(skip)s::int[])
+   and (select count(*) from jobs r
+         where coalesce(r.tenant_id, 0) = k.tenant
+           and r.status = 'running' and r.locked_until >= clock_timestamp()) < %(cap)s
+ order by j.id limit 1;
 
 -- name: cap_lock
 -- Step 2: the tenant's claim lock, held to the claim's commit. Claims of one tenant take it one at a

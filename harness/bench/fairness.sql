@@ -19,3 +19,11 @@ delete from pgjc.tenants where id > 100;
 
 -- name: tenant_count
 select count(*) from pgjc.tenants;
+
+-- name: mark_done
+-- The queue's first %(done)s jobs as a drained flood leaves them: done, still in the table.
+update pgjc.jobs set status = 'done', finished_at = clock_timestamp() where id <= %(done)s;
+
+-- name: requeue
+-- Put a claimed job back as it was, so that every timed claim sees the same queue.
+update pgjc.jobs set status = 'queued', attempts = 0, locked_until = null where id = %(id)s;
