@@ -40,6 +40,8 @@ update pgjc.tenant_turn set tenant = 0;
 -- Hazard: the order of the keys is the order of the union's branches (an Append runs its children in
 -- order; a query that locks rows is never parallel) -- an ORDER BY over them would probe, and lock a
 -- job of, every tenant. The cost: every tenant key probed before one with work, up to all of them.
+-- Hazard: a worker stopped between this statement and its commit holds the turn, and every other
+-- worker's claim waits (tests/chaos/test_fair.py).
 with turn as (select tenant from tenant_turn for update),
 picked as (
     select j.id, k.tenant
