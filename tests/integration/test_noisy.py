@@ -17,8 +17,9 @@ def test_noisy_neighbour_quick_prints_its_table_and_plot(database, tmp_path):
     total = r["flood"] + r["small_tenants"] * r["jobs_per_small_tenant"]
     assert all(row["done"] == f"{total} of {total}" for row in rows.values()), rows
     fifo, rr, cap = rows["lease"], rows["lease-round-robin"], rows["lease-tenant-cap"]
-    # FIFO: the small tenants' first jobs start only once the flood is handed out
-    assert fifo["small_p50_ms"] > 3 * rr["small_p99_ms"], rows
+    # FIFO: the small tenants' first jobs start only once the flood is handed out. (The ratio was 3.6 to
+    # 10 here; round-robin's claims take turns on one row, so a loaded machine narrows it most.)
+    assert fifo["small_p50_ms"] > 1.5 * rr["small_max_ms"], rows
     assert fifo["small_p50_ms"] > cap["small_p50_ms"], rows
     # one tenant completed everything while all were backlogged: 1/n; round-robin near 1
     assert fifo["jain_backlogged"] < 0.3 < 0.9 < rr["jain_backlogged"], rows
