@@ -101,3 +101,17 @@ def test_tenant_cap_refuses_a_cap_below_one():
     for bad in ("0", "x", "-1"):
         with pytest.raises(UsageError, match="cap="):
             load_design("lease-tenant-cap", {"cap": bad})
+
+
+def test_the_fair_claims_cost_no_transaction_more_than_lease(runner, database):
+    # What run.py bench prints (harness/bench/fairness.py, through cost.py's counter): one claim, one
+    # work transaction per job, whichever way the next job is chosen (the cap's three statements are one
+    # transaction).
+    from pg_job_chaos.harness.bench.cost import design_cost
+
+    cost = {d: design_cost(runner, database.admin_dsn, database.worker_dsn, d, jobs=40, time_scale=SCALE)
+            for d in ("lease", "lease-round-robin", "lease-tenant-cap")}
+    assert all(c["jobs"] == 40 for c in cost.values()), cost
+    fifo = cost["lease"]["transactions"]
+    assert 1.9 <= fifo < 2.5, cost
+    assert all(abs(c["transactions"] - fifo) < 0.3 for c in cost.values()), cost
