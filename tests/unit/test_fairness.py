@@ -63,7 +63,7 @@ def test_the_bound_of_fifo_under_a_flood():
     assert fair_finishes(h)[11] == pytest.approx(2.0)
     # while it waited tenant 1 was given ten jobs' work (10 s); equal sharing allows twice tenant 100's
     # own work (1 s) and one of tenant 1's jobs per live worker (1 s): 3 s
-    assert work(h)[11] == 1.0 and overserved(h) == {11: (1, 10.0, 3.0, 10)}
+    assert work(h)[11] == 1.0 and overserved(h) == {11: (1, 10.0, 3.0, 10, 3)}
     # tenant 1's fifth job: 5 s of own work; half the worker until 9 s (4.5 s), then all of it
     assert fair_finishes(h)[5] == pytest.approx(9.5)
     # its tenth: 10 s, past the run's end (7.5 s by then)
@@ -71,7 +71,7 @@ def test_the_bound_of_fifo_under_a_flood():
     r = check(h, ["starvation-bound"])["starvation-bound"]
     assert (r.status, r.jobs) == ("violated", (11,))
     assert r.evidence == ("tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs (10.00 s of work; "
-                          "equal sharing allows 3.00 s); the fair wait was 2.00 s")
+                          "equal sharing allows 3.00 s, or 3 turns); the fair wait was 2.00 s")
 
 
 def test_a_fair_order_holds_and_the_figures_say_so():
@@ -80,6 +80,48 @@ def test_a_fair_order_holds_and_the_figures_say_so():
               **{j: ("w1.0", float(j), j + 1.0) for j in range(2, 11)}}
     r = check(_history(starts), ["starvation-bound"])["starvation-bound"]
     assert r.status == "held", r.evidence
+
+
+def _one_worker(order: list[int], hot: set[int]) -> dict[int, tuple[str, float, float]]:
+    """One worker runs *order*'s jobs back to back: tenant 1's (*hot*) take 4 s, the others 1 s."""
+    t, starts = 0.0, {}
+    for j in order:
+        starts[j] = ("w1.0", t, t + (4.0 if j in hot else 1.0))
+        t = starts[j][2]
+    return starts
+
+
+def test_a_round_robin_fair_in_turns_holds_though_the_hot_jobs_are_longer():
+    # One worker alternates tenant 1's 4 s jobs and tenant 100's 1 s jobs. While tenant 100's third job
+    # waits tenant 1 is given 12 s of work (over 2 x 3 s + 4 s = 10 s) but only 3 turns (at most 2 x 3 + 1):
+    # fair in turns, so held. A flood of five ahead of the small tenant exceeds both: violated.
+    flood = {**FLOOD, "hot_jobs": 3, "small_jobs": 3, "order": "interleaved", "hot_duration": 4.0}
+    jobs = expand_workload(Schedule(jobs=(), workload=Workload(**flood))).jobs
+    hot = sorted(j.id for j in jobs if j.tenant == 1)
+    small = sorted(j.id for j in jobs if j.tenant != 1)
+    turns = [x for pair in zip(hot, small, strict=True) for x in pair]
+    h = _history(_one_worker(turns, set(hot)), workload=flood, t1=16.0)
+    r = check(h, ["starvation-bound"])["starvation-bound"]
+    assert r.status == "held", r.evidence
+    assert max(given for _, given in _by_hand(h).values()) > 10.0  # over in work alone
+    # five hot jobs ahead of the small tenant's first: 5 turns (over 2 x 1 + 1) and 20 s of work (over 6 s)
+    flood = {**flood, "hot_jobs": 5, "order": "hot-first"}
+    jobs = expand_workload(Schedule(jobs=(), workload=Workload(**flood))).jobs
+    hot = sorted(j.id for j in jobs if j.tenant == 1)
+    fifo = _history(_one_worker(sorted(j.id for j in jobs), set(hot)), workload=flood, t1=24.0)
+    assert check(fifo, ["starvation-bound"])["starvation-bound"].status == "violated"
+
+
+def _by_hand(h: History) -> dict[int, tuple[int | None, float]]:
+    """Per job, the work other tenants were given while it waited (the work bound's X, summed)."""
+    w = {x.job: x for x in waits.job_waits(h)}
+    size = work(h)
+    out = {}
+    for j, x in w.items():
+        given = sum(size[y.job] for y in w.values() if y.tenant != x.tenant and y.started is not None
+                    and x.enqueued <= y.started < (x.started if x.started is not None else h.t1))
+        out[j] = (None, given)
+    return out
 
 
 def test_one_tenant_alone_holds():
