@@ -5,7 +5,8 @@ process) that forwards every new connection to the current primary. :meth:`Endpo
 promotion: from then on new connections go to the new primary, and every open one is cut with RST both
 ways, as a moved address does (the server that answers now knows none of those connections): the
 client sees its connection break and must connect again. Between a primary's stop and the move, a new
-connection is refused (closed at once), as an address with no server behind it.
+connection is accepted and then reset (RST: ECONNRESET, where an address with no server behind it
+would refuse it).
 
 The harness's own connections never use it (they take the multi-host DSN); the replicated back end
 (:mod:`harness.postgres.replica`) starts one and moves it at each promotion. The process ends when its
