@@ -316,3 +316,15 @@ def test_one_host_clients_get_the_endpoint_on_the_pair_and_the_others_the_multi_
     assert Runner._worker_dsn(runner, SimpleNamespace(spec="procrastinate", name="procrastinate")) == multi
     runner.database.replica = None
     assert Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa")) == multi
+
+
+def test_a_multi_host_dsn_becomes_libpqs_multi_host_url():
+    from psycopg import conninfo
+
+    from pg_job_chaos.workers.hosted.contract import url
+
+    u = url("host=127.0.0.1,127.0.0.1 port=5,6 user=u password=p dbname=d target_session_attrs=read-write")
+    assert u == "postgresql://u:p@127.0.0.1:5,127.0.0.1:6/d?target_session_attrs=read-write"
+    parsed = conninfo.conninfo_to_dict(u)
+    assert (parsed["host"], parsed["port"]) == ("127.0.0.1,127.0.0.1", "5,6")
+    assert url("host=127.0.0.1 port=5 user=u dbname=d") == "postgresql://u@127.0.0.1:5/d"
