@@ -35,11 +35,6 @@ class Endpoint:
             pid = self._proxy.proc.pid
             self._key = janitor.register("kill", pid=pid, start=process_start_time(pid))
 
-    @property
-    def fds(self) -> tuple[int, ...]:
-        """Our ends of its pipes: a forked worker must close them."""
-        return self._proxy.fds
-
     def move(self, port: int) -> None:
         """The primary is now on *port*: new connections go there, every open one is cut."""
         self.target = port
