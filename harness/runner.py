@@ -39,6 +39,11 @@ log = logging.getLogger("pgjc.runner")
 
 RUNS_BASE = Path(tempfile.gettempdir()) / "pg-job-chaos"
 
+# Hosted libraries whose client takes one host, not a multi-host DSN (measured, issue 37: awa's sqlx
+# "invalid port number", node-postgres's "Invalid URL"; DBOS's SQLAlchemy URL has one host and port):
+# on the replicated back end their workers connect through the endpoint that follows the primary.
+ONE_HOST = ("awa", "dbos", "pg-boss", "graphile-worker")
+
 
 class Runner:
     """Runs schedules on *database*. *designs*: the handles the command built (``load_design``), found
@@ -167,6 +172,14 @@ class Runner:
         return schedule.replace(pg_version=self.database.major, pooler=self.database.pooler,
                                 libraries=libraries, pool_size=design.pool_size(schedule), replica=replica)
 
+    def _worker_dsn(self, design: DesignHandle) -> str:
+        """The workers' DSN: on the replicated back end, a client that takes one host (:data:`ONE_HOST`)
+        gets the endpoint that follows the primary instead of the multi-host DSN."""
+        pair = self.database.replica
+        if pair is not None and (design.spec in ONE_HOST or design.name in ONE_HOST):
+            return pair.one_host_dsn(self.database.worker_dsn)
+        return self.database.worker_dsn
+
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
         begin = time.monotonic()
@@ -186,7 +199,7 @@ class Runner:
                 cleanup.push("telling the janitor", lambda: janitor.forget(key))
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
-                                worker_dsn=self.database.worker_dsn, run_dir=run_dir, janitor=janitor,
+                                worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
                                 server=self.database.control, admin=self._supervisor_session()).run()
             if any(f.breaks_every_session for f in entries(i.get("fault") for i in result.injected)):
                 # a restart broke the admin sessions too: the next run's supervisor opens its own again

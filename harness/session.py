@@ -15,10 +15,6 @@ from .postgres import Database, ServerSpec, parse_spec, provision
 from .postgres.local import DURABLE_SETTINGS
 from .runner import Runner
 
-# Hosted designs whose client takes one host, not a multi-host DSN (issue 37: awa, DBOS): refused on the
-# replicated back end until the harness offers an endpoint that follows the primary.
-ONE_HOST = ("awa", "dbos")
-
 
 def server_settings(spec: ServerSpec, fault_names) -> dict[str, str] | None:
     """The server settings the faults (names or catalogue entries) need of *spec*'s server, from what
@@ -83,11 +79,6 @@ def runner_for(spec: ServerSpec, progress, fault_names=(), *, parallel: int = 1,
     its runner; with *parallel* > 1 also that many slots (cloned
     first: a template database must have no session open), as ``runner.slots``. *designs*: the
     handles the command built, which the runner and every slot use (the slots inherit them by fork)."""
-    one_host = [d.spec for d in designs if getattr(d, "spec", None) in ONE_HOST]
-    if one_host and spec.replica is not None:
-        raise UsageError(f"design {one_host[0]} connects to one host, and a replicated back end (--replica) "
-                         "is reached by a multi-host DSN (measured: awa's client rejects it, 'invalid port "
-                         "number'); an endpoint that follows the primary for such clients is not built yet")
     with contextlib.ExitStack() as stack:
         database = stack.enter_context(provision(for_faults(spec, fault_names), progress=progress))
         progress(f"PostgreSQL: {database.server}")

@@ -15,6 +15,8 @@ one free 127.0.0.1 port per worker slot and forwards each accepted connection to
   connection is cut with RST both ways. The server has committed; the client sees a lost connection.
   One strike, then it is disarmed; a targeted connection that closes first disarms it too. What a
   commit's reply is: :mod:`harness.net.pgwire` (which reads every server-to-client stream);
+* ``target HOST PORT`` -- new connections, every slot's, go to HOST:PORT, and every open one is cut with
+  RST, both sides (a virtual IP moved to another server: :mod:`harness.net.endpoint`);
 
 and it answers ``ok`` after each. It exits when its stdin closes: the harness's death, even by
 SIGKILL, ends it. A ``partition`` is not done here (a proxy that stops forwarding still has its
@@ -91,6 +93,11 @@ class _Server:
             if not writer.is_closing():
                 writer.close()
 
+    def retarget(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        for slot in list(self.open):
+            self.reset(slot)
+
     def reset(self, slot: int) -> None:
         for w in list(self.open[slot]):
             _abort(w)
@@ -144,6 +151,8 @@ async def _main(target: tuple[str, int], slots: int) -> None:
             server.reset(int(parts[1]))
         elif parts[:1] == ["lose-commit-reply"]:
             server.arm(int(parts[1]), int(parts[2]) if len(parts) > 2 else None)
+        elif parts[:1] == ["target"]:
+            server.retarget(parts[1], int(parts[2]))
         print("ok", flush=True)
     # stdin closed: the harness is gone or done
 
@@ -182,6 +191,9 @@ class Proxies:
 
     def lose_commit_reply(self, slot: int, backend: int | None = None) -> None:
         self._send(f"lose-commit-reply {slot}" + (f" {backend}" if backend is not None else ""))
+
+    def retarget(self, host: str, port: int) -> None:
+        self._send(f"target {host} {port}")
 
     def close(self) -> None:
         try:

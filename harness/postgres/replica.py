@@ -74,6 +74,8 @@ class Pair:
     # from an online source): the run goes on meanwhile, and settle() waits for what is left of it
     rewinding: subprocess.Popen | None = None
     checkpointed: bool = False  # settle() made a checkpoint since the data was loaded
+    # the endpoint that follows the primary (harness.net.endpoint), for clients that take one host
+    endpoint: Any = None
     _rewind_key: str | None = None
 
     @property
@@ -182,6 +184,8 @@ class Pair:
         if not _one(new, Q.promote)[0]:
             raise HarnessError(f"the standby on port {new.port} was not promoted within 60 s")
         self.nodes = [new, None]
+        if self.endpoint is not None:  # the virtual IP moves: one-host clients' connections break
+            self.endpoint.move(new.port)
         self.cut = self.switchover = False
         self.promotions.append(time.monotonic() - self.stopped_at)
         if self.mode == "sync":  # alone, a sync primary would wait for a standby forever
@@ -267,8 +271,15 @@ class Pair:
             raise HarnessError(f"pg_rewind of the old primary failed: {(tail or ['(no output)'])[0]}")
         make_standby(old.run_dir / "data", self._conninfo(self.primary), old.user)
 
+    def one_host_dsn(self, dsn: str) -> str:
+        """*dsn* for a client that takes one host: through :attr:`endpoint`, else *dsn* unchanged."""
+        return self.endpoint.dsn(dsn) if self.endpoint is not None else dsn
+
     def stop(self, janitor=None) -> None:
         self._end_rewind(kill=True)
+        if self.endpoint is not None:
+            self.endpoint.close()
+            self.endpoint = None
         for node in sorted((n for n in (*self.nodes, self.down) if n is not None),
                            key=lambda n: -len(n.run_dir.parts)):  # the nested one first
             node.stop(janitor)

@@ -13,6 +13,7 @@ import psycopg
 from psycopg import sql
 
 from ...core.errors import HarnessError
+from ..net.endpoint import Endpoint
 from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 from .replica import CONNECT_TIMEOUT, REPLICATION, Pair, Q, make_standby, settings
@@ -46,6 +47,7 @@ def start(mode: str, *, pg_bin: str | None = None, pg_version: int | None = None
         raise
     pair = Pair(mode, [primary, standby], janitor)
     try:
+        pair.endpoint = Endpoint(primary.port, janitor)
         pair.settle()
     except BaseException:
         pair.stop(janitor)

@@ -100,3 +100,28 @@ def test_sigkill_mid_failover_leaves_nothing_behind(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def test_a_client_on_the_endpoint_reaches_the_new_primary_after_a_promotion():
+    """The endpoint that follows the primary (a virtual IP): one host, one port; at the promotion its open
+    connections break and a new one on the same DSN is the new primary's, read-write."""
+    with provision(ServerSpec(replica="async")) as db:
+        pair = db.replica
+        dsn = pair.one_host_dsn(db.worker_dsn)
+        assert "," not in dsn and "target_session_attrs" not in dsn and f"port={pair.endpoint.port}" in dsn
+        proc = pair.endpoint._proxy.proc
+        standby = pair.standby
+        conn = psycopg.connect(dsn, autocommit=True)
+        assert conn.execute("select current_setting('port')::int").fetchone() == (pair.primary.port,)
+        pair.crash()
+        pair.start_again()
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("select 1")  # its connection broke: the address moved
+        conn.close()
+        with psycopg.connect(dsn, autocommit=True) as again:
+            assert again.execute("select current_setting('port')::int, pg_is_in_recovery()").fetchone() \
+                == (standby.port, False)
+        pair.settle()  # the old primary rewound into the standby: the endpoint stays on the new primary
+        with psycopg.connect(dsn, autocommit=True) as again:
+            assert again.execute("select current_setting('port')::int").fetchone() == (standby.port,)
+    assert proc.poll() is not None  # the endpoint stopped with the pair

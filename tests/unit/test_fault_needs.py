@@ -302,7 +302,29 @@ def test_failover_needs_the_replicated_back_end_and_restart_refuses_it():
     assert session.slot_count(ServerSpec(replica="async"), ["failover"], 4) == 1
 
 
-def test_a_one_host_client_is_refused_on_the_pair_before_anything_starts():
-    with pytest.raises(UsageError, match="design awa connects to one host"):
-        with session.runner_for(ServerSpec(replica="async"), print, designs=[SimpleNamespace(spec="awa")]):
-            pass
+def test_one_host_clients_get_the_endpoint_on_the_pair_and_the_others_the_multi_host_dsn():
+    from pg_job_chaos.harness.net.endpoint import Endpoint
+    from pg_job_chaos.harness.runner import ONE_HOST, Runner
+
+    assert {"awa", "dbos", "pg-boss", "graphile-worker"} <= set(ONE_HOST)
+    multi = "host=127.0.0.1,127.0.0.1 port=5,6 user=u password=p dbname=d target_session_attrs=read-write"
+    pair = SimpleNamespace(one_host_dsn=lambda dsn: Endpoint.dsn(SimpleNamespace(port=7), dsn))
+    runner = SimpleNamespace(database=SimpleNamespace(replica=pair, worker_dsn=multi))
+    one = Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa"))
+    assert "host=127.0.0.1 " in one and "port=7" in one and "target_session_attrs" not in one
+    assert "password=p" in one and "dbname=d" in one
+    assert Runner._worker_dsn(runner, SimpleNamespace(spec="procrastinate", name="procrastinate")) == multi
+    runner.database.replica = None
+    assert Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa")) == multi
+
+
+def test_a_multi_host_dsn_becomes_libpqs_multi_host_url():
+    from psycopg import conninfo
+
+    from pg_job_chaos.workers.hosted.contract import url
+
+    u = url("host=127.0.0.1,127.0.0.1 port=5,6 user=u password=p dbname=d target_session_attrs=read-write")
+    assert u == "postgresql://u:p@127.0.0.1:5,127.0.0.1:6/d?target_session_attrs=read-write"
+    parsed = conninfo.conninfo_to_dict(u)
+    assert (parsed["host"], parsed["port"]) == ("127.0.0.1,127.0.0.1", "5,6")
+    assert url("host=127.0.0.1 port=5 user=u dbname=d") == "postgresql://u@127.0.0.1:5/d"

@@ -255,7 +255,10 @@ def url(dsn: str) -> str:
     user, password = params.pop("user", ""), params.pop("password", None)
     host, port, dbname = params.pop("host", ""), params.pop("port", ""), params.pop("dbname", "")
     auth = quote(str(user), safe="") + (":" + quote(str(password), safe="") if password else "")
-    where = quote(str(host), safe="") + (f":{port}" if port else "")
+    # a multi-host DSN (the replicated back end's) as libpq's URL writes it: host:port,host:port
+    hosts, ports = str(host).split(","), str(port).split(",") if port else []
+    where = ",".join(quote(h, safe="") + (f":{ports[min(i, len(ports) - 1)]}" if ports else "")
+                     for i, h in enumerate(hosts))
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
     at = f"{auth}@" if auth else ""
     return f"postgresql://{at}{where}/{quote(str(dbname), safe='')}" + (f"?{query}" if query else "")

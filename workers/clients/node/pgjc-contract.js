@@ -134,6 +134,9 @@ class Client {
   async connect() {
     const conn = new pg.Client({ connectionString: this.dsn, application_name: this.identity });
     conn[BODY] = true;
+    // An idle kept connection whose server goes away (a failover) emits 'error': without a listener
+    // node-postgres's Client throws it and the whole worker process dies. Mark it; borrow() skips it.
+    conn.on('error', (err) => { conn.broken = err; });
     await conn.connect();
     this.log('connect', { backend: conn.processID });
     return conn;
@@ -149,7 +152,9 @@ class Client {
     if (this.inUse >= (this.spec.pool_size || 1)) await new Promise((resolve) => this.queue.push(resolve));
     this.inUse += 1;
     try {
-      return this.free.pop() || await this.connect();
+      let conn;
+      while ((conn = this.free.pop()) && conn.broken) conn.end().catch(() => {});
+      return conn || await this.connect();
     } catch (err) {
       this.inUse -= 1;
       this.wake();
