@@ -78,7 +78,13 @@ class QueueDesign:
                     conn.rollback()
                     return False
                 ex = ctx.execution(conn, job)
-                self.work(ctx, ex)
+                try:
+                    self.work(ctx, ex)
+                except BaseException:
+                    # Hazard: the pool's rollback, as the connection goes back, releases the job;
+                    # the failure is logged after it, so it is dated here (Execution.failed).
+                    ex.left = (time.monotonic(), time.time())
+                    raise
             return True
         except Exception as exc:
             if ex is None:

@@ -106,6 +106,7 @@ class Execution:
         self.run_id: int | None = None
         self.t_started = time.monotonic()
         self.nth: int | None = None  # which execution of the job in the run this is (see started)
+        self.left: tuple[float, float] | None = None  # (monotonic, wall) when the body raised (see failed)
 
     def _log(self, event: str, **fields) -> None:
         self.ctx.log.write(event, job=self.job.id, attempt=self.job.attempt, **fields)
@@ -237,7 +238,11 @@ class Execution:
         self._log(LogEvent.FENCED, points=self.reached)
 
     def failed(self, exc: BaseException) -> None:
-        self._log(LogEvent.FAILED, error=describe(exc), points=self.reached)
+        """The execution failed. Its record carries the time the body raised (:attr:`left`, when the worker
+        loop set it), not the time of writing: the record is written after the pool's rollback, which may
+        already have let another worker claim and start the job (a 0.00 s ``no-overlap`` seen under load)."""
+        when = {"t": self.left[0], "wall": self.left[1]} if self.left is not None else {}
+        self._log(LogEvent.FAILED, error=describe(exc), points=self.reached, **when)
 
 
 def inherited_tenant(me: str) -> sql.Composed:
