@@ -20,8 +20,8 @@ whose tenant with longer jobs is given more work per turn: measured, lease-round
 jobs 4x longer gave the hot tenant 0.32 s of work where work alone allowed 0.29 s). FIFO under a flood
 exceeds both. ``SLACK`` = 2 (a round-robin claim keeps well inside it), ``W_j`` the most live workers
 during the wait (a worker identity is live from its first record to its exit) and ``L_U`` the largest
-work of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to it (the
-median, over the fault-free jobs, of their first execution's length less their scheduled duration), plus
+work of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to
+it (the median, over the fault-free jobs, of their first execution's length less their scheduled duration), plus
 the per-job claim-and-finish cost ``c`` (the median gap between two executions of one worker); a job
 carrying a fault counts its first execution's measured length instead of the first two (a hang holds its
 worker as long as it hangs). Counting work, not
