@@ -21,8 +21,8 @@ jobs 4x longer gave the hot tenant 0.32 s of work where work alone allowed 0.29 
 exceeds both. ``SLACK`` = 2 (a round-robin claim keeps well inside it), ``W_j`` the most live workers
 during the wait (a worker identity is live from its first record to its exit) and ``L_U`` the largest
 work of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to
-it (the median, over the fault-free jobs, of their first execution's length less their scheduled duration), plus
-the per-job claim-and-finish cost ``c`` (the median gap between two executions of one worker); a job
+it (the median, over the fault-free jobs, of their first execution's length less their scheduled
+duration), plus the per-job claim-and-finish cost ``c`` (the median gap between two executions of one worker); a job
 carrying a fault counts its first execution's measured length instead of the first two (a hang holds its
 worker as long as it hangs). Counting work, not
 seconds, makes the verdict immune to a loaded machine's hiccups, which stretch every wait alike: the
