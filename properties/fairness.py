@@ -22,17 +22,17 @@ exceeds both. ``SLACK`` = 2 (a round-robin claim keeps well inside it), ``W_j`` 
 during the wait (a worker identity is live from its first record to its exit) and ``L_U`` the largest
 work of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to
 it (the median, over the fault-free jobs, of their first execution's length less their scheduled
-duration), plus the per-job claim-and-finish cost ``c`` (the median gap between two executions of one worker); a job
-carrying a fault counts its first execution's measured length instead of the first two (a hang holds its
-worker as long as it hangs). Counting work, not
-seconds, makes the verdict immune to a loaded machine's hiccups, which stretch every wait alike: the
-search's shrinking ends on a flood that fails every time, not on a run a hiccup failed once (seconds, as
-first built, left 3 of 3 seeded searches flaky). The evidence gives the seconds: the wait, and the fair
-wait ``F_j`` -- when the fluid share ``integral of W(t)/n(t)`` from the enqueue reaches ``A_j``, with
-``n(t)`` the tenants with work queued as the run had them (:func:`fair_finishes`).
+duration), plus the per-job claim-and-finish cost ``c`` (the median gap between two executions of one
+worker); a job carrying a fault counts its first execution's measured length instead of the first two (a
+hang holds its worker as long as it hangs). Counting work, not seconds, makes the verdict immune to a
+loaded machine's hiccups, which stretch every wait alike: the search's shrinking ends on a flood that
+fails every time, not on a run a hiccup failed once (seconds, as first built, left 3 of 3 seeded searches
+flaky). The evidence gives the seconds: the wait, and the fair wait ``F_j`` -- when the fluid share
+``integral of W(t)/n(t)`` from the enqueue reaches ``A_j``, with ``n(t)`` the tenants with work queued as
+the run had them (:func:`fair_finishes`).
 
 Judged only under a declared tenant workload (``Schedule.workload``, ``--workload flood``): without one
-it is not judged, and its group ``fairness`` is outside the default gate (``properties.gate``), so the
+it is left out of the run's table (``properties.check``), and its group ``fairness`` is outside the default gate (``properties.gate``), so the
 FIFO designs, which hand a flood out first by design, keep passing the default searches.
 
 **Faults.** ``bounded-blast-radius`` counts the worker *processes* one poison job kills; this bound
