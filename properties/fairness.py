@@ -32,8 +32,9 @@ flaky). The evidence gives the seconds: the wait, and the fair wait ``F_j`` -- w
 the run had them (:func:`fair_finishes`).
 
 Judged only under a declared tenant workload (``Schedule.workload``, ``--workload flood``): without one
-it is left out of the run's table (``properties.check``), and its group ``fairness`` is outside the default gate (``properties.gate``), so the
-FIFO designs, which hand a flood out first by design, keep passing the default searches.
+it is left out of the run's table (``properties.check``), and its group ``fairness`` is outside the
+default gate (``properties.gate``), so the FIFO designs, which hand a flood out first by design, keep
+passing the default searches.
 
 **Faults.** ``bounded-blast-radius`` counts the worker *processes* one poison job kills; this bound
 counts the *service* other tenants lose. A crash loop lowers the live workers: it is judged by the
