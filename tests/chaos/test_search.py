@@ -93,8 +93,13 @@ def test_lease_fenced_overrun_fence_holds_but_effects_repeat(runner):
 def test_lease_heartbeat_overrun_holds_everything(runner):
     out, r = _search(runner, "lease-heartbeat", "overrun")
     assert out.counterexample is None, out.counterexample and out.counterexample.violated
-    assert all(x.status == "held" for x in r.values()), \
-        {n: x.evidence for n, x in r.items() if x.status != "held"}
+    # horizon may be unknown, never held, where a run ended before a sample saw a worker's session (a
+    # one-job run ends at the workers' idle marks in about 0.1 s at this time scale)
+    not_held = {n: x for n, x in r.items() if x.status != "held"}
+    assert set(not_held) <= {"horizon"}, {n: x.evidence for n, x in not_held.items()}
+    horizon = not_held.get("horizon")
+    assert horizon is None or (
+        horizon.status == "unknown" and "no worker session was sampled" in horizon.evidence), horizon
 
 
 def test_false_alarms_lease_heartbeat_under_in_job_faults(runner):

@@ -97,6 +97,7 @@ def test_jobs_table_has_no_tenant_policy(database):
 
 def test_fast_reset_empties_the_queue_and_keeps_invoices(database):
     with psycopg.connect(database.admin_dsn, autocommit=True) as conn:
+        db.reset(conn)  # the session's database: an earlier test on it may have left jobs
         conn.execute("insert into jobs (id) values (1), (2)")
         conn.execute("insert into job_runs (job_id, worker, attempt) values (1, 'w', 1)")
         seconds = db.reset(conn)
