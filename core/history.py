@@ -5,9 +5,8 @@ Sources: the execution log (the world: what each execution did, never rolled bac
 samples of ``pg_stat_activity`` and what a hosted library accepted. A history round-trips through
 JSON; properties are pure functions of it (``properties/``).
 
-Outcomes follow Jepsen: ``ok`` (finished and committed), ``fail`` (known not to have finished:
-an error, or fenced out), ``info`` (we do not know what it did: the process died, or the run
-ended under it).
+Outcomes follow Jepsen: ``ok`` (finished and committed), ``fail`` (known not to have finished: an error,
+or fenced out), ``info`` (we do not know what it did: the process died, or the run ended under it).
 """
 
 from __future__ import annotations
