@@ -63,7 +63,7 @@ class QueueDesign:
                 if not ran:
                     self.idle(ctx)
                     idle.mark(looked_at)
-                    ctx.sleep(ctx.poll)
+                    ctx.idle_sleep(ctx.poll)  # the supervisor may wake it (harness/supervisor/idle.py)
         finally:
             idle.close()
 

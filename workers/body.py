@@ -40,6 +40,7 @@ Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_te
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
+WAKE_SIGNAL = signal.SIGUSR2  # the supervisor's "look again now" to an idle worker (supervisor/idle.py)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class BodyContext(Protocol):
     lease: float
 
     def sleep(self, seconds: float) -> None: ...
+
+    def idle_sleep(self, seconds: float) -> None: ...
 
     def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None: ...
 

@@ -26,12 +26,16 @@ class LookedAgain:
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.last_record_t = float("-inf")  # the newest activity record's t (monotonic, any worker)
+        self._own_t: dict[str, float] = {}  # each worker's newest activity record's t
+        self._woken: object = None  # the newest activity the sleepers were last woken after
         self._tried: dict[str, float] | None = None  # the marks a pending query last found busy
 
     def saw(self, record: dict) -> None:
         """An execution-log record read: activity unless it is about a statement."""
         if record.get("event") not in NOT_ACTIVITY and isinstance(t := record.get("t"), float | int):
             self.last_record_t = max(self.last_record_t, float(t))
+            if isinstance(who := record.get("worker"), str):
+                self._own_t[who] = max(self._own_t.get(who, float("-inf")), float(t))
 
     def over(self, live: Iterable, quiet: Callable[[], bool]) -> bool:
         """Whether the run is over by the marks of *live* (the live workers); *quiet* is the
@@ -49,3 +53,20 @@ class LookedAgain:
             return False
         self._tried = marks
         return quiet()
+
+    def sleepers(self, live: Iterable, quiet: Callable[[], bool]) -> list:
+        """The live workers to wake now: none unless no worker is in a job, each writes marks, some
+        mark is older than the newest activity record and *quiet* (asked at most once per newest
+        record) says the run is quiet; then those whose mark is older than that record but newer
+        than their own last activity record -- between two looks, asleep."""
+        marks = []
+        for w in live:
+            mark = idlemark.read(self.run_dir, w.identity)
+            if w.current or mark is None:
+                return []
+            marks.append((w, mark))
+        asleep = [w for w, m in marks if self._own_t.get(w.identity, float("-inf")) < m <= self.last_record_t]
+        if not asleep or self._woken == self.last_record_t:
+            return []
+        self._woken = self.last_record_t
+        return asleep if quiet() else []

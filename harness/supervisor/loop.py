@@ -178,6 +178,10 @@ class Supervisor:
             if not down and self.looked_again.over([w for w in self.workers.values() if w.alive],
                                                    lambda: self._quiet(admin)):
                 return EndedBy.QUIESCENT
+            if not down:
+                for w in self.looked_again.sleepers([w for w in self.workers.values() if w.alive],
+                                                    lambda: self._quiet(admin)):
+                    w.wake()
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
                 return EndedBy.WORKERS_EXHAUSTED

@@ -23,7 +23,7 @@ from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
 from ...workers import statements
-from ...workers.body import STRIKE_SIGNAL, WorkerSpec, worker_error
+from ...workers.body import STRIKE_SIGNAL, WAKE_SIGNAL, WorkerSpec, worker_error
 from ...workers.context import WorkerContext
 from ...workers.design import DesignRun
 
@@ -95,6 +95,14 @@ class WorkerProcess:
         if self.alive:
             procs.killpg(self.pid, sig)
 
+    def wake(self) -> None:
+        """End its idle sleep now (``workers/base.py``); a worker not asleep finds it pending at its
+        next idle sleep, which then ends at once: one look sooner, nothing else."""
+        try:
+            os.kill(self.pid, WAKE_SIGNAL)
+        except ProcessLookupError:
+            pass
+
     def go(self, pid: int | None = None) -> None:
         """Let it go on from a strike point (the worker waits on :data:`STRIKE_SIGNAL`). *pid*: the
         process that logged the point -- the worker, or a child its library runs the job in (in the
@@ -132,7 +140,7 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL, WAKE_SIGNAL})  # WAKE: the idle sleep's
         # A connection the design's own code opens names this worker unless the code names itself:
         # the supervisor's pg_stat_activity samples tell worker sessions by application_name.
         os.environ["PGAPPNAME"] = spec.identity

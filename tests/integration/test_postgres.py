@@ -54,6 +54,21 @@ def test_local_server_runs_as_an_unprivileged_user(database):
         assert conn.execute("select count(*) from invoices").fetchone()[0] == db.INVOICES_TOTAL == 103_707
 
 
+def test_local_server_stores_one_scram_iteration_and_still_checks_the_password(database):
+    """The harness's own server (16+): verifiers of one PBKDF2 iteration, so a login is cheap; a
+    wrong password is still refused."""
+    with psycopg.connect(database.admin_dsn) as conn:
+        if conn.info.server_version < 160000 or not database.server.startswith("local "):
+            pytest.skip("the harness's own server of PostgreSQL 16+ only")
+        admin = conn.info.user
+        stored = dict(conn.execute("select rolname, rolpassword from pg_authid where rolname in (%s, %s)",
+                                   (admin, database.worker_role)).fetchall())
+    assert sorted(stored) == sorted({admin, database.worker_role})
+    assert {v.split("$")[1].split(":")[0] for v in stored.values()} == {"1"}, stored
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(dsn_backend.with_db(database.worker_dsn, password="not-it")).close()
+
+
 @pytest.mark.parametrize(("tenant", "expected"),
                          [(None, 0), (1, 20_000), (2, 10_000), (3, 6_666), (100, 200)])
 def test_worker_role_sees_only_its_tenant(database, tenant, expected):
