@@ -31,8 +31,8 @@ from .core import (
 )
 from .explain import explain
 
-__all__ = ["GROUPS", "HELD", "OPT_IN", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "check",
-           "gate", "not_judged_names", "undecided_names", "violated_names", "worst"]
+__all__ = ["GROUPS", "HELD", "OPT_IN", "PROPERTIES", "UNKNOWN", "VIOLATED", "Result", "aggregate", "applying",
+           "check", "gate", "not_judged_names", "undecided_names", "violated_names", "worst"]
 
 # Every property module registers its properties (``@decides(name, group=..., position=...)``) as it
 # is imported: all of them are imported above, so the registry is complete here.
@@ -84,6 +84,13 @@ def gate(fail_on: str | Iterable[str] | None = None,
     return tuple(n for n in PROPERTIES if n in chosen)
 
 
+def applying(*, replica: bool, workload: bool) -> list[str]:
+    """The properties that apply to a run, in order: a failover property only on the replicated back end
+    (properties/failover.py), the ``fairness`` group only under a declared tenant workload."""
+    return [n for n in PROPERTIES if (replica or n not in failover.REPLICA_ONLY)
+            and (workload or n not in GROUPS.get("fairness", ()))]
+
+
 def check(history: History, names: Iterable[str] | None = None) -> dict[str, Result]:
     """Run the named properties (all by default) on *history*, in the given order.
 
@@ -91,10 +98,8 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
     ``unknown`` with "could not decide: <ExcType>: <msg>" -- never held. Raises
     :class:`~core.errors.UsageError` for a name that is not a property, listing the known ones.
     """
-    if names is None:  # all, less those that do not apply to this run: a failover property only on the
-        # replicated back end (properties/failover.py), the fairness group only under a declared workload
-        names = [n for n in PROPERTIES if (n not in failover.REPLICA_ONLY or failover.replicated(history))
-                 and (n not in GROUPS.get("fairness", ()) or history.schedule.workload is not None)]
+    if names is None:
+        names = applying(replica=failover.replicated(history), workload=history.schedule.workload is not None)
     names = [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]
     if unknown_names:

@@ -109,13 +109,17 @@ class LeaseHeartbeat(LeaseFenced):
             # 2. the long part, outside any transaction
             ex.work()
             self.confirm_lease(hb, ex)
-            ex.effect()
-            ex.point("before-finish")
-            # 3. one short transaction: the job_runs row and the fenced finish together
-            with ex.finishing(started):
-                ex.point("after-insert")
-                self.finish(ex)
+            self.complete(ex, started)
         ex.finished()
+
+    def complete(self, ex, started) -> None:
+        """Step 3, under a confirmed lease: the side effect, then one short transaction with the job_runs
+        row and the fenced finish together. A subclass may finish otherwise (the planted bugs do)."""
+        ex.effect()
+        ex.point("before-finish")
+        with ex.finishing(started):
+            ex.point("after-insert")
+            self.finish(ex)
 
     def read(self, ex):
         """Step 1: the body's short reading transaction (:meth:`Execution.read_briefly`); returns the

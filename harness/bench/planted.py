@@ -253,18 +253,12 @@ class LateHandlerFailsFinished(LeaseHeartbeat):
 
     name = "planted-late-handler"
 
-    def work(self, ctx, ex) -> None:
-        ex.started(lease_until=ex.t_started + ctx.lease)
-        with self.heartbeat(ctx, ex) as hb:
-            started = self.read(ex)
-            ex.work()
-            self.confirm_lease(hb, ex)
-            ex.point("before-finish")
-            with ex.finishing(started):
-                ex.point("after-insert")
-                self.finish(ex)
-            ex.effect()  # after the commit: an error here comes after the job is done
-        ex.finished()
+    def complete(self, ex, started) -> None:
+        ex.point("before-finish")
+        with ex.finishing(started):
+            ex.point("after-insert")
+            self.finish(ex)
+        ex.effect()  # after the commit: an error here comes after the job is done
 
     def on_error(self, ctx, ex, exc) -> None:
         if not isinstance(exc, LeaseLost | FencedOut):
@@ -279,20 +273,14 @@ class SplitFinish(LeaseHeartbeat):
 
     name = "planted-split-finish"
 
-    def work(self, ctx, ex) -> None:
-        ex.started(lease_until=ex.t_started + ctx.lease)
-        with self.heartbeat(ctx, ex) as hb:
-            started = self.read(ex)
-            ex.work()
-            self.confirm_lease(hb, ex)
-            ex.effect()
-            ex.point("before-finish")
-            if ctx.mode.autocommit:
-                ex.conn.execute("begin")
-            ex.set_tenant()
-            ex.insert_finished_run(started)
-            ex.point("after-insert")
-            ex.conn.commit()  # the bug: the work is committed, the job not yet done
-            self.finish(ex)
-            ex.conn.commit()
-        ex.finished()
+    def complete(self, ex, started) -> None:
+        ex.effect()
+        ex.point("before-finish")
+        if ex.ctx.mode.autocommit:
+            ex.conn.execute("begin")
+        ex.set_tenant()
+        ex.insert_finished_run(started)
+        ex.point("after-insert")
+        ex.conn.commit()  # the bug: the work is committed, the job not yet done
+        self.finish(ex)
+        ex.conn.commit()

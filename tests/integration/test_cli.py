@@ -47,8 +47,7 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert (data["design"], data["tenant_mode"], data["faults"], data["examples"], data["seed"]) == (
         "lease", "local", ["crash"], 5, 3)
     # every property that applies: no failover's without a replica, no fairness without a workload
-    shown = [p for p in properties.PROPERTIES
-             if p not in properties.failover.REPLICA_ONLY and p not in properties.GROUPS["fairness"]]
+    shown = properties.applying(replica=False, workload=False)
     assert list(data["properties"]) == shown
     assert data["properties"]["terminal-states"]["status"] == "violated"
     # a violated row names the schedule its evidence comes from, shrunk for it, and its replay command

@@ -132,8 +132,8 @@ def test_the_properties_in_design_order():
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
         "success-final", "starvation-bound", "acknowledged-enqueue", "attempts-monotonic",
         "failover-recovers"]
-    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "aggregate", "worst", "HELD",
-                                       "VIOLATED", "UNKNOWN", "violated_names", "undecided_names",
+    assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "applying", "aggregate", "worst",
+                                       "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names",
                                        "not_judged_names", "gate", "GROUPS", "OPT_IN"}
 
 
