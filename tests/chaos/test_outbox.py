@@ -28,8 +28,12 @@ def test_a_relay_crash_after_the_send_redelivers_and_the_world_does_it_once(runn
     assert r["at-most-once-effects"].status == "held"
     assert "1 repeated send acknowledged, not done again" in r["at-most-once-effects"].evidence
     assert [j["status"] for j in h.jobs] == ["done", "done"]
-    assert all(x.status == "held" for x in r.values()), \
-        {n: x.evidence for n, x in r.items() if x.status != "held"}
+    # horizon may be unknown, never held, when the short run ended before a sample saw a worker's session
+    not_held = {n: x for n, x in r.items() if x.status != "held"}
+    assert set(not_held) <= {"horizon"}, {n: x.evidence for n, x in not_held.items()}
+    horizon = not_held.get("horizon")
+    assert horizon is None or (
+        horizon.status == "unknown" and "no worker session was sampled" in horizon.evidence), horizon
 
 
 @pytest.mark.parametrize(("design", "horizon"), [("lease-outbox", "held"), ("lease-heartbeat", "violated")])
