@@ -18,13 +18,14 @@ import psycopg
 from psycopg import sql
 
 from ...core import sqlfile
+from ...core.db import one
 from ...core.errors import UsageError
 from . import transitions
 
 Q = sqlfile.load(
     __file__, "schema.sql",
     "create_schema", "create_tables", "load_data", "enable_rls", "tenant_policy", "create_worker_role",
-    "grant_worker", "reset_queue", "final_runs", "search_path", "resolve",
+    "grant_worker", "reset_queue", "reset_lock", "reset_delete", "final_runs", "search_path", "resolve",
 )
 
 SCHEMA = "pgjc"  # the harness's tables' schema; the .sql files beside the code that sends them name it
@@ -140,13 +141,27 @@ def clash(conn: psycopg.Connection, exc: psycopg.Error, design: str, step: str) 
     return None
 
 
-def reset(conn: psycopg.Connection) -> float:
-    """Empty ``jobs`` and ``job_runs`` (invoices untouched). Returns the seconds it took.
+DEAD_ROWS = 5000  # rows a database's resets may leave dead before one truncates them away
+_dead: dict[tuple, int] = {}  # rows deleted since the last TRUNCATE, per database (host, port, name)
 
-    Hazard: TRUNCATE needs an ACCESS EXCLUSIVE lock; every worker of the previous run must be
-    gone (the supervisor kills them first), or this waits for them.
+
+def reset(conn: psycopg.Connection) -> float:
+    """Empty ``jobs``, ``job_runs``, ``job_map`` and ``job_transitions``, their counters back to 1
+    (invoices untouched). Returns the seconds it took.
+
+    By DELETE while few rows have been deleted since the last TRUNCATE (:data:`DEAD_ROWS`), else -- in
+    the same transaction -- by TRUNCATE: a search's runs each leave a handful of dead rows that
+    autovacuum and page pruning clear, and a run of thousands of jobs is truncated away at once.
+    Hazard: both wait for every transaction still writing these tables (the supervisor kills the
+    workers first; a backend whose worker died may still be finishing a statement).
     """
     t0 = time.perf_counter()
+    key = (conn.info.host, conn.info.port, conn.info.dbname)
     with conn.transaction():
-        conn.execute(Q.reset_queue)
+        conn.execute(Q.reset_lock)
+        deleted = one(conn.execute(Q.reset_delete))[0]
+        _dead[key] = _dead.get(key, 0) + deleted
+        if _dead[key] > DEAD_ROWS:
+            conn.execute(Q.reset_queue)
+            _dead[key] = 0
     return time.perf_counter() - t0

@@ -122,6 +122,23 @@ def test_fast_reset_empties_the_queue_and_keeps_invoices(database):
         assert seconds < 5  # a sanity bound only; the figure is printed by `python run.py bench`
 
 
+def test_reset_restarts_the_counters_and_truncates_after_many_rows(database):
+    with psycopg.connect(database.admin_dsn, autocommit=True) as conn:
+        db.reset(conn)
+        conn.execute("insert into job_runs (job_id, worker, attempt) values (1, 'w', 1), (2, 'w', 1)")
+        conn.execute("insert into jobs (id) values (1)")  # the trigger logs it in job_transitions
+        db.reset(conn)
+        conn.execute("insert into jobs (id) values (7)")
+        assert conn.execute("insert into job_runs (job_id, worker, attempt) values (7, 'w', 1) returning id"
+                            ).fetchone()[0] == 1  # RESTART IDENTITY's counters, by setval
+        assert conn.execute("select seq from pgjc.job_transitions").fetchall() == [(1,)]
+        key = (conn.info.host, conn.info.port, conn.info.dbname)
+        conn.execute("insert into jobs (id) select generate_series(100, 100 + %s)", (db.DEAD_ROWS,))
+        db.reset(conn)  # more rows deleted than DEAD_ROWS: truncated in the same transaction
+        assert db._dead[key] == 0
+        assert conn.execute("select pg_relation_size('pgjc.jobs')").fetchone()[0] == 0  # new, empty file
+
+
 def _fingerprint(dsn: str) -> str:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("select id, payload from precious order by id").fetchall()
