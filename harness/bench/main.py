@@ -164,7 +164,8 @@ def command(args, progress) -> int:
     with provision(args.server) as database, Runner(database) as runner:
         print(f"PostgreSQL: {database.server}", file=out)
         resets = [db.reset(runner.admin) for _ in range(10 if args.quick else 50)]
-        print(f"database reset (delete from jobs, job_runs, ...; a truncate every {db.DEAD_ROWS} rows): median {statistics.median(resets) * 1000:.2f} ms",
+        print(f"database reset (delete from jobs, job_runs, ...; a truncate every {db.DEAD_ROWS} rows): "
+              f"median {statistics.median(resets) * 1000:.2f} ms",
               file=out)
 
         five = Schedule(jobs=tuple(JobSpec(i, tenant=i) for i in range(1, 6)), workers=2, design="lease",

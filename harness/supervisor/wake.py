@@ -13,11 +13,12 @@ once and refills one per :data:`MIN_GAP` (at most 200 a second, sustained), and 
 loop is read :data:`COALESCE` later, with the rest of its burst (a job's end writes four or five records
 within a millisecond: one wake-up, not five). A fixed gap after every wake-up cost the end of each run
 two gaps (settle 8-10 ms of a ~90 ms fault-free example, now ~3): the last job's record, then the idle
-marks, each came just after a wake-up. A strike at a point waits the extra millisecond. Hazard: closing an inotify
-instance waits for a kernel grace period (~17 ms measured here, a sixth of a fault-free example): one
-instance serves every run of a process, each run adding a watch on its own directory (the kernel drops
-it when the directory is removed). A forked process (a slot) makes its own: sharing one, two
-processes would read each other's events.
+marks, each came just after a wake-up. A strike at a point waits the extra millisecond.
+
+Hazard: closing an inotify instance waits for a kernel grace period (~17 ms measured here, a sixth of a
+fault-free example): one instance serves every run of a process, each run adding a watch on its own
+directory (the kernel drops it when the directory is removed). A forked process (a slot) makes its own:
+sharing one, two processes would read each other's events.
 """
 
 from __future__ import annotations
