@@ -8,6 +8,7 @@ module's docstring; anything else that names the setting in a way it cannot read
 
 from __future__ import annotations
 
+import functools
 import re
 
 UNSET = ""  # the setting absent or reset: current_setting(name, true) says null or ''
@@ -22,6 +23,7 @@ _CAST = re.compile(r"\s*::\s*\w+\s*$")
 _LITERAL = re.compile(r"[eE]?'((?:[^']|'')*)'")
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every statement a worker sends: the same few texts
 def mentions(text: str, name: str) -> bool:
     """Whether *text* may change the setting or end a transaction (the cheap test before parsing)."""
     low = text.lower()
@@ -206,6 +208,7 @@ def _set_value(stmt: str, lowered: str) -> str | None:
     return UNKNOWN  # a list, or something else SET takes
 
 
+@functools.lru_cache(maxsize=256)  # every BEGIN and COMMIT a worker's connections send
 def transaction_command(low: str) -> tuple[str, str | None] | None:
     """``("end", "commit"|"rollback")``, ``("savepoint"|"release"|"rollback-to", name)`` for a
     transaction command (*low*: lower case, whitespace collapsed), else None."""

@@ -114,6 +114,12 @@ class Execution:
     def _log(self, event: str, **fields) -> None:
         self.ctx.log.write(event, job=self.job.id, attempt=self.job.attempt, **fields)
 
+    def _ended(self) -> None:
+        """Its end record is written: the context stops logging statements as this execution's."""
+        ended = getattr(self.ctx, "execution_ended", None)  # a context of the body's own tests has none
+        if ended is not None:
+            ended()
+
     # --- steps -----------------------------------------------------------------------------------
     def started(self, **fields) -> None:
         self._log(LogEvent.STARTED, tenant=self.job.tenant, fault=self.job.fault, **fields)
@@ -235,10 +241,12 @@ class Execution:
     # --- outcomes --------------------------------------------------------------------------------
     def finished(self) -> None:
         self._log(LogEvent.FINISHED, points=self.reached)
+        self._ended()
 
     def fenced(self) -> None:
         """The finish matched no row: another worker holds the job now; our transaction rolled back."""
         self._log(LogEvent.FENCED, points=self.reached)
+        self._ended()
 
     def failed(self, exc: BaseException) -> None:
         """The execution failed. Its record carries the time the body raised (:attr:`left`, when the worker
@@ -246,6 +254,7 @@ class Execution:
         already have let another worker claim and start the job (a 0.00 s ``no-overlap`` seen under load)."""
         when = {"t": self.left[0], "wall": self.left[1]} if self.left is not None else {}
         self._log(LogEvent.FAILED, error=describe(exc), points=self.reached, **when)
+        self._ended()
 
 
 def inherited_tenant(me: str) -> sql.Composed:

@@ -90,6 +90,9 @@ class WorkerContext:
         statements.set_current(job)  # the job this thread's statements belong to from now on
         return Execution(self, conn, job)
 
+    def execution_ended(self) -> None:
+        statements.ended()  # its job stays current for the points; no more tenant-statement records
+
     def wait_for_supervisor(self, job: Claimed, point: str, backend: int | None) -> None:
         """Tell the supervisor we are at *point* and wait for its go. Hazard: the go is a process-wide
         signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,

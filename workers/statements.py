@@ -74,6 +74,14 @@ def set_current(job) -> None:
     """The job this thread now runs (kept after it ends: the job it last ran)."""
     _local.job = job
     _local.logged = set()  # the (statement, value) pairs logged for this execution
+    _local.open = True  # its statements are logged with their tenant until it ends
+
+
+def ended() -> None:
+    """The execution this thread ran has written its end record: its job stays current (the points of
+    the next claim are keyed by it), but nothing more is logged as its statement -- the history keeps
+    only those before the end (``core/statement_tenants.py``), a record a job was one write too many."""
+    _local.open = False
 
 
 def current():
@@ -104,6 +112,12 @@ def _name_of(text: str, _names: int) -> str | None:
     return PREFIX + (name if name is not None else hashlib.sha1(key.encode()).hexdigest()[:8])
 
 
+@functools.lru_cache(maxsize=4096)
+def _after_point(point: str) -> str:
+    """The point once *point*'s statement has its reply (one string per point, not one per statement)."""
+    return point + AFTER
+
+
 def _from_body() -> bool:
     """Whether the statement comes from the job body (the first frame outside psycopg is in it)."""
     f: FrameType | None = sys._getframe(3)
@@ -122,12 +136,13 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
     body = _from_body()
     text = _text(query)
     try:
-        found = _changes(ctx, cursor, query, text, params, many) if text is not None else None
+        found = (tenant_track.statement_changes(ctx.spec.tenant_setting.lower(), cursor.connection, query,
+                                                text, params, many) if text is not None else None)
     except Exception:  # noqa: BLE001 - Hazard: never raise into the user's statement; say unknown
         found = [("unknown", tenant_track.UNKNOWN)]
     if text is None:
         return None, found
-    point = name_of(query)
+    point = _name_of(text, len(NAMES))
     if point is not None:  # the COMMIT point's name: the transaction's last named statement, the body's too
         setattr(cursor.connection, _LAST, point)
     elif normalized(text).lower() == "commit" and not body:  # a COMMIT sent as a statement
@@ -135,7 +150,7 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
     if body:
         return None, found
     job = current()
-    if job is not None and not found:
+    if job is not None and not found and getattr(_local, "open", True):
         _log_statement(ctx, cursor, job, text)
     return ((point, job) if point is not None else None), found
 
@@ -182,21 +197,6 @@ def _arrive(conn, point: str, job) -> None:
         fault.strike(None)  # the worker ends here (crash: os._exit)
 
 
-def _changes(ctx, cursor, query, text: str, params, many: bool) -> list | None:
-    """What the statement does to the tenant setting (None: nothing); the cheap test first."""
-    name = ctx.spec.tenant_setting.lower()
-    if not tenant_track.mentions(text, name):
-        return None
-    full = text if isinstance(query, str) else tenant_track.text_of(query, cursor.connection)
-    if full is None:
-        return None
-    if many:  # Hazard: a generator of parameters is the user's to consume: its changes are unknown
-        if not isinstance(params, list | tuple):
-            return tenant_track.changes(full, name) or None  # its placeholders unread: unknown values
-        return [c for p in params for c in tenant_track.changes(full, name, p)] or None
-    return tenant_track.changes(full, name, params) or None
-
-
 def _log_statement(ctx, cursor, job, text: str) -> None:
     """One ``tenant-statement`` record per execution, statement and value in force. Behind a
     transaction pooler none unless the value was set in the statement's own transaction: between
@@ -237,8 +237,8 @@ def _wrap_sync(method, many: bool):
             _arrive(self.connection, *hit)
         result = method(self, query, *args, **kwargs)
         _after(self, found)
-        if hit is not None and _stops(hit[0] + AFTER, hit[1]):
-            _arrive(self.connection, hit[0] + AFTER, hit[1])
+        if hit is not None and _stops(after := _after_point(hit[0]), hit[1]):
+            _arrive(self.connection, after, hit[1])
         return result
     return execute
 
@@ -251,8 +251,8 @@ def _wrap_async(method, many: bool):
             await asyncio.to_thread(_arrive, self.connection, *hit)  # never on the event loop's thread
         result = await method(self, query, *args, **kwargs)
         _after(self, found)
-        if hit is not None and _stops(hit[0] + AFTER, hit[1]):
-            await asyncio.to_thread(_arrive, self.connection, hit[0] + AFTER, hit[1])
+        if hit is not None and _stops(after := _after_point(hit[0]), hit[1]):
+            await asyncio.to_thread(_arrive, self.connection, after, hit[1])
         return result
     return execute
 
@@ -270,8 +270,8 @@ def _wrap_command(method):
             tenant_track.command(self, command)
             if command in (b"COMMIT", b"ROLLBACK"):
                 setattr(self, _LAST, None)
-        if commit and _stops(point + AFTER, job):
-            _arrive(self, point + AFTER, job)
+        if commit and _stops(after := _after_point(point), job):
+            _arrive(self, after, job)
         return result
     return _exec_command
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pg_job_chaos.core import setting_sql
 from pg_job_chaos.core.sqlfile import NAMES
-from pg_job_chaos.workers import statements
+from pg_job_chaos.workers import statements, tenant_track
 
 SET = "select set_config('app.tenant', %(tenant)s, %(local)s);"
 
@@ -37,3 +37,24 @@ def test_a_name_registered_later_renames_a_statement_seen_before():
         assert statements.name_of(text) == "sql:probe.speed"
     finally:
         NAMES.pop(text, None)
+
+
+def test_a_composed_statement_of_literals_is_judged_by_its_template():
+    """The body's inherited-tenant read has a new literal per execution: judged once, by its template,
+    when no literal's value could make it change the setting -- and rendered when one could."""
+    from psycopg import sql
+
+    other = sql.SQL("select set_config('pgjc.last', {}, false)").format(sql.Literal("w1.0 5 1"))
+    ours = sql.SQL("select set_config('app.tenant', {}, false)").format(sql.Literal("5"))
+    named = sql.SQL("select set_config({}, '5', false)").format(sql.Literal("app.tenant"))
+    split = sql.SQL("select set_config('pgjc.last', {}, false)").format(sql.Literal("a;b"))
+    ident = sql.SQL("set {} to '5'").format(sql.Identifier("app.tenant"))
+    assert tenant_track.literals_only(other) and tenant_track.literals_only(ours)
+    assert tenant_track.literals_only(named)
+    assert not tenant_track.literals_only(split) and not tenant_track.literals_only(ident)
+    assert not tenant_track.literals_only("select 1")
+    for q in (other, ours, named):  # empty for the template exactly when empty for the rendering
+        template = setting_sql.changes(statements._text(q), "app.tenant", None)
+        rendered = setting_sql.changes(q.as_string(None), "app.tenant", None)
+        assert (template == []) == (rendered == []), q
+    assert setting_sql.changes(statements._text(other), "app.tenant", None) == []
