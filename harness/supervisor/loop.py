@@ -46,11 +46,9 @@ MIN_SAMPLE_EVERY = 0.02  # seconds: never sample faster than this
 LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core/logs.py)
 # After a restart fault, psycopg_pool retries a failed connection after 1, 2 and 4 s (its
 # AttemptWithBackoff, jittered): a server still in crash recovery at the first retry costs a worker up
-# to 7 s without a connection. No stall is declared that soon after the server started again.
+# to 7 s without a connection. No stall is declared that soon after the server started again (behind
+# PgBouncer, add its server_login_retry: a worker waits that long if its first try after the restart failed).
 POOL_RECOVERY = 8.0
-# Behind PgBouncer, add its server_login_retry: a worker waits that long for a server connection if
-# PgBouncer's first try after the restart failed.
-
 
 # Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
 # within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
@@ -104,6 +102,7 @@ class Supervisor:
         self._janitor_keys: dict[str, str] = {}
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
         self.looked_again = LookedAgain(self.run_dir)  # the sooner end (idle.py)
+        self.next_sample, self._sampled_a_job = 0.0, False  # when to sample pg_stat_activity next
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -154,7 +153,10 @@ class Supervisor:
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
         limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
         deadline, stall = t0 + self.s.seconds(limit), self.s.seconds(quiet)
-        next_sample = next_check = next_merge = last_activity = t0
+        next_merge = last_activity = t0
+        # Not at t0 (no worker session yet, the queue full): the first job's start samples (_on_record)
+        next_check = t0 + self.poll
+        self.next_sample = t0 + self.sample_every
         quiet_since = None
         while True:
             now = time.monotonic()
@@ -167,9 +169,9 @@ class Supervisor:
             self.strikes.run_due(now)
             self._restart_due(now)
             down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
-            if now >= next_sample and not down:
+            if now >= self.next_sample and not down:
                 self.samples += admin.sample(now, self.workers)
-                next_sample = now + self.sample_every
+                self.next_sample = now + self.sample_every
             if now >= next_check and not down:
                 next_check = now + self.poll
                 quiet_since = (quiet_since or now) if self._quiet(admin) else None
@@ -272,6 +274,8 @@ class Supervisor:
                 log.warning("%s wrote an execution-log record the history cannot read: %s", who, why)
             return
         if ev == LogEvent.STARTED:
+            if not self._sampled_a_job:  # the first job under way: sample at once
+                self._sampled_a_job, self.next_sample = True, 0.0
             w.current[r["job"]] = r.get("attempt")
             w.job_pids[r["job"]] = r.get("pid")
         elif ev in TERMINAL_EVENTS:

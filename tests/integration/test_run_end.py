@@ -76,3 +76,14 @@ def test_idle_mark_round_trip(tmp_path):
     mark.mark(13.25)
     mark.close()
     assert idlemark.read(tmp_path, "w1.0") == 13.25
+
+
+def test_the_first_sample_waits_for_a_job_and_sees_its_worker(runner):
+    """pg_stat_activity is not sampled while the workers start (no worker session exists yet: the sample
+    saw nothing and slowed their start), but as soon as the first job has started -- so even a run over
+    in less than one sampling period has sampled a worker session (the horizon property's evidence)."""
+    s = Schedule(jobs=(JobSpec(1, tenant=1, duration=0.05),), workers=1, design="lease", time_scale=0.2)
+    h = runner.run(s)
+    first_start = min(r["t"] for r in h.records if r["event"] == "started")
+    assert h.samples and min(x["t"] for x in h.samples) >= first_start
+    assert any(x["role"] == "worker" for x in h.samples)
