@@ -113,8 +113,13 @@ def test_the_transaction_path_fault_free_and_a_transient_raise(runner):
         (1, "done", 1), (2, "done", 1), (3, "done", 1), (4, "done", 1), (5, "done", 2)]
     assert sorted((x["job_id"], x["attempt"]) for x in h.runs) == [(1, 1), (2, 1), (3, 1), (4, 1), (5, 2)]
     # completeJobs dates the completion now(): the finishing transaction's start, before the body that
-    # commits it ends -- so no execution explains it (properties/library.py): unknown, a limitation.
-    assert r["library-one-finish"].status == "unknown", r["library-one-finish"].evidence
+    # commits it ends -- a body ending more than SLACK (5 ms) later leaves it unexplained
+    # (properties/library.py): unknown, a limitation; one ending sooner is attributed, held. Which of
+    # the two is the machine's timing (held in 2 of 8 runs before issue 36's speed work, 3 of 8 after).
+    one = r["library-one-finish"]
+    assert one.status in ("unknown", "held"), one.evidence
+    if one.status == "unknown":
+        assert "that no execution of the job explains" in one.evidence, one.evidence
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
 
 
