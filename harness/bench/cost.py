@@ -1,6 +1,8 @@
-"""What a design costs per job, measured without the supervisor: ``run.py bench`` prints it.
+"""What a design costs per job: ``run.py bench`` prints it.
 
-One worker runs the design's own loop in this process (no fork, no ``pg_stat_activity`` sampling,
+:func:`per_job_ratio`: the harness against :func:`bare_loop` (the lease design's statements in one
+process), wall clock and the client's CPU. :func:`design_cost`: without the supervisor -- one worker
+runs the design's own loop in this process (no fork, no ``pg_stat_activity`` sampling,
 no quiescence checks) over fault-free jobs of zero duration, so the database's transaction
 counter sees the design's transactions and nothing else of ours:
 
@@ -16,6 +18,7 @@ counter sees the design's transactions and nothing else of ours:
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import tempfile
 import time
@@ -31,8 +34,10 @@ from ...core.events import LogEvent
 from ...core.execlog import path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
-from ...workers.body import WorkerSpec
+from ...workers.body import Q as BODY
+from ...workers.body import WorkerSpec, inherited_tenant
 from ...workers.context import WorkerContext
+from ...workers.lease import Q as LEASE
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
 SETTLE_PAUSE = 0.6  # seconds: PostgreSQL flushes a backend's statistics at most once a second
@@ -83,3 +88,55 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
     return {"jobs": done, "latency_ms": (max(ends) - min(starts)) / max(1, done) * 1000,
             "execution_ms": statistics.median(e - s for s, e in zip(starts, ends, strict=False)) * 1000,
             "transactions": (after - before) / max(1, done)}
+
+
+def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
+    """The lease design's statements for *jobs* jobs in one process: seconds per job."""
+    with psycopg.connect(dsn, **connect) as conn:
+        t0 = time.perf_counter()
+        for _ in range(jobs):
+            job_id, tenant, attempt, _payload = one(conn.execute(LEASE.claim, {"lease": lease}))
+            conn.commit()
+            conn.execute(inherited_tenant(f"bare {job_id} {attempt}")).fetchone()
+            conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
+            run = one(conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}))[0]
+            conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()
+            conn.execute(LEASE.finish, {"id": job_id})
+            conn.execute(BODY.finish_run, {"run": run})
+            conn.commit()
+        return (time.perf_counter() - t0) / jobs
+
+
+def per_job_ratio(runner, database, sched: Schedule, out, pairs: int = 5) -> None:
+    """The harness's fault-free run of *sched* (one worker) against :func:`bare_loop`, alternating
+    *pairs* times: the median wall-clock ratio per job (the issue's figure: steady state, first start to
+    last finish), and beside it the client's CPU per job -- the forked worker's (its start included,
+    from the reaped children's rusage) against the bare loop's -- which the scheduler's placement of
+    client and backend on 2 vCPUs does not move by +-20% as it does the wall clock."""
+    jobs = len(sched.jobs)
+    ratios, cpu = [], []
+    for _ in range(pairs):  # alternate, and take the median: this machine is noisy
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        h = runner.run(sched)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        starts = [r["t"] for r in h.records if r["event"] == "started"]
+        ends = [r["t"] for r in h.records if r["event"] == "finished"]
+        harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
+        runner.prepare(sched)
+        # Behind a pooler, the prepared statements of earlier clients are still on its server sessions
+        unprepared = {"prepare_threshold": None} if database.pooler else {}
+        p0 = time.process_time()
+        bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease), **unprepared)
+        bare_cpu = (time.process_time() - p0) / jobs
+        worker_cpu = (c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime) / jobs
+        ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
+        cpu.append((worker_cpu / bare_cpu, worker_cpu, bare_cpu))
+    ratio, harness_per_job, bare, whole = sorted(ratios)[len(ratios) // 2]
+    print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of {pairs} alternating pairs): harness "
+          f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), "
+          f"bare psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.10x; all: "
+          f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
+    c_ratio, worker_cpu, bare_cpu = sorted(cpu)[len(cpu) // 2]
+    print(f"  client CPU per job: the forked worker {worker_cpu * 1000:.3f} ms (its start included), "
+          f"the bare loop {bare_cpu * 1000:.3f} ms: {c_ratio:.2f}x "
+          f"(all: {', '.join(f'{r[0]:.2f}x' for r in cpu)})", file=out)

@@ -19,15 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import psycopg
-
-from ...core.db import one
 from ...core.schedule import JobSpec, Schedule
 from ...faults import parse_faults
 from ...workers import load_design
-from ...workers.body import Q as BODY
-from ...workers.body import inherited_tenant
-from ...workers.lease import Q as LEASE
 from .. import scales
 from ..engine.search import search
 from ..postgres import dataset as db
@@ -38,7 +32,7 @@ from . import findings as bench_findings
 from . import libraries as bench_libraries
 from . import matrix as bench_matrix
 from . import profile
-from .cost import design_cost
+from .cost import bare_loop, design_cost, per_job_ratio
 
 CASES = [  # (design, faults, tenant mode) from the acceptance list of the search issue
     ("one-transaction", "crash", "local"), ("one-transaction", "raise", "local"),
@@ -48,23 +42,6 @@ CASES = [  # (design, faults, tenant mode) from the acceptance list of the searc
 ]
 
 COST_DESIGNS = ("lease-heartbeat", "lease-outbox")  # the recommendation, and what the outbox costs on top
-
-
-def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
-    """The lease design's statements for *jobs* jobs in one process: seconds per job."""
-    with psycopg.connect(dsn, **connect) as conn:
-        t0 = time.perf_counter()
-        for _ in range(jobs):
-            job_id, tenant, attempt, _payload = one(conn.execute(LEASE.claim, {"lease": lease}))
-            conn.commit()
-            conn.execute(inherited_tenant(f"bare {job_id} {attempt}")).fetchone()
-            conn.execute(BODY.set_tenant, {"tenant": str(tenant), "local": True})
-            run = one(conn.execute(BODY.insert_run, {"job": job_id, "worker": "bare", "attempt": attempt}))[0]
-            conn.execute(BODY.read_invoices, {"tenant": tenant}).fetchone()
-            conn.execute(LEASE.finish, {"id": job_id})
-            conn.execute(BODY.finish_run, {"run": run})
-            conn.commit()
-        return (time.perf_counter() - t0) / jobs
 
 
 def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
@@ -181,22 +158,7 @@ def command(args, progress) -> int:
         sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0)
                                     for i in range(1, jobs + 1)),
                          workers=1, design="lease", time_scale=scale)
-        ratios = []
-        for _ in range(5):  # alternate, and take the median: this machine is noisy
-            h = runner.run(sched)
-            starts = [r["t"] for r in h.records if r["event"] == "started"]
-            ends = [r["t"] for r in h.records if r["event"] == "finished"]
-            harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
-            runner.prepare(sched)
-            # Behind a pooler, the prepared statements of earlier clients are still on its server sessions
-            unprepared = {"prepare_threshold": None} if database.pooler else {}
-            bare = bare_loop(database.worker_dsn, jobs, sched.seconds(sched.timing.lease), **unprepared)
-            ratios.append((harness_per_job / bare, harness_per_job, bare, (h.t1 - h.t0) / jobs))
-        ratio, harness_per_job, bare, whole = sorted(ratios)[len(ratios) // 2]
-        print(f"per fault-free job ({jobs} jobs, 1 worker, lease; median of 5 alternating pairs): harness "
-              f"{harness_per_job * 1000:.3f} ms (whole run incl. fork and settle {whole * 1000:.3f} ms), "
-              f"bare psycopg loop {bare * 1000:.3f} ms: {ratio:.2f}x (goal <= 1.10x; all: "
-              f"{', '.join(f'{r[0]:.2f}x' for r in ratios)})", file=out)
+        per_job_ratio(runner, database, sched, out)
 
         if database.pooler is not None:
             pooler_overhead(runner, database, jobs, sched.seconds(sched.timing.lease), out)

@@ -87,3 +87,22 @@ def test_the_first_sample_waits_for_a_job_and_sees_its_worker(runner):
     first_start = min(r["t"] for r in h.records if r["event"] == "started")
     assert h.samples and min(x["t"] for x in h.samples) >= first_start
     assert any(x["role"] == "worker" for x in h.samples)
+
+
+def test_the_per_job_ratio_prints_the_wall_clock_and_the_clients_cpu(runner, database):
+    """run.py bench's per-job figure: the issue's wall-clock ratio and, beside it, the client's CPU per job
+    (the forked worker's, from its reaped rusage, against the bare loop's): both measured, both > 0."""
+    import io
+    import re
+
+    from pg_job_chaos.harness.bench import cost
+
+    out = io.StringIO()
+    s = Schedule(jobs=tuple(JobSpec(i, tenant=i, duration=0.0) for i in range(1, 21)), workers=1,
+                 design="lease", time_scale=0.2)
+    cost.per_job_ratio(runner, database, s, out, pairs=1)
+    text = out.getvalue()
+    wall = re.search(r"harness ([\d.]+) ms .* bare psycopg loop ([\d.]+) ms: ([\d.]+)x", text)
+    cpu = re.search(r"forked worker ([\d.]+) ms .* the bare loop ([\d.]+) ms: ([\d.]+)x", text)
+    assert wall and cpu, text
+    assert all(float(x) > 0 for x in (*wall.groups(), *cpu.groups())), text
