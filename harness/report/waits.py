@@ -61,7 +61,8 @@ def lines(data: dict | None) -> list[str]:
     if b:
         waited = "waited" if b["started"] else "never started in"
         hot = b["hot_tenant"]
-        out.append(f"  longest behind the hot tenant {hot}: tenant {b['tenant']}'s job {b['job']} {waited} "
+        whose = f"tenant {b['tenant']}'s job" if b["tenant"] is not None else "the system job (no tenant)"
+        out.append(f"  longest behind the hot tenant {hot}: {whose} {b['job']} {waited} "
                    f"{b['wait']:.3f} s while tenant {hot} started {b['hot_jobs_started']} jobs")
     return out
 

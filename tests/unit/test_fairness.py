@@ -164,6 +164,9 @@ def test_the_figures_of_a_flood():
     assert lines[-1].endswith("tenant 100's job 11 waited 10.000 s while tenant 1 started 10 jobs")
     shown = report_waits.plot({"run": "this run", **s})
     assert shown is not None and shown["src"].startswith("data:image/png;base64,")
+    # a job of no tenant behind the hot one is named as such, not "tenant None's"
+    system = report_waits.lines({"run": "this run", **s, "behind_hot": {**s["behind_hot"], "tenant": None}})
+    assert system[-1].endswith("the system job (no tenant) 11 waited 10.000 s while tenant 1 started 10 jobs")
 
 
 def test_a_workload_saves_as_its_parameters_and_replays_the_same():
