@@ -12,6 +12,7 @@ Protocol: one JSON object per line, ``{"op": ..., "key": ..., ...}``; ``forget``
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -90,8 +91,11 @@ class Janitor:
         return self._stdin.fileno()
 
     def register(self, op: str, **fields) -> str:
+        # Hazard: a forked process (a slot) keeps this object, its counter and the pipe: a key of the
+        # counter alone was made twice, by the slot and by its parent, and the slot's forget dropped the
+        # parent's registration -- a harness killed then left that slot's run directory (one a CI run).
         self._n += 1
-        key = f"{op}-{self._n}"
+        key = f"{op}-{os.getpid()}-{self._n}"
         self._send({"op": op, "key": key, **fields})
         return key
 
