@@ -30,19 +30,26 @@ from .body import Claimed
 from .lease import Lease
 
 Q = sqlfile.load(__file__, "fair.sql", "create_turn", "create_queue_index", "create_running_index",
-                 "grant_turn", "reset_turn",
+                 "create_views", "grant_views", "grant_turn", "reset_turn",
                  "claim_round_robin", "cap_candidate", "cap_lock", "cap_claim")
 
 CAP_LOCK_CLASS = 0x6A63  # the advisory lock's first key: "jc"; the second is the tenant key
 CAP_TRIES = 3  # candidate tenants tried per claim before the worker polls again
 
 
+def _install_views(conn, worker_role: str) -> None:
+    """The queue index and the views both fair designs' claims read (fair.sql: create_views)."""
+    conn.execute(Q.create_queue_index)
+    conn.execute(Q.create_views)
+    conn.execute(sql.SQL(Q.grant_views).format(worker=sql.Identifier(worker_role)))
+
+
 class LeaseRoundRobin(Lease):
     name = "lease-round-robin"
 
     def install(self, conn, *, worker_role: str) -> None:
+        _install_views(conn, worker_role)
         conn.execute(Q.create_turn)
-        conn.execute(Q.create_queue_index)
         conn.execute(sql.SQL(Q.grant_turn).format(worker=sql.Identifier(worker_role)))
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
@@ -70,7 +77,7 @@ class LeaseTenantCap(Lease):
             raise UsageError(f"--design-option cap={cap}: expected a whole number of at least 1")
 
     def install(self, conn, *, worker_role: str) -> None:
-        conn.execute(Q.create_queue_index)
+        _install_views(conn, worker_role)
         conn.execute(Q.create_running_index)
 
     def claim(self, ctx, conn):

@@ -24,6 +24,26 @@ create index if not exists jobs_tenant_queue on pgjc.jobs (coalesce(tenant_id, 0
 create index if not exists jobs_tenant_running on pgjc.jobs (coalesce(tenant_id, 0))
  where status = 'running';
 
+-- name: create_views
+-- What every fair claim reads, defined once: a tenant key's claimable jobs (queued, or running with its
+-- lease expired, attempts left) and its live leases. Plain views: the planner flattens them into each
+-- claim (the same plans as the predicates written out, the partial indexes above included), and
+-- `for update skip locked` through claimable_jobs locks the jobs' rows.
+create or replace view pgjc.claimable_jobs as
+select id, coalesce(tenant_id, 0) as tenant_key
+  from pgjc.jobs
+ where status in ('queued', 'running')
+   and (status = 'queued' or locked_until < clock_timestamp())
+   and attempts < max_attempts;
+create or replace view pgjc.live_leases as
+select id, coalesce(tenant_id, 0) as tenant_key
+  from pgjc.jobs
+ where status = 'running' and locked_until >= clock_timestamp();
+
+-- name: grant_views
+-- The ordinary worker role (filled in with psycopg.sql.Identifier): the views, to read and lock.
+grant select, update on pgjc.claimable_jobs, pgjc.live_leases to {worker};
+
 -- name: grant_turn
 -- The ordinary worker role (filled in with psycopg.sql.Identifier): read and move the turn.
 grant select, update on pgjc.tenant_turn to {worker};
@@ -51,12 +71,7 @@ picked as (
             union all
             (select t.id from tenants t where t.id <= (select tenant from turn) order by t.id)) k
      cross join lateral (
-            select id from jobs
-             where coalesce(tenant_id, 0) = k.tenant
-               and status in ('queued', 'running')
-               and (status = 'queued' or locked_until < clock_timestamp())
-               and attempts < max_attempts
-             order by id limit 1
+            select id from claimable_jobs where tenant_key = k.tenant order by id limit 1
                for update skip locked) j
      limit 1),
 moved as (update tenant_turn set tenant = (select tenant from picked) where exists (select from picked))
@@ -73,17 +88,9 @@ returning id, tenant_id, attempts, payload;
 -- in the running index, then a sort of the heads -- it grows with the tenants, not with the queue.
 select k.tenant
   from (select 0 as tenant union all select id from tenants) k
- cross join lateral (
-        select id from jobs
-         where coalesce(tenant_id, 0) = k.tenant
-           and status in ('queued', 'running')
-           and (status = 'queued' or locked_until < clock_timestamp())
-           and attempts < max_attempts
-         order by id limit 1) j
+ cross join lateral (select id from claimable_jobs where tenant_key = k.tenant order by id limit 1) j
  where k.tenant <> all(%(skip)s::int[])
-   and (select count(*) from jobs r
-         where coalesce(r.tenant_id, 0) = k.tenant
-           and r.status = 'running' and r.locked_until >= clock_timestamp()) < %(cap)s
+   and (select count(*) from live_leases r where r.tenant_key = k.tenant) < %(cap)s
  order by j.id limit 1;
 
 -- name: cap_lock
@@ -98,14 +105,7 @@ select pg_try_advisory_xact_lock(%(lock_class)s::int, %(tenant)s::int);
 update jobs
    set status = 'running', attempts = attempts + 1,
        locked_until = clock_timestamp() + make_interval(secs => %(lease)s)
- where id = (select id from jobs
-              where coalesce(tenant_id, 0) = %(tenant)s
-                and status in ('queued', 'running')
-                and (status = 'queued' or locked_until < clock_timestamp())
-                and attempts < max_attempts
-              order by id limit 1
+ where id = (select id from claimable_jobs where tenant_key = %(tenant)s order by id limit 1
                 for update skip locked)
-   and (select count(*) from jobs
-         where coalesce(tenant_id, 0) = %(tenant)s
-           and status = 'running' and locked_until >= clock_timestamp()) < %(cap)s
+   and (select count(*) from live_leases where tenant_key = %(tenant)s) < %(cap)s
 returning id, tenant_id, attempts, payload;
