@@ -55,8 +55,10 @@ def tenants(waits: list[JobWait]) -> list[int]:
     return sorted(counts, key=lambda t: (-counts[t], t))
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The nearest-rank *q*-th percentile (0 < q <= 100) of a non-empty list."""
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank *q*-th percentile (0 < q <= 100) of *values*; None when there are none."""
+    if not values:
+        return None
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 

@@ -23,10 +23,10 @@ Figures, from the run's history (:func:`waits`, :func:`jain`; never hard-coded):
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ...core.schedule import JobSpec, Schedule, Timing
+from ...core.waits import jain, percentile
 from ..runner import Runner
 from .common import Context, plot
 
@@ -47,14 +47,6 @@ def schedule_jobs(flood: int, small: int, per_small: int) -> tuple[JobSpec, ...]
     return tuple(jobs)
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The nearest-rank *q*-th percentile (0 < q <= 100) of *values*; None when there are none."""
-    if not values:
-        return None
-    ranked = sorted(values)
-    return ranked[max(0, math.ceil(q / 100 * len(ranked)) - 1)]
-
-
 def waits(history, tenant_of: dict[int, int | None]) -> dict:
     """From a run's history: ``wait`` (job -> seconds from the first start of any job to the job's own
     first start), ``done`` (job -> its first successful execution's end), ``t0`` (the first start)."""
@@ -67,12 +59,6 @@ def waits(history, tenant_of: dict[int, int | None]) -> dict:
     t0 = min(first.values()) if first else 0.0
     return {"wait": {j: t - t0 for j, t in first.items() if j in tenant_of}, "first": first, "done": done,
             "t0": t0}
-
-
-def jain(counts: list[int]) -> float | None:
-    """Jain's fairness index of *counts*: ``(sum x)^2 / (n * sum x^2)``; None when all are zero."""
-    square = sum(x * x for x in counts)
-    return sum(counts) ** 2 / (len(counts) * square) if square else None
 
 
 def backlogged_jain(w: dict, tenant_of: dict[int, int | None]) -> float | None:
