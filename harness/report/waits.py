@@ -23,13 +23,19 @@ def pick(histories: Sequence[History], first: History | None = None,
          label: str = "the counterexample's run") -> tuple[History, str] | None:
     """The run whose waits a report shows, and how it was chosen (None: no run had two tenants): *first*
     (called *label*) when it had two, else the largest of *histories* that had."""
-    if first is not None and waits.summary(first) is not None:
+    if first is not None and _several_tenants(first):
         return first, label
-    many = [h for h in histories if len({j.tenant for j in h.schedule.jobs if j.tenant is not None}) > 1]
+    many = [h for h in histories if _several_tenants(h)]
     if not many:
         return None
     best = max(many, key=lambda h: len(h.schedule.jobs))
     return best, f"the largest run with more than one tenant ({len(best.schedule.jobs)} jobs)"
+
+
+def _several_tenants(h: History) -> bool:
+    """Whether ``core.waits.summary`` has figures for *h* (it has for every run with two tenants' jobs):
+    told from the schedule, without working the figures out (:func:`section` does, once)."""
+    return len({j.tenant for j in h.schedule.jobs if j.tenant is not None}) > 1
 
 
 def section(h: History, which: str) -> dict | None:
