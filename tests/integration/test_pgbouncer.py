@@ -42,9 +42,12 @@ def test_session_mode_through_transaction_pooling_names_the_other_workers_job():
     with provision(pooler="pgbouncer:transaction:1") as db, Runner(db) as runner:
         history = runner.run(schedule)
         # The prepared-statement collision below is a race (both workers' 5th execution of one statement
-        # on the one server session): 1 run in 10 missed it, so it may take a second run.
+        # on the one server session): 1 run in 10 missed it, and under the suite's load two runs in a row
+        # missed it once (2026-12-06, the runs ending sooner at their idle marks), so up to four runs.
         hygiene = check(history)["pool-hygiene"]
-        if hygiene.status != VIOLATED:
+        for _ in range(3):
+            if hygiene.status == VIOLATED:
+                break
             hygiene = check(runner.run(schedule))["pool-hygiene"]
     assert history.schedule.pooler == history.server["pooler"] == "pgbouncer:transaction:1"
     results = check(history)
