@@ -118,13 +118,19 @@ def worker_setup(run_dir: Path, identity: str) -> None:
     parent's), on the root logger and on any named logger, so nothing in the child writes to a
     stream, lock or queue it shares with another process. The root level is kept as inherited.
     """
+    drop_inherited()
+    handler = WorkerFileHandler(path_for(run_dir, identity), identity)
+    logging.getLogger().addHandler(handler)
+
+
+def drop_inherited() -> None:
+    """Drop every handler inherited from the parent (see :func:`worker_setup`): until a handler is added,
+    what the child logs goes nowhere (a standby worker has no run directory yet)."""
     loggers = [logging.getLogger()] + [lg for lg in logging.Logger.manager.loggerDict.values()
                                        if isinstance(lg, logging.Logger)]
     for lg in loggers:
         for h in list(lg.handlers):
             lg.removeHandler(h)
-    handler = WorkerFileHandler(path_for(run_dir, identity), identity)
-    logging.getLogger().addHandler(handler)
 
 
 class Merger:

@@ -13,7 +13,41 @@ from ..core.events import LogEvent
 from ..core.execlog import ExecLog, path_for
 from . import statements
 from .body import STRIKE_SIGNAL, WAKE_SIGNAL, Claimed, Execution, WorkerSpec
-from .tenant import MODES
+from .tenant import MODES, TenantMode
+
+
+def job_pool(mode: TenantMode, dsn: str, size: int, identity: str, configure):
+    """The body's pool as every worker opens it: its tenant mode's, named after the worker."""
+    return mode.pool(dsn, size=size, configure=configure, application_name=identity, name=f"{identity}-jobs")
+
+
+class ConnectRecorder:
+    """A pool's configure callback: a ``connect`` record per connection opened. Until :meth:`attach`
+    gives it a log (a standby's pool opens before its run has a directory), the connections are kept,
+    and written when it is attached, marked ``ahead``."""
+
+    def __init__(self):
+        self._log: ExecLog | None = None
+        self._early: list[int] = []
+        self._lock = threading.Lock()  # the pool's threads connect; attach runs in the main thread
+
+    def __call__(self, conn: psycopg.Connection) -> None:
+        with self._lock:
+            if self._log is None:
+                self._early.append(conn.info.backend_pid)
+                return
+        self._log.write(LogEvent.CONNECT, backend=conn.info.backend_pid)
+
+    def early(self) -> list[int]:
+        """The backend pids connected before :meth:`attach`."""
+        with self._lock:
+            return list(self._early)
+
+    def attach(self, log: ExecLog) -> None:
+        with self._lock:
+            self._log, early, self._early = log, self._early, []
+        for pid in early:
+            log.write(LogEvent.CONNECT, backend=pid, ahead=True)
 
 
 class WorkerContext:
@@ -32,6 +66,9 @@ class WorkerContext:
         self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
         self.dequeues = 0
         self.pool = None
+        self._ahead = None  # a pool a standby opened before the run (adopt)
+        self.connects = ConnectRecorder()
+        self.connects.attach(self.log)
         self._own: dict[str, psycopg.Connection] = {}
         self._strike_lock = threading.Lock()
         self.statements_seen: set[tuple[str, bool]] = set()  # (point, job-bound) logged once (statements.py)
@@ -43,14 +80,29 @@ class WorkerContext:
         own connections use."""
         return self.spec.worker_dsn
 
+    def pool_args(self) -> tuple:
+        """What the body's pool is opened with: :func:`job_pool`'s arguments but its callback."""
+        return (self.mode, self.spec.worker_dsn, self.schedule.pool_size, self.identity)
+
     def open_pool(self):
-        self.pool = self.mode.pool(self.spec.worker_dsn, size=self.schedule.pool_size,
-                                   configure=self._on_connect, application_name=self.identity,
-                                   name=f"{self.identity}-jobs")
+        """The body's pool, opened now -- or the one a standby opened before the run (:meth:`adopt`),
+        when it was opened with what this one would be (a design may change its DSN first: the outbox's
+        session limits); else that one is closed, unrecorded."""
+        if self._ahead is not None:
+            (pool, connects, args), self._ahead = self._ahead, None
+            if args == self.pool_args():
+                self.pool, self.connects = pool, connects
+                connects.attach(self.log)
+                return pool
+            pool.close()
+        self.pool = job_pool(*self.pool_args(), self.connects)
         return self.pool
 
-    def _on_connect(self, conn: psycopg.Connection) -> None:
-        self.log.write(LogEvent.CONNECT, backend=conn.info.backend_pid)
+    def adopt(self, pool, connects: ConnectRecorder, args: tuple) -> None:
+        """Let :meth:`open_pool` return *pool*, opened by this process before its run
+        (``harness/supervisor/standby.py``) with *args* (:meth:`pool_args`) and *connects* as its
+        configure callback: its connects are recorded from then on, the earlier ones marked ``ahead``."""
+        self._ahead = (pool, connects, args)
 
     def own_connection(self, purpose: str) -> psycopg.Connection:
         """A connection of the worker's own, outside the pool (the heartbeat's), opened once and kept

@@ -5,8 +5,10 @@
 
 * ``prepare``: stamp, reset the queue, enqueue (``Runner.prepare``);
 * ``admin``: the run directory, the supervisor's own session;
-* ``fork``: the supervisor forks the workers until the first one runs its own code;
-* ``connect``: the first worker opens its pool (its first ``connect`` record);
+* ``fork``: the supervisor forks the workers -- or takes the standbys forked during the run before
+  (``harness/supervisor/standby.py``) -- until the first one runs its own code;
+* ``connect``: the first worker opens its pool (its first ``connect`` record; 0 for a standby's pool,
+  opened ahead);
 * ``first claim``: from there to the first ``started`` record;
 * ``jobs``: first ``started`` to last ``finished`` (the schedule's own work);
 * ``settle``: the last ``finished`` until the supervisor decides the run is over (quiescence);
@@ -37,8 +39,10 @@ def phases(steps: dict[str, float], records: list[dict], end: float) -> dict[str
         return min(ts) if ts else None
 
     finished = [r["t"] for r in records if r.get("event") == LogEvent.FINISHED]
-    points = [steps.get("begin"), steps.get("prepared"), steps.get("admin"), first(LogEvent.WORKER_START),
-              first(LogEvent.CONNECT), first(LogEvent.STARTED), max(finished) if finished else None,
+    start, connect = first(LogEvent.WORKER_START), first(LogEvent.CONNECT)
+    connected = max(start, connect) if start is not None and connect is not None else None
+    points = [steps.get("begin"), steps.get("prepared"), steps.get("admin"), start,
+              connected, first(LogEvent.STARTED), max(finished) if finished else None,
               steps.get("ended"), steps.get("shut"), steps.get("read"), end]
     if any(p is None for p in points):
         return None

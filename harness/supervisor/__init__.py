@@ -6,7 +6,8 @@ are written against), :mod:`~harness.supervisor.admin` (its own database session
 ``pg_stat_activity`` sampler) and :mod:`~harness.supervisor.loop` (the main loop).
 """
 
-from .loop import Supervisor, SupervisorResult
+from .loop import Supervisor
 from .process import classify
+from .result import SupervisorResult
 
 __all__ = ["Supervisor", "SupervisorResult", "classify"]

@@ -13,18 +13,14 @@ Then it kills what is left by process group. It never raises for anything a work
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-
-from psycopg import conninfo
 
 from ...core import execlog, logs
 from ...core.cleanup import Cleanup
 from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
-from ...core.history import TERMINAL_EVENTS, WorkerExit
+from ...core.history import TERMINAL_EVENTS
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
 from ...workers.body import WorkerSpec
@@ -34,6 +30,9 @@ from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
 from .idle import LookedAgain
+from .process import client_timeouts
+from .result import SupervisorResult
+from .standby import Standby
 from .strikes import Strikes
 from .wake import Waker
 
@@ -50,43 +49,15 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 # PgBouncer, add its server_login_retry: a worker waits that long if its first try after the restart failed).
 POOL_RECOVERY = 8.0
 
-# Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
-# within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
-# keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
-# sent data has gone unacknowledged for 10 s (a partition). libpq's defaults have none of these.
-CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5",
-                   "keepalives_interval": "2", "keepalives_count": "3", "tcp_user_timeout": "10000"}
-
-
-@functools.lru_cache(maxsize=64)  # per worker forked: ~0.3 ms of parsing a DSN measured, the same few DSNs
-def client_timeouts(dsn: str) -> str:
-    """*dsn* with :data:`CLIENT_TIMEOUTS` wherever it does not set them itself."""
-    given = conninfo.conninfo_to_dict(dsn)
-    return conninfo.make_conninfo(dsn, **{k: v for k, v in CLIENT_TIMEOUTS.items() if k not in given})
-
-
-@dataclass
-class SupervisorResult:
-    records: list[dict]
-    exits: list[WorkerExit]
-    injected: list[dict]
-    samples: list[dict]
-    ended_by: EndedBy
-    t0: float
-    t1: float
-    notes: list[str] = field(default_factory=list)
-    # monotonic times of the run's steps, for run.py bench --profile: admin (session open), spawned
-    # (every worker forked), ended (the loop decided), shut (workers gone, last records read)
-    steps: dict[str, float] = field(default_factory=dict)
-
-
 class Supervisor:
     def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
-                 run_dir: Path, janitor=None, server=None, admin: Admin | None = None):
+                 run_dir: Path, janitor=None, server=None, admin: Admin | None = None,
+                 standby: Standby | None = None):
         """*admin*: a session of the caller's to use (kept open across runs: a connect less per run);
-        None: one of the run's own, closed at its end."""
+        None: one of the run's own, closed at its end. *standby*: the caller's workers forked ahead
+        (``standby.py``): this run takes what fits it and arms it for the next."""
         self.s, self.design = schedule, design
-        self.lent_admin = admin
+        self.lent_admin, self.standby, self._armed = admin, standby, False
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
         self.run_dir = Path(run_dir)
         self.janitor, self.server = janitor, server
@@ -142,9 +113,16 @@ class Supervisor:
             cleanup.push("ending the workers", self._shutdown)
             for slot in range(1, self.s.workers + 1):
                 self._spawn(slot, 0)
+            if self.standby is not None:
+                self.standby.release()  # no session but this run's own while it runs
             steps["spawned"] = time.monotonic()
             ended_by = self._loop(t0, admin, tail, merger)
             steps["ended"] = time.monotonic()
+            if self.standby is not None:  # nothing is sampled any more: the next run's may connect
+                self._arm()
+                self.standby.connect()
+                ahead = self.standby.sessions(before=steps["ended"])  # not this run's: out of its samples
+                self.samples = [s for s in self.samples if s["pid"] not in ahead]
         t1 = steps["shut"] = time.monotonic()
         log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)
         return SupervisorResult(self.records, [w.ended for w in self.workers.values()], self.strikes.injected,
@@ -207,14 +185,30 @@ class Supervisor:
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
                           tenant_setting=self.design.handle.tenant_setting)
-        close: tuple[int, ...] = (self.janitor.fd,) if self.janitor is not None else ()
-        if self.net is not None:
-            close += self.net.fds
-        w = process.spawn(spec, self.design, slot=slot, generation=generation, close_fds=close)
-        if self.janitor is not None:
-            self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)
+        taken = (self.standby.take(slot, spec, self.design.handle)
+                 if self.standby is not None and generation == 0 else None)
+        if taken is not None:
+            w, key = taken
+            if key is not None:
+                self._janitor_keys[identity] = key
+        else:
+            w = process.spawn(spec, self.design, slot=slot, generation=generation,
+                              close_fds=self._close_fds())
+            if self.janitor is not None:
+                self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)
         self.workers[identity] = w
         log.debug("started %s (pid %s)", identity, w.pid)
+
+    def _close_fds(self) -> tuple[int, ...]:
+        """What a forked child must not hold: the janitor's pipe, this run's network."""
+        close: tuple[int, ...] = (self.janitor.fd,) if self.janitor is not None else ()
+        return close + (self.net.fds if self.net is not None else ())
+
+    def _arm(self) -> None:
+        """Fork the next run's standby workers, once (see ``standby.py``)."""
+        if self.standby is not None and not self._armed:
+            self._armed = True
+            self.standby.arm(self.design.handle, client_timeouts(self.worker_dsn), self.s, self._close_fds())
 
     def _reap(self, now: float) -> None:
         for w in self.workers.values():
@@ -281,6 +275,8 @@ class Supervisor:
         elif ev in TERMINAL_EVENTS:
             if isinstance(job := r.get("job"), int):  # a record of no job leaves nothing in flight
                 w.current.pop(job, None)
+            if ev == LogEvent.FINISHED:  # the workers are in their jobs: a fork now costs them nothing
+                self._arm()
         elif ev == LogEvent.PROCESS_EXIT:  # the child a job ran in is gone (workers/hosted/spawned.py)
             for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:
                 w.current.pop(job, None)

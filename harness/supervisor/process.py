@@ -10,12 +10,16 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import multiprocessing
 import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NoReturn
+
+from psycopg import conninfo
 
 from ...core import logs, procs
 from ...core.events import LogEvent
@@ -32,6 +36,21 @@ EXIT_WORKER_ERROR = 70
 REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
 OUTCOMES = {EXIT_DRAINED: "drained", EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
 _FORK = multiprocessing.get_context("fork")
+
+
+# Every worker connection's timeouts (real seconds): a worker cut off from the server must notice
+# within seconds, not after TCP's 15-minute retransmission limit. connect_timeout bounds a connect;
+# keepalives probe an idle connection after 5 s, every 2 s, 3 times; tcp_user_timeout ends one whose
+# sent data has gone unacknowledged for 10 s (a partition). libpq's defaults have none of these.
+CLIENT_TIMEOUTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "5",
+                   "keepalives_interval": "2", "keepalives_count": "3", "tcp_user_timeout": "10000"}
+
+
+@functools.lru_cache(maxsize=64)  # per worker forked: ~0.3 ms of parsing a DSN measured, the same few DSNs
+def client_timeouts(dsn: str) -> str:
+    """*dsn* with :data:`CLIENT_TIMEOUTS` wherever it does not set them itself."""
+    given = conninfo.conninfo_to_dict(dsn)
+    return conninfo.make_conninfo(dsn, **{k: v for k, v in CLIENT_TIMEOUTS.items() if k not in given})
 
 
 def classify(code: int | None, declared: Mapping[int, str] = {}) -> str:  # noqa: B006 (read only)
@@ -118,33 +137,36 @@ class WorkerProcess:
                 pass
 
 
-def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], parent: int) -> None:
-    """The child's whole life. It never returns: every path ends in ``os._exit``."""
+def child_setup(close_fds: tuple[int, ...], parent: int, identity: str) -> None:
+    """What every forked worker does first, after its logging: its own process group, death with the
+    supervisor (a RuntimeError when that is already gone), the parent's pipes closed, default signal
+    handlers, the strike and wake signals blocked, ``PGAPPNAME`` its identity."""
+    os.setpgid(0, 0)
+    if not procs.die_with_parent(signal.SIGKILL, parent):
+        raise RuntimeError(f"the supervisor (pid {parent}) was gone before worker {identity} started")
+    for fd in close_fds:  # the janitor's pipe: if we held it, the janitor would never see EOF
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL, WAKE_SIGNAL})  # WAKE: the idle sleep's
+    # A connection the design's own code opens names this worker unless the code names itself:
+    # the supervisor's pg_stat_activity samples tell worker sessions by application_name.
+    os.environ["PGAPPNAME"] = identity
+
+
+def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoReturn:
+    """A set-up worker's life from its context on (*ahead*: a pool a standby opened and its recorder,
+    ``WorkerContext.adopt``). It never returns: every path ends in ``os._exit``."""
     code = EXIT_WORKER_ERROR
     ctx = None
-    # Everything inherited is the parent's: the collector leaves it alone, so that a collection here
-    # does not touch (and so copy) every page of the parent's heap -- a worker's start, its jobs and its
-    # end (the pages it must free) all went slower by it. Objects made from here on are collected.
-    gc.freeze()
     try:
-        logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
-        os.setpgid(0, 0)
-        if not procs.die_with_parent(signal.SIGKILL, parent):
-            raise RuntimeError(f"the supervisor (pid {parent}) was gone before worker {spec.identity} "
-                               "started")
-        for fd in close_fds:  # the janitor's pipe: if we held it, the janitor would never see EOF
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL, WAKE_SIGNAL})  # WAKE: the idle sleep's
-        # A connection the design's own code opens names this worker unless the code names itself:
-        # the supervisor's pg_stat_activity samples tell worker sessions by application_name.
-        os.environ["PGAPPNAME"] = spec.identity
         ctx = WorkerContext(spec)
+        if ahead is not None:
+            ctx.adopt(*ahead)
         statements.install(ctx)  # every statement the design sends is a strike point (workers/statements.py)
         ctx.log.write(LogEvent.WORKER_START)
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
@@ -153,13 +175,33 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
         ctx.log.write(LogEvent.WORKER_EXIT, reason="drained")
         code = EXIT_DRAINED
     except BaseException as exc:
-        try:  # a failure before the context exists (its log, its pool) is recorded all the same
-            worker_error(ctx.log if ctx is not None else ExecLog(path_for(spec.run_dir, spec.identity),
-                                                                  spec.identity), exc)
-        except BaseException:
-            pass
+        record_failure(spec, ctx, exc)
     finally:
         os._exit(code)
+
+
+def record_failure(spec: WorkerSpec, ctx: WorkerContext | None, exc: BaseException) -> None:
+    """*exc* as the worker's ``worker-error`` record, in its log (made here if it has none yet)."""
+    try:  # a failure before the context exists (its log, its pool) is recorded all the same
+        worker_error(ctx.log if ctx is not None else ExecLog(path_for(spec.run_dir, spec.identity),
+                                                              spec.identity), exc)
+    except BaseException:
+        pass
+
+
+def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], parent: int) -> None:
+    """The child's whole life. It never returns: every path ends in ``os._exit``."""
+    # Everything inherited is the parent's: the collector leaves it alone, so that a collection here
+    # does not touch (and so copy) every page of the parent's heap -- a worker's start, its jobs and its
+    # end (the pages it must free) all went slower by it. Objects made from here on are collected.
+    gc.freeze()
+    try:
+        logs.worker_setup(spec.run_dir, spec.identity)  # before anything logs: no handler is shared
+        child_setup(close_fds, parent, spec.identity)
+    except BaseException as exc:
+        record_failure(spec, None, exc)
+        os._exit(EXIT_WORKER_ERROR)
+    live(spec, design)
 
 
 def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int,
