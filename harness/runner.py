@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import cast
 
 import psycopg
 
@@ -190,6 +191,22 @@ class Runner:
             return pair.one_host_dsn(self.database.worker_dsn)
         return self.database.worker_dsn
 
+    def _final(self, run: DesignRun, design: DesignHandle, injected: list[dict]) -> tuple:
+        """The run's final tables, read once its workers are killed (while they are torn down): jobs,
+        what a hosted library accepted (and why it could not say), job_runs, the transitions, when."""
+        if any(f.breaks_every_session for f in entries(i.get("fault") for i in injected)):
+            # a restart broke the admin sessions too: the next run's supervisor opens its own again
+            self._close_supervisor_admin()
+            self.admin.close()
+            self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
+        with self._own(design, "final_states"):
+            jobs = run.final_states(self.admin)
+        # what a hosted library itself accepted, from its own tables (None: a built-in design, or untold)
+        accepted, unread = finishes.read(run, self.admin)
+        runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
+                for r in self.admin.execute(db.Q.final_runs)]
+        return jobs, accepted, unread, runs, transitions.read(self.admin), time.monotonic()
+
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
         begin = time.monotonic()
@@ -211,20 +228,9 @@ class Runner:
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
                                 server=self.database.control, admin=self._supervisor_session(),
-                                standby=self.standby).run()
-            if any(f.breaks_every_session for f in entries(i.get("fault") for i in result.injected)):
-                # a restart broke the admin sessions too: the next run's supervisor opens its own again
-                self._close_supervisor_admin()
-                self.admin.close()
-                self.admin = psycopg.connect(self.database.admin_dsn, autocommit=True)
-            with self._own(design, "final_states"):
-                jobs = run.final_states(self.admin)
-            # what a hosted library itself accepted, from its own tables (None: a built-in design, or untold)
-            accepted, unread = finishes.read(run, self.admin)
-            runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
-                    for r in self.admin.execute(db.Q.final_runs)]
-            changes = transitions.read(self.admin)
-            self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": time.monotonic()}
+                                standby=self.standby).run(lambda injected: self._final(run, design, injected))
+            jobs, accepted, unread, runs, changes, read = cast(tuple, result.meanwhile)
+            self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": read}
         for r in runs:
             for k in ("started", "finished"):
                 r[k] = r[k].isoformat() if r[k] is not None else None

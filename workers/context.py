@@ -66,7 +66,7 @@ class WorkerContext:
         self.strike_wait = s.timing.strike_wait  # real seconds: a safety net, not part of the model
         self.dequeues = 0
         self.pool = None
-        self._ahead = None  # a pool a standby opened before the run (adopt)
+        self._ahead: tuple | None = None  # a pool a standby opened before the run (adopt)
         self.connects = ConnectRecorder()
         self.connects.attach(self.log)
         self._own: dict[str, psycopg.Connection] = {}

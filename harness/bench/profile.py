@@ -12,8 +12,9 @@
 * ``first claim``: from there to the first ``started`` record;
 * ``jobs``: first ``started`` to last ``finished`` (the schedule's own work);
 * ``settle``: the last ``finished`` until the supervisor decides the run is over (quiescence);
-* ``shutdown``: ending the workers, reading their last records;
-* ``read``: the final tables (jobs, runs, transitions, a hosted library's own);
+* ``read``: killing the workers, then the final tables (jobs, runs, transitions, a hosted library's
+  own), read while the kernel tears the workers down;
+* ``shutdown``: waiting for the workers to be gone, reading their last records;
 * ``history``: building the history.
 """
 
@@ -27,7 +28,7 @@ from ...faults import parse_faults
 from ..engine.search import search
 from . import planted
 
-PHASES = ("prepare", "admin", "fork", "connect", "first claim", "jobs", "settle", "shutdown", "read",
+PHASES = ("prepare", "admin", "fork", "connect", "first claim", "jobs", "settle", "read", "shutdown",
           "history")
 
 
@@ -43,7 +44,7 @@ def phases(steps: dict[str, float], records: list[dict], end: float) -> dict[str
     connected = max(start, connect) if start is not None and connect is not None else None
     points = [steps.get("begin"), steps.get("prepared"), steps.get("admin"), start,
               connected, first(LogEvent.STARTED), max(finished) if finished else None,
-              steps.get("ended"), steps.get("shut"), steps.get("read"), end]
+              steps.get("ended"), steps.get("read"), steps.get("shut"), end]
     if any(p is None for p in points):
         return None
     ts = [float(p) for p in points if p is not None]

@@ -8,13 +8,15 @@ quiescent, workers exhausted, stalled, or at the deadline -- a wall-clock bound 
 Quiescent: nothing pending and nothing in flight, either held for :data:`SETTLE_POLLS` poll intervals,
 or -- sooner -- once every live worker has looked for work again, found none and swept since the last
 record (its idle mark, ``core/idlemark.py``), and nothing is pending after that.
-Then it kills what is left by process group. It never raises for anything a worker does.
+Then it kills what is left by process group. It never raises for anything a worker does. A worker may
+be a standby forked during the run before (``standby.py``): this run arms the next run's.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ...core import execlog, logs
@@ -58,19 +60,17 @@ class Supervisor:
         (``standby.py``): this run takes what fits it and arms it for the next."""
         self.s, self.design = schedule, design
         self.lent_admin, self.standby, self._armed = admin, standby, False
+        self._ending: tuple[float, list[process.WorkerProcess]] | None = None  # (when, whom) it killed
         self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
-        self.run_dir = Path(run_dir)
-        self.janitor, self.server = janitor, server
+        self.run_dir, self.janitor, self.server = Path(run_dir), janitor, server
         self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
-        self.declared = dict(design.handle.exit_outcomes)
-        self.workers: dict[str, process.WorkerProcess] = {}
+        self.declared, self.workers = dict(design.handle.exit_outcomes), dict[str, process.WorkerProcess]()
         self.records: list[dict] = []
         self.samples: list[dict] = []
         self.notes: list[str] = []
         self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
-        self._restarts_used = 0
-        self._janitor_keys: dict[str, str] = {}
+        self._restarts_used, self._janitor_keys = 0, dict[str, str]()
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
         self.looked_again = LookedAgain(self.run_dir)  # the sooner end (idle.py)
         self.next_sample, self._sampled_a_job = 0.0, False  # when to sample pg_stat_activity next
@@ -88,9 +88,10 @@ class Supervisor:
         self.extra = design.stall_extra()
         self.notes += design.timing_notes()
 
-    def run(self) -> SupervisorResult:
-        """Run the schedule to its end; always kills what it forked. A cleanup step that fails after
-        an error is logged, and the first error is the one raised."""
+    def run(self, meanwhile: Callable[[list[dict]], object] | None = None) -> SupervisorResult:
+        """Run the schedule to its end; always kills what it forked (a failing cleanup step after an error
+        is logged; the first error is raised). *meanwhile(injected faults)*: the caller's reads of the
+        final tables, once the workers are killed, while their processes are torn down (~2 ms each)."""
         t0 = time.monotonic()
         with Cleanup(log) as cleanup:
             if self.lent_admin is not None:
@@ -113,20 +114,20 @@ class Supervisor:
             cleanup.push("ending the workers", self._shutdown)
             for slot in range(1, self.s.workers + 1):
                 self._spawn(slot, 0)
-            if self.standby is not None:
-                self.standby.release()  # no session but this run's own while it runs
+            if self.standby is not None:  # no session but this run's own while it runs
+                self.standby.release()
             steps["spawned"] = time.monotonic()
             ended_by = self._loop(t0, admin, tail, merger)
             steps["ended"] = time.monotonic()
             if self.standby is not None:  # nothing is sampled any more: the next run's may connect
                 self._arm()
-                self.standby.connect()
-                ahead = self.standby.sessions(before=steps["ended"])  # not this run's: out of its samples
-                self.samples = [s for s in self.samples if s["pid"] not in ahead]
+                self.samples = self.standby.run_over(self.samples, steps["ended"])
+            self._end_workers()
+            found = meanwhile(self.strikes.injected) if meanwhile is not None else None
         t1 = steps["shut"] = time.monotonic()
         log.info("run ended (%s) after %.2f s", ended_by, t1 - t0)
         return SupervisorResult(self.records, [w.ended for w in self.workers.values()], self.strikes.injected,
-                                self.samples, ended_by, t0, t1, self.notes, steps)
+                                self.samples, ended_by, t0, t1, self.notes, steps, found)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
         limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
@@ -148,7 +149,7 @@ class Supervisor:
             self._restart_due(now)
             down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
             if now >= self.next_sample and not down:
-                self.samples += admin.sample(now, self.workers)
+                self.samples += admin.sample(time.monotonic(), self.workers)  # when taken, not when woken
                 self.next_sample = now + self.sample_every
             if now >= next_check and not down:
                 next_check = now + self.poll
@@ -185,24 +186,20 @@ class Supervisor:
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
                           tenant_setting=self.design.handle.tenant_setting)
-        taken = (self.standby.take(slot, spec, self.design.handle)
-                 if self.standby is not None and generation == 0 else None)
-        if taken is not None:
-            w, key = taken
-            if key is not None:
-                self._janitor_keys[identity] = key
-        else:
-            w = process.spawn(spec, self.design, slot=slot, generation=generation,
-                              close_fds=self._close_fds())
-            if self.janitor is not None:
-                self._janitor_keys[identity] = self.janitor.register("killpg", pgid=w.pid)
+        taken = self.standby.take(slot, spec, self.design.handle) if self.standby and not generation else None
+        w, key = taken or (process.spawn(spec, self.design, slot=slot, generation=generation,
+                                         close_fds=self._close_fds()), None)
+        if key is None and self.janitor is not None:
+            key = self.janitor.register("killpg", pgid=w.pid)
+        if key is not None:
+            self._janitor_keys[identity] = key
         self.workers[identity] = w
         log.debug("started %s (pid %s)", identity, w.pid)
 
     def _close_fds(self) -> tuple[int, ...]:
         """What a forked child must not hold: the janitor's pipe, this run's network."""
-        close: tuple[int, ...] = (self.janitor.fd,) if self.janitor is not None else ()
-        return close + (self.net.fds if self.net is not None else ())
+        janitor = (self.janitor.fd,) if self.janitor is not None else ()
+        return janitor + (self.net.fds if self.net is not None else ())
 
     def _arm(self) -> None:
         """Fork the next run's standby workers, once (see ``standby.py``)."""
@@ -235,14 +232,21 @@ class Supervisor:
             self._restarts_due.remove(due)
             self._spawn(due[1], due[2])
 
+    def _end_workers(self) -> None:
+        """Kill the live workers, end the strikes (a stopped server starts); :meth:`_shutdown` reaps."""
+        if self._ending is None:
+            now = time.monotonic()
+            self._reap(now)  # what died by itself is not "ended by the harness"
+            self._ending = (now, [w for w in self.workers.values() if w.alive])
+            process.signal_all(self._ending[1])
+            self.strikes.close()
+
     def _shutdown(self) -> None:
-        now = time.monotonic()
-        self._reap(now)  # what died by itself is not "ended by the harness"
-        live = [w for w in self.workers.values() if w.alive]
-        process.kill_all(live)
+        self._end_workers()
+        now, live = self._ending or (0.0, [])
+        process.reap_all(live)
         for w in live:
             self._exited(w, now, by_harness=True)
-        self.strikes.close()
 
     # --- the log ----------------------------------------------------------------------------------
     def _read(self, tail: execlog.Tail) -> bool:

@@ -21,3 +21,4 @@ class SupervisorResult:
     # monotonic times of the run's steps, for run.py bench --profile: admin (session open), spawned
     # (every worker forked), ended (the loop decided), shut (workers gone, last records read)
     steps: dict[str, float] = field(default_factory=dict)
+    meanwhile: object = None  # what run()'s meanwhile returned (the runner's reads of the final tables)

@@ -34,6 +34,9 @@ import multiprocessing
 import os
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import cast
 
 from ...core import logs
 from ...core.schedule import Schedule
@@ -52,8 +55,8 @@ _FORK = multiprocessing.get_context("fork")
 
 @dataclass
 class _Waiting:
-    proc: object  # multiprocessing Process
-    link: object  # its end of their pipe (multiprocessing Connection)
+    proc: BaseProcess
+    link: Connection  # its end of their pipe
     key: tuple
     janitor_key: str | None
     told: float | None = None  # when it was told to connect (monotonic)
@@ -97,11 +100,12 @@ class Standby:
                       close_fds + (link.fileno(),) + self._links(), os.getpid()), daemon=False)
             proc.start()
             theirs.close()
+            pid = cast(int, proc.pid)  # started
             try:
-                os.setpgid(proc.pid, proc.pid)  # the child does it too: whoever runs first wins
+                os.setpgid(pid, pid)  # the child does it too: whoever runs first wins
             except (PermissionError, ProcessLookupError):
                 pass
-            jkey = self.janitor.register("killpg", pgid=proc.pid) if self.janitor is not None else None
+            jkey = self.janitor.register("killpg", pgid=pid) if self.janitor is not None else None
             self._waiting[slot] = _Waiting(proc, link, key, jkey)
             self.forked += 1
         if not any(f.breaks_every_session or f.needs_one_slot or f.needs_root_nftables or f.needs_replica
@@ -121,6 +125,13 @@ class Standby:
                     w.told = time.monotonic()
                 except OSError:  # it is gone: the next run forks that worker afresh
                     self._end(slot)
+
+    def run_over(self, samples: list[dict], at: float) -> list[dict]:
+        """The arming run is over (at *at*, monotonic; it samples no more): every standby may connect
+        now; its *samples* without the sessions of those that connected sooner (not this run's)."""
+        self.connect()
+        ahead = self.sessions(before=at)
+        return [s for s in samples if s["pid"] not in ahead]
 
     def sessions(self, before: float, wait: float = SESSIONS_WAIT) -> set[int]:
         """The backend pids of every session the standbys told to connect *before* (monotonic) have
@@ -203,8 +214,8 @@ def _entry(link, handle: DesignHandle, identity: str, dsn: str, mode: str, pool_
                 ahead = None
             try:
                 link.send(connects.early())
-            except OSError:
-                os._exit(process.EXIT_DRAINED)
+            except OSError:  # taken meanwhile: its spec waits in the pipe, the runner no longer listens
+                pass
         elif msg[0] == GO:
             spec: WorkerSpec = msg[1]
             link.close()

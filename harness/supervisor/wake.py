@@ -13,7 +13,8 @@ once and refills one per :data:`MIN_GAP` (at most 200 a second, sustained), and 
 loop is read :data:`COALESCE` later, with the rest of its burst (a job's end writes four or five records
 within a millisecond: one wake-up, not five). A fixed gap after every wake-up cost the end of each run
 two gaps (settle 8-10 ms of a ~90 ms fault-free example, now ~3): the last job's record, then the idle
-marks, each came just after a wake-up. A strike at a point waits the extra millisecond.
+marks, each came just after a wake-up. A strike at a point waits the extra millisecond; a wake-up by an
+idle mark does not (the end of a run waits on marks, and no burst follows one).
 
 Hazard: closing an inotify instance waits for a kernel grace period (~17 ms measured here, a sixth of a
 fault-free example): one instance serves every run of a process, each run adding a watch on its own
@@ -28,9 +29,12 @@ import ctypes.util
 import logging
 import os
 import select
+import struct
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+from ...core import idlemark
 
 log = logging.getLogger("pgjc.supervisor")
 
@@ -38,6 +42,8 @@ MIN_GAP = 0.005  # seconds per token: sustained, at most 200 wake-ups a second
 BURST = 4  # wake-ups allowed back to back after a quiet spell
 COALESCE = 0.001  # seconds: after a write wakes the loop, let the rest of its burst land first
 _IN_MODIFY, _IN_CREATE, _IN_NONBLOCK, _IN_CLOEXEC = 0x2, 0x100, 0o4000, 0o2000000
+_EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; then len bytes of name
+_MARK = idlemark.SUFFIX.encode()
 _libc = None
 _instance: tuple[int, int] | None = None  # (pid, inotify fd) of this process
 
@@ -98,13 +104,29 @@ class Waker:
             fds = list(sentinels) + ([self.fd] if self.fd is not None else [])
             try:
                 ready, _, _ = select.select(fds, [], [], timeout)
-                if ready and COALESCE > 0:
+                if ready and COALESCE > 0 and not (self.fd in ready and self._marked()):
                     time.sleep(COALESCE)  # the rest of a burst (a job's end writes several records)
             except (OSError, ValueError):  # a sentinel closed under us: the tick will do
                 time.sleep(timeout)
         self._drain()
         self._refill()
         self._tokens = max(0.0, self._tokens - 1)
+
+    def _marked(self) -> bool:
+        """Whether the writes that woke us include an idle mark (``core/idlemark.py``): a look for
+        work is over, nothing follows it in a burst -- the run's end waits on these, not a millisecond
+        more. Reads the events there are (the rest are drained after)."""
+        try:
+            buf = os.read(self.fd, 65536) if self.fd is not None else b""
+        except OSError:
+            return False
+        i = 0
+        while i + _EVENT.size <= len(buf):
+            length = _EVENT.unpack_from(buf, i)[3]
+            if buf[i + _EVENT.size:i + _EVENT.size + length].rstrip(b"\0").endswith(_MARK):
+                return True
+            i += _EVENT.size + length
+        return False
 
     def _refill(self) -> None:
         now = time.monotonic()

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from pg_job_chaos.core import idlemark
 from pg_job_chaos.harness.supervisor import wake
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
@@ -66,6 +67,29 @@ def test_a_write_is_read_a_moment_later_with_the_rest_of_its_burst(tmp_path, clo
         _busy_wakes(waker, tmp_path, 1)
         assert clock.slept == [0.001]
         waker.wait(0.0)  # nothing written, no time to wait: no coalescing sleep either
+        assert clock.slept == [0.001]
+    finally:
+        waker.close()
+
+
+def test_an_idle_mark_is_read_at_once(tmp_path, clock, monkeypatch):
+    """The end of a run waits on the workers' idle marks: a wake-up by one is not held the coalescing
+    millisecond (nothing follows a mark in a burst); one by a record still is."""
+    monkeypatch.setattr(wake, "COALESCE", 0.001)
+    waker = wake.Waker(tmp_path)
+    if waker.fd is None:
+        pytest.skip("no inotify here")
+    try:
+        mark = idlemark.IdleMark(tmp_path, "w1.0")
+        mark.mark(5.0)
+        waker.wait(1.0)
+        assert clock.slept == []
+        mark.mark(6.0)
+        (tmp_path / "w2.0.events.jsonl").write_text("x\n")  # a record and a mark together: at once too
+        waker.wait(1.0)
+        assert clock.slept == []
+        mark.close()
+        _busy_wakes(waker, tmp_path, 1)
         assert clock.slept == [0.001]
     finally:
         waker.close()
