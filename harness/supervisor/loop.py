@@ -202,8 +202,8 @@ class Supervisor:
         return janitor + (self.net.fds if self.net is not None else ())
 
     def _arm(self) -> None:
-        """Fork the next run's standby workers, once (see ``standby.py``)."""
-        if self.standby is not None and not self._armed:
+        """Fork the next run's standbys, once (``standby.py``); not behind the fault proxy (nor its next)."""
+        if self.standby is not None and not self._armed and self.net is None:
             self._armed = True
             self.standby.arm(self.design.handle, client_timeouts(self.worker_dsn), self.s, self._close_fds())
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
 
 pytestmark = pytest.mark.integration
@@ -68,3 +68,16 @@ def test_a_design_that_asks_its_pool_otherwise_gets_a_new_one(runner):
     assert not _ahead(second)
     assert [r["backend"] for r in second.records if r["event"] == "connect" and r.get("purpose") is None]
     assert any(r["event"] == "session-limits" for r in second.records)
+
+
+def test_a_run_through_the_fault_proxy_arms_none(runner):
+    """Its workers connect through the proxy (a DSN of this run's): the next run, likely one too, would
+    match no standby -- none is forked, none wasted."""
+    runner.standby.release()
+    s = Schedule(jobs=(JobSpec(1, tenant=1), JobSpec(2, tenant=2)), workers=1, design="lease", time_scale=0.5,
+                 events=(Event("lost-commit-reply", 1, point="before-finish"),))
+    forked = runner.standby.forked
+    runner.run(s)
+    assert runner.standby.forked == forked and not runner.standby._waiting
+    runner.run(LONG)
+    assert len(runner.standby._waiting) == 2
