@@ -279,7 +279,7 @@ class Supervisor:
         elif ev in TERMINAL_EVENTS:
             if isinstance(job := r.get("job"), int):  # a record of no job leaves nothing in flight
                 w.current.pop(job, None)
-            if ev == LogEvent.FINISHED:  # the workers are in their jobs: a fork now costs them nothing
+            if ev == LogEvent.FINISHED:  # past the workers' start: arming now costs their jobs least
                 self._arm()
         elif ev == LogEvent.PROCESS_EXIT:  # the child a job ran in is gone (workers/hosted/spawned.py)
             for job in [j for j, pid in w.job_pids.items() if pid == r.get("exited")]:

@@ -15,9 +15,9 @@ import gc
 import multiprocessing
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from psycopg import conninfo
 
@@ -204,18 +204,24 @@ def _entry(spec: WorkerSpec, design: DesignRun, close_fds: tuple[int, ...], pare
     live(spec, design)
 
 
+def fork(target: Callable[..., None], args: tuple, name: str) -> multiprocessing.process.BaseProcess:
+    """Start ``target(*args)`` in a forked child, in its own process group when this returns (the child
+    sets it too: whoever runs first wins)."""
+    proc = _FORK.Process(target=target, args=args, name=name, daemon=False)
+    proc.start()
+    pid = cast(int, proc.pid)  # started
+    try:
+        os.setpgid(pid, pid)
+    except (PermissionError, ProcessLookupError):
+        pass
+    return proc
+
+
 def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int,
           close_fds: tuple[int, ...]) -> WorkerProcess:
     """Fork one worker running *design* per *spec*; it is in its own process group when this returns."""
-    proc = _FORK.Process(target=_entry, args=(spec, design, close_fds, os.getpid()), name=spec.identity,
-                         daemon=False)
-    proc.start()
-    w = WorkerProcess(spec.identity, slot, generation, proc)
-    try:
-        os.setpgid(w.pid, w.pid)  # the child does it too: whoever runs first wins
-    except (PermissionError, ProcessLookupError):
-        pass
-    return w
+    proc = fork(_entry, (spec, design, close_fds, os.getpid()), spec.identity)
+    return WorkerProcess(spec.identity, slot, generation, proc)
 
 
 def kill_all(workers: list[WorkerProcess]) -> None:

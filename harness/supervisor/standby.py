@@ -2,15 +2,17 @@
 run begins (issue 36 item 5: forking, starting and connecting were ~15 ms of a ~78 ms fault-free example).
 
 A runner keeps one :class:`Standby` for its life. Each run's supervisor arms it for the next run
-(:meth:`Standby.arm`) once its own first job has finished (the fork then costs the run's workers
-nothing: they are in their jobs), or at its end: one standby per worker slot of this run, forked, set
-up as every worker is (``process.child_setup``), waiting. Once this run has ended -- nothing is sampled
-any more: a session opened sooner would show in its ``pg_stat_activity`` samples under a worker's name --
-they open their pool (:meth:`Standby.connect`). The next run's supervisor takes, per slot, the
-standby whose key is its own (:meth:`Standby.take`): the same design handle, DSN, tenant mode and pool
-size; it sends the worker's spec, and the standby lives the worker's life (``process.live``) with the
-pool it opened. Every standby not taken is ended before the run's workers start (:meth:`Standby.release`):
-no session but the run's own is open while it runs. A restarted worker is always forked afresh.
+(:meth:`Standby.arm`) once its own first job has finished, or at its end: one standby per worker slot
+of this run, forked, set up as every worker is (``process.child_setup``). Arming then, past the workers'
+start, costs the run's jobs phase 1-2 ms of the 2 vCPUs (arming at the start, or at the first
+``rows-visible``, measured worse). The standbys open their pool at once -- their sessions, named as
+this run's workers are, are left out of its ``pg_stat_activity`` samples (:meth:`Standby.run_over`) --
+or, when a fault of the run reaches every session, once it is over. The next run's supervisor takes,
+per slot, the standby whose key is its own (:meth:`Standby.take`): the same design handle, DSN, tenant
+mode and pool size; it sends the worker's spec, and the standby lives the worker's life
+(``process.live``) with the pool it opened. Every standby not taken is ended before the run's workers
+start (:meth:`Standby.release`): no session but the run's own is open while it runs. A restarted
+worker is always forked afresh.
 
 Only for a built-in design: a user's code may, before its pool opens, set what a connect reads
 (``PGOPTIONS``, psycopg's adapters); a hosted library opens its own connections, at its own time.
@@ -36,7 +38,6 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import cast
 
 from ...core import logs
 from ...core.schedule import Schedule
@@ -50,7 +51,6 @@ from . import process
 
 CONNECT, GO = "connect", "go"
 SESSIONS_WAIT = 5.0  # seconds a told standby has to say its sessions (a connect's own timeout)
-_FORK = multiprocessing.get_context("fork")
 
 
 @dataclass
@@ -66,7 +66,7 @@ class _Waiting:
 def eligible(handle: DesignHandle) -> bool:
     """Whether *handle*'s workers may be forked ahead: a built-in design, whose code before its pool opens
     is the harness's own (a user's may set what a connect reads first: ``PGOPTIONS``, adapters)."""
-    return handle.spec in BUILTIN and not handle.hosted and not handle.pool_first
+    return handle.spec in BUILTIN  # never hosted, never pool_first
 
 
 def _key(handle: DesignHandle, dsn: str, schedule: Schedule) -> tuple:
@@ -78,7 +78,7 @@ class Standby:
         self.janitor = janitor
         self._owner = os.getpid()  # a forked process (a slot) inherits this object, not these children
         self._waiting: dict[int, _Waiting] = {}
-        self.taken = self.forked = 0  # for run.py bench
+        self.taken = self.forked = 0  # how many so far (the tests read them)
 
     def arm(self, handle: DesignHandle, dsn: str, schedule: Schedule, close_fds: tuple[int, ...]) -> None:
         """Fork a standby for each of *schedule*'s worker slots that has none, for a next run like this
@@ -93,19 +93,12 @@ class Standby:
             if slot in self._waiting:
                 continue
             identity = f"w{slot}.0"
-            theirs, link = _FORK.Pipe()
-            proc = _FORK.Process(
-                target=_entry, name=f"standby-{identity}",
-                args=(theirs, handle, identity, dsn, schedule.tenant_mode, schedule.pool_size,
-                      close_fds + (link.fileno(),) + self._links(), os.getpid()), daemon=False)
-            proc.start()
+            theirs, link = multiprocessing.Pipe()
+            close = close_fds + (link.fileno(),) + self._links()
+            proc = process.fork(_entry, (theirs, handle, identity, dsn, schedule.tenant_mode,
+                                         schedule.pool_size, close, os.getpid()), f"standby-{identity}")
             theirs.close()
-            pid = cast(int, proc.pid)  # started
-            try:
-                os.setpgid(pid, pid)  # the child does it too: whoever runs first wins
-            except (PermissionError, ProcessLookupError):
-                pass
-            jkey = self.janitor.register("killpg", pgid=pid) if self.janitor is not None else None
+            jkey = self.janitor.register("killpg", pgid=proc.pid) if self.janitor is not None else None
             self._waiting[slot] = _Waiting(proc, link, key, jkey)
             self.forked += 1
         if not any(f.breaks_every_session or f.needs_one_slot or f.needs_root_nftables or f.needs_replica
