@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 import psycopg
 
@@ -50,6 +50,18 @@ RUNS_BASE = _RUNS_ROOT / "pg-job-chaos"
 # "invalid port number", node-postgres's "Invalid URL"; DBOS's SQLAlchemy URL has one host and port):
 # on the replicated back end their workers connect through the endpoint that follows the primary.
 ONE_HOST = ("awa", "dbos", "pg-boss", "graphile-worker")
+
+
+class _Final(NamedTuple):
+    """What :meth:`Runner._final` read: the jobs, what a hosted library accepted and why it could not
+    say, job_runs, the transitions, and when it was done (monotonic)."""
+
+    jobs: list
+    accepted: list[dict] | None
+    unread: str | None
+    runs: list[dict]
+    changes: list[dict]
+    read: float
 
 
 class Runner:
@@ -191,9 +203,8 @@ class Runner:
             return pair.one_host_dsn(self.database.worker_dsn)
         return self.database.worker_dsn
 
-    def _final(self, run: DesignRun, design: DesignHandle, injected: list[dict]) -> tuple:
-        """The run's final tables, read once its workers are killed (while they are torn down): jobs,
-        what a hosted library accepted (and why it could not say), job_runs, the transitions, when."""
+    def _final(self, run: DesignRun, design: DesignHandle, injected: list[dict]) -> _Final:
+        """The run's final tables, read once its workers are killed (while they are torn down)."""
         if any(f.breaks_every_session for f in entries(i.get("fault") for i in injected)):
             # a restart broke the admin sessions too: the next run's supervisor opens its own again
             self._close_supervisor_admin()
@@ -205,7 +216,7 @@ class Runner:
         accepted, unread = finishes.read(run, self.admin)
         runs = [dict(zip(("job_id", "worker", "attempt", "started", "finished"), r, strict=True))
                 for r in self.admin.execute(db.Q.final_runs)]
-        return jobs, accepted, unread, runs, transitions.read(self.admin), time.monotonic()
+        return _Final(jobs, accepted, unread, runs, transitions.read(self.admin), time.monotonic())
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
         """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
@@ -229,7 +240,7 @@ class Runner:
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
                                 server=self.database.control, admin=self._supervisor_session(),
                                 standby=self.standby).run(lambda injected: self._final(run, design, injected))
-            jobs, accepted, unread, runs, changes, read = cast(tuple, result.meanwhile)
+            jobs, accepted, unread, runs, changes, read = cast(_Final, result.meanwhile)
             self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": read}
         for r in runs:
             for k in ("started", "finished"):
