@@ -64,7 +64,9 @@ def test_a_design_that_asks_its_pool_otherwise_gets_a_new_one(runner):
     without them, is closed unused and unrecorded -- the limits hold (a hang is cut by the server)."""
     s = Schedule(jobs=(JobSpec(1, tenant=1),), workers=1, design="lease-outbox", time_scale=0.5)
     runner.run(s)
+    taken = runner.standby.taken
     second = runner.run(s)
+    assert runner.standby.taken == taken + 1  # a standby was taken: its pool, not it, was refused
     assert not _ahead(second)
     assert [r["backend"] for r in second.records if r["event"] == "connect" and r.get("purpose") is None]
     assert any(r["event"] == "session-limits" for r in second.records)
