@@ -3,6 +3,7 @@ supervisor names the failure instead of a bare "worker error" exit."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from pg_job_chaos.core.execlog import path_for
@@ -22,4 +23,8 @@ def test_a_setup_failure_is_recorded_in_the_workers_log(tmp_path):
     proc.join(30)
     assert proc.exitcode == process.EXIT_WORKER_ERROR
     text = path_for(tmp_path, "w1.0").read_text()
-    assert '"event": "worker-error"' in text and "was gone before worker w1.0 started" in text, text
+    records = [json.loads(line) for line in text.splitlines()]
+    errors = [r for r in records if r["event"] == "worker-error"]
+    assert errors and "was gone before worker w1.0 started" in errors[0]["error"], text
+    # the child's pid, not the parent's: core/execlog.py keeps it, refreshed at every fork
+    assert errors[0]["pid"] == proc.pid != os.getpid()

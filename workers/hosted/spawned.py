@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import signal
 import threading
 import time
@@ -36,6 +37,7 @@ from ..context import WorkerContext
 
 ENV = "PGJC_SPAWNED_SPEC"
 SUFFIX = ".spawned-spec.pickle"
+_STARTED = re.compile(rb'"event":\s*"started"')  # a record of the execution log, whatever its spacing
 
 _context: WorkerContext | None = None  # this child's, built on its first job
 
@@ -84,7 +86,7 @@ def started_here(ctx: WorkerContext) -> int:
         data = Path(ctx.log.path).read_bytes()
     except OSError:
         return 0
-    return sum(1 for line in data.splitlines() if b'"event": "started"' in line)
+    return len(_STARTED.findall(data))
 
 
 def _gone(pid: int) -> bool:

@@ -1,0 +1,61 @@
+"""One JSON object per line, fast: the execution log's records (``core/execlog.py``), written by every
+worker for every step of every job and read back by the supervisor while the run goes on.
+
+:func:`line` encodes with orjson (~0.4 us a record here, against ~3.7 us for ``json.dumps`` with a
+``default``: measured in a worker's loop, the standard encoder was half of a record's cost). What it
+writes reads back as ``json.dumps(obj, default=str)`` would have, values for values: a datetime, a
+dataclass, a ``str`` or ``int`` subclass, or any type orjson does not know goes through ``str`` (the
+passthrough options), non-string keys become strings. Only the spacing differs (compact). Anything
+orjson refuses (an integer beyond 64 bits, a float NaN it would write as ``null``) falls back to
+``json.dumps``. One difference, in no record the harness writes: a plain ``Enum`` member is written as
+its value (``json.dumps`` wrote ``str(member)``; a ``StrEnum`` such as ``LogEvent`` is the same either way).
+
+:func:`loads` reads a compact line with orjson and a line in the standard encoder's spacing (``": "``:
+this module's fallback, the Python contract client, an older log) with ``json.loads`` -- orjson would
+read an integer beyond 64 bits as a float -- and what orjson refuses (``NaN``, ``Infinity``) with
+``json.loads`` too; a torn or malformed line is a :class:`ValueError` either way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+_OPTIONS = (orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+            | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def line(obj: dict) -> bytes:
+    """*obj* as one JSON line, newline included, as bytes."""
+    try:
+        data = orjson.dumps(obj, default=str, option=_OPTIONS)
+    except (orjson.JSONEncodeError, TypeError):  # an int beyond 64 bits, a key orjson cannot make a string
+        return (json.dumps(obj, default=str) + "\n").encode()
+    # Hazard: orjson writes a NaN or an infinity as null (json.dumps as NaN/Infinity, read back as the float)
+    if b"null" in data and _has_nonfinite(obj):
+        return (json.dumps(obj, default=str) + "\n").encode()
+    return data
+
+
+def _has_nonfinite(obj: dict | list | tuple) -> bool:
+    """Whether a float in *obj* is NaN or infinite (``x - x`` is then NaN, else 0)."""
+    for v in obj.values() if isinstance(obj, dict) else obj:
+        kind = type(v)
+        if kind is float:
+            if v - v != 0:
+                return True
+        elif (kind is dict or kind is list or kind is tuple) and _has_nonfinite(v):
+            return True
+    return False
+
+
+def loads(data: bytes | str) -> Any:
+    """One line's value; :class:`ValueError` when it is no JSON (a torn line)."""
+    if (b'": ' if isinstance(data, bytes) else '": ') in data:  # the standard encoder's: exact there
+        return json.loads(data)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # NaN, Infinity: the standard reader takes them
+        return json.loads(data)
