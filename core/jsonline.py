@@ -53,7 +53,8 @@ def _has_nonfinite(obj: dict | list | tuple) -> bool:
 
 def loads(data: bytes | str) -> Any:
     """One line's value; :class:`ValueError` when it is no JSON (a torn line)."""
-    if (b'": ' if isinstance(data, bytes) else '": ') in data:  # the standard encoder's: exact there
+    spaced = b'": ' in data if isinstance(data, bytes) else '": ' in data
+    if spaced:  # the standard encoder's line: exact there
         return json.loads(data)
     try:
         return orjson.loads(data)
