@@ -4,8 +4,9 @@ worker for every step of every job and read back by the supervisor while the run
 :func:`line` encodes with orjson (~0.4 us a record here, against ~3.7 us for ``json.dumps`` with a
 ``default``: measured in a worker's loop, the standard encoder was half of a record's cost). What it
 writes reads back as ``json.dumps(obj, default=str)`` would have, values for values: a datetime, a
-dataclass, a ``str`` or ``int`` subclass, or any type orjson does not know goes through ``str`` (the
-passthrough options), non-string keys become strings. Only the spacing differs (compact). Anything
+dataclass or any type neither knows goes through ``str`` (the passthrough options), a subclass of a
+``str``, ``int``, ``float``, ``dict``, ``list`` or ``tuple`` is written as its base, non-string keys
+become strings. Only the spacing differs (compact). Anything
 orjson refuses (an integer beyond 64 bits, a float NaN it would write as ``null``) falls back to
 ``json.dumps``. One difference, in no record the harness writes: a plain ``Enum`` member is written as
 its value (``json.dumps`` wrote ``str(member)``; a ``StrEnum`` such as ``LogEvent`` is the same either way).
@@ -24,13 +25,23 @@ from typing import Any
 import orjson
 
 _OPTIONS = (orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
-            | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+            | orjson.OPT_PASSTHROUGH_DATACLASS)
+
+
+def _default(value: object) -> object:
+    """What orjson leaves to us, as ``json.dumps(default=str)`` would write it: a subclass of ``float``
+    (numpy's float64) or of ``tuple`` (a named tuple) as the number or list, anything else as ``str``."""
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value)
 
 
 def line(obj: dict) -> bytes:
     """*obj* as one JSON line, newline included, as bytes."""
     try:
-        data = orjson.dumps(obj, default=str, option=_OPTIONS)
+        data = orjson.dumps(obj, default=_default, option=_OPTIONS)
     except (orjson.JSONEncodeError, TypeError):  # an int beyond 64 bits, a key orjson cannot make a string
         return (json.dumps(obj, default=str) + "\n").encode()
     # Hazard: orjson writes a NaN or an infinity as null (json.dumps as NaN/Infinity, read back as the float)
@@ -43,10 +54,12 @@ def _has_nonfinite(obj: dict | list | tuple) -> bool:
     """Whether a float in *obj* is NaN or infinite (``x - x`` is then NaN, else 0)."""
     for v in obj.values() if isinstance(obj, dict) else obj:
         kind = type(v)
-        if kind is float:
+        if kind is str or kind is int or v is None:  # most of a record: passed over first
+            continue
+        if isinstance(v, float):
             if v - v != 0:
                 return True
-        elif (kind is dict or kind is list or kind is tuple) and _has_nonfinite(v):
+        elif isinstance(v, dict | list | tuple) and _has_nonfinite(v):
             return True
     return False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import json
@@ -25,12 +26,25 @@ class _Name(str):
     pass
 
 
+class _Int(int):
+    pass
+
+
+class _Float(float):
+    pass
+
+
+_Pair = collections.namedtuple("_Pair", "x y")
+
+
 CASES = [
     {"event": LogEvent.FINISHED, "job": 3, "attempt": 1, "points": ["before-tenant", "mid-work"]},
     {"t": 0.1, "wall": 1796574313.0156298, "tiny": 1e-7, "huge": 1e22, "neg": -0.0},
     {"when": datetime.datetime(2026, 12, 6, 1, 2, 3, tzinfo=datetime.UTC), "day": datetime.date(2026, 1, 2),
      "at": datetime.time(1, 2)},
     {"dataclass": _Point(), "path": pathlib.Path("/x"), "set": {1}, "bytes": b"xy", "sub": _Name("abc")},
+    {"int": _Int(7), "float": _Float(1.5), "pair": _Pair(1, "a"), "ordered": collections.OrderedDict(b=2)},
+    {"float subclass": _Float("nan")},
     {1: "int key", None: "none key", False: "bool key", 2.5: "float key"},
     {"text": 'é\u2028"\\\n\t', "nested": {"a": [{"b": (1, "c")}]}, "none": None, "flag": False},
     {"beyond 64 bits": -(2**70)},  # orjson refuses it: written by json, read back as json would
