@@ -14,7 +14,7 @@ import pytest
 
 from pg_job_chaos.core import jsonline
 from pg_job_chaos.core.events import LogEvent
-from pg_job_chaos.core.execlog import ExecLog, parse_lines
+from pg_job_chaos.core.execlog import ExecLog, count_started, parse_lines
 
 
 @dataclasses.dataclass
@@ -87,3 +87,12 @@ def test_the_execution_log_writes_one_line_per_record_and_reads_them_back(tmp_pa
     assert used == len(log.path.read_bytes())
     assert [(r["event"], r["job"], r["pid"], r["worker"]) for r in records] == [
         ("started", 1, os.getpid(), "w1.0"), ("finished", 1, os.getpid(), "w1.0")]
+
+
+def test_started_records_are_counted_by_their_event_whatever_the_spacing(tmp_path):
+    log = ExecLog(tmp_path / "w1.0.events.jsonl", "w1.0")
+    log.write(LogEvent.STARTED, job=1, attempt=1)
+    log.write(LogEvent.FAILED, job=1, attempt=1, error='RuntimeError: "event": "started" in a message')
+    log.close()
+    data = log.path.read_bytes() + b'{"event": "started", "job": 2}\n{"event":"started","job":'  # torn
+    assert count_started(data) == 2 and count_started(data, job=1) == 1 and count_started(data, job=2) == 1

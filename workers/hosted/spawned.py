@@ -24,20 +24,19 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import signal
 import threading
 import time
 from pathlib import Path
 
 from ...core import procs
+from ...core.execlog import count_started
 from .. import statements
 from ..body import STRIKE_SIGNAL, WorkerSpec
 from ..context import WorkerContext
 
 ENV = "PGJC_SPAWNED_SPEC"
 SUFFIX = ".spawned-spec.pickle"
-_STARTED = re.compile(rb'"event":\s*"started"')  # a record of the execution log, whatever its spacing
 
 _context: WorkerContext | None = None  # this child's, built on its first job
 
@@ -86,7 +85,7 @@ def started_here(ctx: WorkerContext) -> int:
         data = Path(ctx.log.path).read_bytes()
     except OSError:
         return 0
-    return len(_STARTED.findall(data))
+    return count_started(data)
 
 
 def _gone(pid: int) -> bool:
