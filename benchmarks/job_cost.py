@@ -24,25 +24,20 @@ its whole loop over jobs). A figure, not a test. Hazard: the in-process legs pat
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 import psycopg
 
 from pg_job_chaos.core import execlog
 from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.harness import scales
-from pg_job_chaos.harness.bench.cost import bare_loop
+from pg_job_chaos.harness.bench import cost
 from pg_job_chaos.harness.postgres import provision
 from pg_job_chaos.harness.runner import Runner
 from pg_job_chaos.harness.supervisor.process import client_timeouts
 from pg_job_chaos.workers import load_design, statements
-from pg_job_chaos.workers.body import WorkerSpec
-from pg_job_chaos.workers.context import WorkerContext
 
 LEGS = ("bare", "in-process", "+ records", "+ statement points", "+ both", "harness")
 _CMD_BASE = psycopg.Connection.__mro__[1]  # where statements.install wraps _exec_command
@@ -59,18 +54,10 @@ def _restore() -> None:
     statements._ctx = None  # noqa: SLF001 - what install set
 
 
-def _per_job(records: list[dict]) -> float:
-    starts = [r["t"] for r in records if r["event"] == "started"]
-    ends = [r["t"] for r in records if r["event"] == "finished"]
-    return (max(ends) - min(starts)) / max(1, len(starts) - 1)
-
-
 def _in_process(runner, database, sched: Schedule, *, records: bool, points: bool) -> tuple[float, float]:
-    design = load_design("lease")
-    sched = sched.replace(pool_size=design.pool_size(sched), dequeues=len(sched.jobs))
-    run = runner.prepare(sched, design)
-    with tempfile.TemporaryDirectory(prefix="pgjc-jobcost-") as run_dir:
-        ctx = WorkerContext(WorkerSpec("w1.0", sched, client_timeouts(database.worker_dsn), Path(run_dir)))
+    sched = sched.replace(dequeues=len(sched.jobs))
+    dsn = client_timeouts(database.worker_dsn)  # as the harness's workers connect
+    with cost.in_process(runner, load_design("lease"), sched, dsn, identity="w1.0") as (run, ctx):
         ctx.open_pool()
         times: list[dict] = []
         try:
@@ -86,11 +73,7 @@ def _in_process(runner, database, sched: Schedule, *, records: bool, points: boo
             cpu = (time.process_time() - c0) / len(sched.jobs)
         finally:
             _restore()
-            ctx.close()
-        if records:
-            log = execlog.path_for(Path(run_dir), "w1.0")
-            times = [json.loads(line) for line in log.read_text().splitlines()]
-    return _per_job(times), cpu
+        return cost.per_job(cost.records(ctx) if records else times), cpu
 
 
 def _leg(leg: str, runner, database, sched: Schedule) -> tuple[float, float]:
@@ -98,14 +81,14 @@ def _leg(leg: str, runner, database, sched: Schedule) -> tuple[float, float]:
     if leg == "bare":
         runner.prepare(sched)
         c0 = time.process_time()
-        wall = bare_loop(database.worker_dsn, len(sched.jobs), sched.seconds(sched.timing.lease))
+        wall = cost.bare_loop(database.worker_dsn, len(sched.jobs), sched.seconds(sched.timing.lease))
         return wall, (time.process_time() - c0) / len(sched.jobs)
     if leg == "harness":
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = runner.run(sched)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
-        return _per_job(h.records), cpu / len(sched.jobs)
+        return cost.per_job(h.records), cpu / len(sched.jobs)
     return _in_process(runner, database, sched, records=leg in ("+ records", "+ both"),
                        points=leg in ("+ statement points", "+ both"))
 

@@ -17,11 +17,12 @@ counter sees the design's transactions and nothing else of ours:
 
 from __future__ import annotations
 
-import json
 import resource
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -31,12 +32,13 @@ from ...core import sqlfile
 from ...core.db import one
 from ...core.errors import HarnessError
 from ...core.events import LogEvent
-from ...core.execlog import path_for
+from ...core.execlog import parse_lines, path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
 from ...workers.body import Q as BODY
 from ...workers.body import WorkerSpec, inherited_tenant
 from ...workers.context import WorkerContext
+from ...workers.design import DesignHandle, DesignRun
 from ...workers.lease import Q as LEASE
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
@@ -60,30 +62,52 @@ def _settled(conn: psycopg.Connection, db: str) -> int:
     return last
 
 
+@contextmanager
+def in_process(runner, design: DesignHandle, sched: Schedule, worker_dsn: str,
+               identity: str = "bench") -> Iterator[tuple[DesignRun, WorkerContext]]:
+    """*design*'s run of *sched* prepared (the pool size stamped as the runner stamps it: the body's real
+    pool), and a worker context for it in this process, in a run directory removed after: the caller
+    runs ``run.run_worker(ctx)``; :func:`records` reads what it wrote before the block ends."""
+    sched = sched.replace(pool_size=design.pool_size(sched))
+    run = runner.prepare(sched, design)
+    with tempfile.TemporaryDirectory(prefix="pgjc-cost-") as run_dir:
+        ctx = WorkerContext(WorkerSpec(identity, sched, worker_dsn, Path(run_dir)))
+        try:
+            yield run, ctx
+        finally:
+            ctx.close()
+
+
+def records(ctx: WorkerContext) -> list[dict]:
+    """What the in-process worker of *ctx* wrote to its execution log."""
+    return parse_lines(path_for(ctx.spec.run_dir, ctx.identity).read_bytes())[0]
+
+
+def per_job(records: list[dict]) -> float:
+    """Seconds per job in steady state: first ``started`` to last ``finished``, over the jobs but one."""
+    starts = [r["t"] for r in records if r["event"] == LogEvent.STARTED]
+    ends = [r["t"] for r in records if r["event"] == LogEvent.FINISHED]
+    return (max(ends) - min(starts)) / max(1, len(starts) - 1)
+
+
 def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jobs: int,
                 time_scale: float) -> dict:
     """Per job for *design_name* over *jobs* fault-free jobs: ``latency_ms`` (first start to last
     finish, per job), ``execution_ms`` (median start to finish) and ``transactions``."""
-    design = load_design(design_name)
     sched = Schedule(jobs=tuple(JobSpec(i, tenant=(i % 100) + 1, duration=0.0) for i in range(1, jobs + 1)),
                      workers=1, design=design_name, time_scale=time_scale, dequeues=jobs)
-    sched = sched.replace(pool_size=design.pool_size(sched))  # as the runner stamps it: the body's real pool
-    run = runner.prepare(sched, design)
-    with tempfile.TemporaryDirectory(prefix="pgjc-cost-") as run_dir:
-        ctx = WorkerContext(WorkerSpec("bench", sched, worker_dsn, Path(run_dir)))
-        db = conninfo_to_dict(admin_dsn).get("dbname")
-        if not isinstance(db, str):  # a provisioned database's DSN always names it
-            raise HarnessError("design_cost: the admin DSN names no database")
-        with psycopg.connect(make_conninfo(admin_dsn, dbname="postgres"), autocommit=True) as counter:
-            before = _settled(counter, db)
-            try:
-                run.run_worker(ctx)
-            finally:
-                ctx.close()
-            after = _settled(counter, db)
-        records = [json.loads(x) for x in path_for(Path(run_dir), "bench").read_text().splitlines()]
-    starts = [r["t"] for r in records if r["event"] == LogEvent.STARTED]
-    ends = [r["t"] for r in records if r["event"] == LogEvent.FINISHED]
+    db = conninfo_to_dict(admin_dsn).get("dbname")
+    if not isinstance(db, str):  # a provisioned database's DSN always names it
+        raise HarnessError("design_cost: the admin DSN names no database")
+    with in_process(runner, load_design(design_name), sched, worker_dsn) as (run, ctx), \
+            psycopg.connect(make_conninfo(admin_dsn, dbname="postgres"), autocommit=True) as counter:
+        before = _settled(counter, db)
+        run.run_worker(ctx)
+        ctx.close()  # Hazard (SETTLE_READS): the counter moves once the worker's sessions are closed
+        after = _settled(counter, db)
+        logged = records(ctx)
+    starts = [r["t"] for r in logged if r["event"] == LogEvent.STARTED]
+    ends = [r["t"] for r in logged if r["event"] == LogEvent.FINISHED]
     done = len(ends)
     return {"jobs": done, "latency_ms": (max(ends) - min(starts)) / max(1, done) * 1000,
             "execution_ms": statistics.median(e - s for s, e in zip(starts, ends, strict=False)) * 1000,
@@ -119,9 +143,7 @@ def per_job_ratio(runner, database, sched: Schedule, out, pairs: int = 5) -> Non
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = runner.run(sched)
         c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        starts = [r["t"] for r in h.records if r["event"] == "started"]
-        ends = [r["t"] for r in h.records if r["event"] == "finished"]
-        harness_per_job = (max(ends) - min(starts)) / max(1, len(starts) - 1)
+        harness_per_job = per_job(h.records)
         runner.prepare(sched)
         # Behind a pooler, the prepared statements of earlier clients are still on its server sessions
         unprepared = {"prepare_threshold": None} if database.pooler else {}
