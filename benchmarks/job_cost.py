@@ -10,7 +10,7 @@ runs, alternating, on one embedded server, the same statements for the same jobs
 
 * ``bare``: ``harness/bench/cost.bare_loop``, one connection, no pool;
 * ``in-process``: the design's own loop in this process (``run_worker``: its pool, its body), neither
-  its records (``ExecLog.write`` a no-op) nor its statement points (``workers/statements.py`` not
+  its records (``ExecLog.write`` a no-op) nor its statement points (``workers/body/statements.py`` not
   installed); then with the records; then with the statement points; then with both;
 * ``harness``: ``Runner.run``: a forked worker (a standby's), the supervisor beside it (its wake-ups,
   its ``pg_stat_activity`` samples, the next run's standbys forked during it). Its CPU is the worker's
@@ -37,7 +37,8 @@ from pg_job_chaos.harness.bench import cost
 from pg_job_chaos.harness.postgres import provision
 from pg_job_chaos.harness.runner import Runner
 from pg_job_chaos.harness.supervisor.process import client_timeouts
-from pg_job_chaos.workers import load_design, statements
+from pg_job_chaos.workers import load_design
+from pg_job_chaos.workers.body import statements
 
 LEGS = ("bare", "in-process", "+ records", "+ statement points", "+ both", "harness")
 _CMD_BASE = psycopg.Connection.__mro__[1]  # where statements.install wraps _exec_command

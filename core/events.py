@@ -22,7 +22,7 @@ from enum import StrEnum
 class LogEvent(StrEnum):
     """Every event an execution-log record may carry, by who writes it."""
 
-    # An execution's own steps (the job body: workers/body.py; the contract clients' body too)
+    # An execution's own steps (the job body: workers/body/execution.py; the contract clients' body too)
     STARTED = "started"
     EXECUTION_COUNT = "execution-count"  # which execution of a transient fault's job this is
     TENANT_INHERITED = "tenant-inherited"  # the tenant setting before the job set one
@@ -36,13 +36,13 @@ class LogEvent(StrEnum):
     # The world's answer to a keyed send (core/world.py)
     ACCEPTED = "accepted"
     DUPLICATE = "duplicate"
-    # The worker's context and the statement wrapper (workers/context.py, workers/statements.py)
+    # The worker's context and the statement wrapper (workers/body/context.py, workers/body/statements.py)
     CONNECT = "connect"  # a connection opened (the pool's, or the worker's own with its purpose)
     POINT = "point"  # at a watched point, waiting for the supervisor's go
     POINT_TIMEOUT = "point-timeout"  # the go never came within strike_wait
     STATEMENT = "statement"  # the first time the worker sent a statement point
     TENANT_STATEMENT = "tenant-statement"  # a job's own statement and the tenant setting it ran under
-    # The built-in designs (workers/base.py, heartbeat.py, outbox.py)
+    # The built-in designs (workers/builtin/base.py, heartbeat.py, outbox.py)
     CLAIM_FAILED = "claim-failed"
     HEARTBEAT_ERROR = "heartbeat-error"
     LEASE_LOST = "lease-lost"
@@ -51,7 +51,7 @@ class LogEvent(StrEnum):
     SESSION_LIMITS = "session-limits"  # lease-outbox's server-side timeouts
     RELAY_ERROR = "relay-error"
     SESSION_CUT = "session-cut"  # the server ended a session at one of those limits
-    # The worker process (harness/supervisor/process.py, workers/body.py worker_error)
+    # The worker process (harness/supervisor/process.py, workers/body/execution.py worker_error)
     WORKER_START = "worker-start"
     WORKER_EXIT = "worker-exit"
     WORKER_ERROR = "worker-error"

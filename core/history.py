@@ -265,7 +265,7 @@ class History:
                 if j.fault and j.strikes is not None and j.id not in aimed}
 
     def statements(self) -> list[tuple[str, bool]]:
-        """The statement points the run's workers sent (``workers/statements.py``), first seen first:
+        """The statement points the run's workers sent (``workers/body/statements.py``), first seen first:
         ``(point, bound)``, bound when the statement belonged to a job."""
         out: dict[tuple[str, bool], None] = {}
         for r in sorted(self.records, key=lambda r: r["t"]):

@@ -1,6 +1,6 @@
 """A worker's idle mark: when its last look for work that found nothing began.
 
-The built-in worker loop (``workers/base.py``) writes it after every empty dequeue and its
+The built-in worker loop (``workers/builtin/base.py``) writes it after every empty dequeue and its
 ``idle()`` step (a sweep), before it sleeps a poll: 8 bytes (a ``time.monotonic()`` float) at the
 start of ``<identity>.idle`` in the run directory, one ``pwrite`` -- a reader sees the old value or
 the new one. The supervisor reads it to end a run as soon as every live worker has looked again,

@@ -29,7 +29,7 @@ JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "befo
 # before the send, and between the send and marking the row delivered (a crash there re-delivers).
 RELAY_POINTS = ("before-deliver", "after-deliver")
 POINTS = JOB_POINTS + RELAY_POINTS
-STATEMENT_PREFIX = "sql:"  # a strike point between a design's own statements (workers/statements.py)
+STATEMENT_PREFIX = "sql:"  # a strike point between a design's own statements (workers/body/statements.py)
 AFTER = ":after"  # sql:<name>:after -- after the statement's reply (in autocommit: after its commit)
 COMMIT = STATEMENT_PREFIX + "commit"  # sql:commit:<last statement> -- before a COMMIT; + AFTER: after it
 
@@ -68,7 +68,7 @@ class Event:
     """A supervisor fault, triggered when an execution of ``job`` reaches ``point``."""
 
     fault: str
-    job: int | None  # None: a statement point of no job (workers/statements.py: a maintenance statement)
+    job: int | None  # None: a statement point of no job (workers/body/statements.py: a maintenance statement)
     point: str = "mid-work"  # a named point, or a statement point "sql:<name>"
     occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
     duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)

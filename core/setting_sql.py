@@ -1,7 +1,7 @@
 """What one SQL statement's text does to a setting: the pure half of the tenant tracking.
 
 :func:`changes` reads a statement's text (and its parameters, as psycopg would send them) and says what
-it does to the setting it is asked about and to the transaction it runs in; ``workers/tenant_track.py``
+it does to the setting it is asked about and to the transaction it runs in; ``workers/tenant/track.py``
 applies that to a connection's state. No connection, no server: the forms it knows are listed in that
 module's docstring; anything else that names the setting in a way it cannot read says ``UNKNOWN``.
 """

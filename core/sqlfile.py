@@ -59,7 +59,7 @@ def parse(text: str, *, source: str = "<sql>") -> dict[str, str]:
 
 
 # Every statement loaded, by its text: "<file stem>.<name>" (lease.claim). Statement strike points
-# (workers/statements.py) are named by it; a statement not here is named by a digest of its text.
+# (workers/body/statements.py) are named by it; a statement not here is named by a digest of its text.
 NAMES: dict[str, str] = {}
 
 

@@ -1,9 +1,9 @@
 """The tenant setting each execution's own statements ran under, from the execution log.
 
-A worker logs a ``tenant-statement`` record (``workers/statements.py``) for each statement a job's
+A worker logs a ``tenant-statement`` record (``workers/body/statements.py``) for each statement a job's
 thread sends that is not the harness's body's -- the user's own code, whatever table it reads, and a
 design's own statements -- with the design's tenant setting in force on that connection when it ran
-(``workers/tenant_track.py``: ``value`` a string, empty for none, or ``known`` false when it cannot be
+(``workers/tenant/track.py``: ``value`` a string, empty for none, or ``known`` false when it cannot be
 known). The wrapper keeps a thread's last job as current after the job ended, so a record is kept
 here only between that execution's ``started`` record and its end (its terminal record, or where the
 history ends it): the worker's next claim is no statement of the job it last ran.

@@ -7,7 +7,7 @@ which reads the application's own ``documents`` table under forced row-level sec
 half hosts it (protocol v2, ``workers/hosted/protocol.py``): the job body runs on the connection the
 helper prepared (``run_job(..., conn=conn)``) and the job's code is passed as ``work=``, so that its
 statements are the job's: ``tenant-isolation`` judges each of them by the tenant setting in force
-when it ran (``workers/statements.py``), though the harness knows nothing of ``documents``.
+when it ran (``workers/body/statements.py``), though the harness knows nothing of ``documents``.
 
 ``--design-option scope=session`` (the default here, the common mistake): ``set_config(.., false)``
 outlives the job on the pooled connection, and a later system job that lands on that connection --

@@ -1,4 +1,4 @@
-"""The catalogue itself. Job faults get the running execution (``workers.body.Execution``);
+"""The catalogue itself. Job faults get the running execution (``workers.body.execution.Execution``);
 supervisor faults get the :class:`~faults.api.SupervisorAPI` the supervisor offers them.
 
 A supervisor fault's entry also declares what a run needs for it and how it strikes -- one slot,
@@ -51,7 +51,7 @@ class Fault:
     # It ends or cuts the worker (crash, kill, terminate, reset, lost-commit-reply): the small-scope pass
     # strikes with it at every statement point -- before a statement, after its reply, before and after a
     # COMMIT (smallscope.cut_schedules); a job fault so marked may name a statement point (the wrapper,
-    # in the worker, strikes it there: workers/statements.py).
+    # in the worker, strikes it there: workers/body/statements.py).
     cuts_worker: bool = False
     # It fails the primary over to its standby: only on the replicated back end (ServerSpec.replica).
     needs_replica: bool = False

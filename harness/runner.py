@@ -30,7 +30,7 @@ from ..workers.design import DesignHandle, DesignRun, key_of
 from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
 from ..workers.loading import BUILTIN, LIBRARIES, load_design
-from ..workers.tenant import SETTING
+from ..workers.tenant.modes import SETTING
 from .postgres import Database, transitions
 from .postgres import dataset as db
 from .supervisor import Supervisor

@@ -48,7 +48,7 @@ _HOME = {
     "schedules": "strategy", "Schedule": "core.schedule", "JobSpec": "core.schedule",
     "Event": "core.schedule",
     "HostedDesign": "workers.hosted", "run_job": "workers.hosted", "claimed": "workers.hosted",
-    "job_args": "workers.hosted", "QueueDesign": "workers.base", "load_design": "workers",
+    "job_args": "workers.hosted", "QueueDesign": "workers.builtin.base", "load_design": "workers",
     "PROPERTIES": "properties",
 }
 

@@ -2,7 +2,7 @@
 
 Two ways a job's tenant context can be recorded (``core/history.py``):
 
-* the harness's tenant modes (``workers/tenant.py``): the body reads the setting the connection
+* the harness's tenant modes (``workers/tenant/modes.py``): the body reads the setting the connection
   *inherited* before it sets any -- it must be empty -- then sets the job's tenant and reads;
 * the worker's own tenant code (``workers/hosted/own_connection.py``): the body reads the setting as the
   job's code begins -- it must be exactly the job's tenant, empty for a system job -- and reads.
@@ -15,7 +15,7 @@ apparently empty tenant (the article's rls-queue mechanism).
 Beside the harness's own read, every statement the job's own code sent between the execution's start
 and end (``core/statement_tenants.py``; the user's code whatever table it reads, a design's own
 statements) is judged by the tenant setting in force when it ran, tracked client-side per connection
-(``workers/tenant_track.py``): one that ran as another tenant -- or as any tenant, for a system job --
+(``workers/tenant/track.py``): one that ran as another tenant -- or as any tenant, for a system job --
 is a leak, whether or not the table it read has row-level security (the harness need not know the
 table). Running with no tenant set is no leak (a read then sees nothing under forced row-level
 security; the harness's own read judges that). A statement whose setting could not be known (a

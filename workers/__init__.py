@@ -1,16 +1,28 @@
-"""The systems under test: queue designs and tenant modes.
+"""The systems under test: queue designs and tenant modes, by concept.
 
 A **design** is how a job is claimed, worked, finished and failed (``workers/design.py`` states the
 protocol a plug-in implements); a **tenant mode** is how the tenant context is set and cleared on
-a pooled connection (``workers/tenant.py``). The job body they all run is ``workers/body.py``.
+a pooled connection. The folders, lowest first (``tests/unit/test_layers.py`` holds them to it):
+
+- ``tenant/``: the tenant modes and the setting tracked per connection;
+- ``body/``: the job body every design runs (one execution's steps), the statement wrapper, the
+  worker context;
+- ``builtin/``: the article's designs; ``hosted/``: a queue library, a user's own worker, the worker
+  contract (its clients in other runtimes under ``clients/``);
+- ``design.py`` (the boundary: the protocol and the handle) and ``loading.py`` (``load_design``).
+
+The flat modules' old names still import, deprecated (``workers/moved.py``).
 """
 
 from __future__ import annotations
 
-from .base import QueueDesign
+from . import moved
+from .builtin.base import QueueDesign
 from .design import Design, DesignHandle, DesignRun
 from .loading import BUILTIN, LIBRARIES, LIBRARIES_EXTRA, OTHER_RUNTIMES, load_design, parse_options
-from .tenant import MODES, TenantMode, check_schedule
+from .tenant.modes import MODES, TenantMode, check_schedule
+
+moved.install(__name__)  # the flat modules' old names (workers/moved.py), deprecated
 
 DESIGNS = BUILTIN  # the built-in designs by name
 

@@ -18,7 +18,7 @@ Required (:class:`Design`):
 ``enqueue(conn, jobs, *, max_attempts)``
     queue every :class:`~core.schedule.JobSpec` in order.
 ``run_worker(ctx)``
-    the worker loop, in the forked worker (``ctx`` is a :class:`~workers.context.WorkerContext`);
+    the worker loop, in the forked worker (``ctx`` is a :class:`workers.body.context.WorkerContext`);
     return when ``ctx.may_dequeue()`` is false.
 ``pending(conn) -> int``
     how many jobs the design's workers or its recovery may still act on (the quiescence test).
@@ -26,7 +26,7 @@ Required (:class:`Design`):
     every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
 
 Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
-:class:`~workers.base.QueueDesign` declare every one):
+:class:`~workers.builtin.base.QueueDesign` declare every one):
 
 ``points`` (:data:`~core.schedule.JOB_POINTS`)
     the strike points its workers reach; the search draws fault points only from these.
@@ -71,12 +71,12 @@ import psycopg
 
 from ..core.errors import UsageError
 from ..core.schedule import JOB_POINTS, JobSpec, Schedule
-from .base import QueueDesign
-from .context import WorkerContext
+from .body.context import WorkerContext
+from .builtin.base import QueueDesign
 from .hosted import HostedDesign
 from .hosted.protocol import POOL
 from .hosted.timing import FIXED, Intervals
-from .tenant import SETTING
+from .tenant.modes import SETTING
 
 REQUIRED = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
 
@@ -241,7 +241,7 @@ class DesignHandle:
         at most the schedule's jobs), and room for executions that overlap -- a retry the library starts
         while the previous execution still runs (pg-boss past an expiration, awa's rescue, oban's
         lifeline) -- up to jobs x ``max_attempts``, at most :data:`OVERLAP_CAP`. The pool opens
-        its connections as they are needed (``workers/tenant.py``); the runner stamps this size into
+        its connections as they are needed (``workers/tenant/modes.py``); the runner stamps this size into
         the run's schedule, where ``pool-hygiene`` and a replay read it."""
         if self.concurrency == POOL:
             return schedule.pool_size

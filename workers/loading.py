@@ -18,13 +18,13 @@ from types import ModuleType
 from typing import Protocol, cast
 
 from ..core.errors import UsageError
-from .base import QueueDesign
+from .builtin.base import QueueDesign
+from .builtin.fair import LeaseRoundRobin, LeaseTenantCap
+from .builtin.heartbeat import LeaseHeartbeat
+from .builtin.lease import Lease, LeaseFenced
+from .builtin.one_transaction import OneTransaction, OneTransactionHandler
+from .builtin.outbox import LeaseOutbox
 from .design import DesignHandle
-from .fair import LeaseRoundRobin, LeaseTenantCap
-from .heartbeat import LeaseHeartbeat
-from .lease import Lease, LeaseFenced
-from .one_transaction import OneTransaction, OneTransactionHandler
-from .outbox import LeaseOutbox
 
 BUILTIN: dict[str, type[QueueDesign]] = {
     d.name: d

@@ -35,11 +35,11 @@ from ...core.events import LogEvent
 from ...core.execlog import parse_lines, path_for
 from ...core.schedule import JobSpec, Schedule
 from ...workers import load_design
-from ...workers.body import Q as BODY
-from ...workers.body import WorkerSpec, inherited_tenant
-from ...workers.context import WorkerContext
+from ...workers.body.context import WorkerContext
+from ...workers.body.execution import Q as BODY
+from ...workers.body.execution import WorkerSpec, inherited_tenant
+from ...workers.builtin.lease import Q as LEASE
 from ...workers.design import DesignHandle, DesignRun
-from ...workers.lease import Q as LEASE
 
 SETTLE_READS = 5  # reads of the counter, SETTLE_PAUSE apart, until two agree
 SETTLE_PAUSE = 0.6  # seconds: PostgreSQL flushes a backend's statistics at most once a second

@@ -31,9 +31,9 @@ from ...core.db import one
 from ...core.errors import HarnessError
 from ...core.schedule import JobSpec, Schedule
 from ...workers import QueueDesign, load_design
-from ...workers.body import WorkerSpec
-from ...workers.context import WorkerContext
-from ...workers.lease import Q as LEASE
+from ...workers.body.context import WorkerContext
+from ...workers.body.execution import WorkerSpec
+from ...workers.builtin.lease import Q as LEASE
 from .cost import design_cost
 
 Q = sqlfile.load(__file__, "fairness.sql", "grow_tenants", "analyze_tenants", "empty_queue", "shrink_tenants",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 from ...core import sqlfile
-from ...workers.body import Claimed
-from ...workers.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
-from ...workers.lease import FencedOut, LeaseFenced
-from ...workers.lease import Q as LEASE
+from ...workers.body.execution import Claimed
+from ...workers.builtin.heartbeat import Heartbeat, LeaseHeartbeat, LeaseLost
+from ...workers.builtin.lease import FencedOut, LeaseFenced
+from ...workers.builtin.lease import Q as LEASE
 
 CASES = [  # (bug, faults, the property that must find it)
     ("CountAtFinish", "crash", "attempts-counted"),

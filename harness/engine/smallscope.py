@@ -20,7 +20,7 @@ And for every allowed job fault, once at its default point on **the first execut
 transient fault, ``strikes`` 1: one job, two workers): a design that never retries, or retries
 into the wrong state, ends the job other than done.
 
-Then, once the runs above have shown which statements the design sends (``workers/statements.py``),
+Then, once the runs above have shown which statements the design sends (``workers/body/statements.py``),
 every supervisor fault that strikes between statements (its catalogue entry's ``at_statements``)
 at each statement point, up to :data:`STATEMENT_CAP` of them (:func:`ranked`: a job-less worker's
 statements first, then a job's, each in the order first sent): one job on
@@ -33,7 +33,7 @@ reset, lost-commit-reply) at the statement points around the design's statements
 (:func:`cut_points`: a job's first -- its finish and failure paths -- after a COMMIT first, then after a
 reply, before a COMMIT, before a statement; then those of no job), on one job with one worker and with
 two, on the point's first occurrence, within :data:`CUT_RUNS` runs in all (:func:`cut_schedules`).
-``crash`` is the job's own fault there (the worker ends itself: ``workers/statements.py``), the others
+``crash`` is the job's own fault there (the worker ends itself: ``workers/body/statements.py``), the others
 events. A design whose statements the wrapper cannot see (a library in another language, in a process of
 its own) shows none: those faults then strike only at the body's named points.
 

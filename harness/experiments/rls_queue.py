@@ -2,7 +2,7 @@
 
 100 jobs, one per tenant, in the shared ``jobs`` table; the policy of ``invoices`` is put on
 ``jobs`` for the experiment and removed afterwards. A worker with no tenant context counts the
-jobs and runs the lease design's own claim (``workers/lease.sql``), which it would run first.
+jobs and runs the lease design's own claim (``workers/builtin/lease.sql``), which it would run first.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import psycopg
 from ...core import sqlfile
 from ...core.db import one
 from ...core.schedule import JobSpec
-from ...workers.body import Q as BODY
-from ...workers.lease import Lease
-from ...workers.lease import Q as LEASE
+from ...workers.body.execution import Q as BODY
+from ...workers.builtin.lease import Lease
+from ...workers.builtin.lease import Q as LEASE
 from ..postgres import dataset as db
 from .common import Context
 

@@ -7,7 +7,7 @@ built-in designs and faults; the figures are read from the :class:`~core.history
 from __future__ import annotations
 
 from ...core.schedule import JobSpec, Schedule, Timing
-from ...workers.lease import Q as LEASE
+from ...workers.builtin.lease import Q as LEASE
 from ..runner import Runner
 from .common import Context
 

@@ -1,7 +1,7 @@
 """Experiments 1 and 2: tenant context on a pooled connection (leak) and what resetting costs.
 
-Both use the tenant modes exactly as a worker does (``workers.tenant.MODES[..].pool(...)``) and
-the job body's own statements (``workers/body.sql``).
+Both use the tenant modes exactly as a worker does (``workers.tenant.modes.MODES[..].pool(...)``) and
+the job body's own statements (``workers/body/execution.sql``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import psycopg
 
 from ...core import sqlfile
 from ...core.db import one
-from ...workers.body import Q as BODY
-from ...workers.tenant import MODES
+from ...workers.body.execution import Q as BODY
+from ...workers.tenant.modes import MODES
 from .common import Context, median_ms, plot
 
 Q = sqlfile.load(__file__, "tenants.sql", "count_invoices", "fail", "timed_query")

@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from ...core import sqlfile
-from ...workers.body import Q as BODY
+from ...workers.body.execution import Q as BODY
 from .common import Context, plot
 
 Q = sqlfile.load(__file__, "vacuum.sql", "create", "drop", "short_job", "claim_for_update", "write",

@@ -18,7 +18,7 @@ from ...core.events import LogEvent
 
 # Records about a statement, not a step of a job or a worker: a job's statements come between its started
 # and its end (in flight), a job-less one is part of a look for work (an idle mark follows it); the empty
-# look after a job logs the claim once more under that job (workers/statements.py keeps the last job).
+# look after a job logs the claim once more under that job (workers/body/statements.py keeps the last job).
 NOT_ACTIVITY = frozenset({LogEvent.STATEMENT, LogEvent.TENANT_STATEMENT})
 
 

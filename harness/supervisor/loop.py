@@ -25,7 +25,7 @@ from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
-from ...workers.body import WorkerSpec
+from ...workers.body.execution import WorkerSpec
 from ...workers.design import DesignRun
 from ..net.network import Network
 from ..postgres import pgbouncer

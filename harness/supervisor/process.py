@@ -26,9 +26,9 @@ from ...core.events import LogEvent
 from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
-from ...workers import statements
-from ...workers.body import STRIKE_SIGNAL, WAKE_SIGNAL, WorkerSpec, worker_error
-from ...workers.context import WorkerContext
+from ...workers.body import statements
+from ...workers.body.context import WorkerContext
+from ...workers.body.execution import STRIKE_SIGNAL, WAKE_SIGNAL, WorkerSpec, worker_error
 from ...workers.design import DesignRun
 
 EXIT_DRAINED = 0
@@ -115,7 +115,7 @@ class WorkerProcess:
             procs.killpg(self.pid, sig)
 
     def wake(self) -> None:
-        """End its idle sleep now (``workers/base.py``); a worker not asleep finds it pending at its
+        """End its idle sleep now (``workers/builtin/base.py``); a worker not asleep finds it pending at its
         next idle sleep, which then ends at once: one look sooner, nothing else."""
         try:
             os.kill(self.pid, WAKE_SIGNAL)
@@ -167,7 +167,8 @@ def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoR
         ctx = WorkerContext(spec)
         if ahead is not None:
             ctx.adopt(*ahead)
-        statements.install(ctx)  # every statement the design sends is a strike point (workers/statements.py)
+        # every statement the design sends is a strike point (workers/body/statements.py)
+        statements.install(ctx)
         ctx.log.write(LogEvent.WORKER_START)
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()

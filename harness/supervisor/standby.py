@@ -42,11 +42,11 @@ from multiprocessing.process import BaseProcess
 from ...core import logs
 from ...core.schedule import Schedule
 from ...faults.catalogue import entries
-from ...workers.body import WorkerSpec
-from ...workers.context import ConnectRecorder, job_pool
+from ...workers.body.context import ConnectRecorder, job_pool
+from ...workers.body.execution import WorkerSpec
 from ...workers.design import DesignHandle
 from ...workers.loading import BUILTIN
-from ...workers.tenant import MODES
+from ...workers.tenant.modes import MODES
 from . import process
 
 CONNECT, GO = "connect", "go"

@@ -1,5 +1,5 @@
 """Issue 36 item 1: a fault that ends or cuts a worker strikes after a statement's reply and at a
-COMMIT (workers/statements.py); the planted split finish dies between its two commits."""
+COMMIT (workers/body/statements.py); the planted split finish dies between its two commits."""
 
 from __future__ import annotations
 

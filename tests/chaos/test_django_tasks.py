@@ -98,7 +98,7 @@ def test_an_overrun_runs_once(runner):
 
 # The claim's UPDATE (models.py:256-263) as the statement points name it: the digest of Django 5.2.19's
 # text, UPDATE "django_tasks_database_dbtaskresult" SET "status" = %s, "started_at" = %s, "worker_ids" = %s
-# WHERE "django_tasks_database_dbtaskresult"."id" = %s (workers/statements.py name_of).
+# WHERE "django_tasks_database_dbtaskresult"."id" = %s (workers/body/statements.py name_of).
 CLAIM_UPDATE = "sql:6a5a3225"
 
 

@@ -138,7 +138,7 @@ def test_pool_hygiene_catches_the_reset_traps(runner, mode):
 # --- lease-outbox: every property under every fault but pause --------------------------------------------
 
 OUTBOX_FAULTS = "raise,sql-error,crash,overrun,hang,kill,terminate"
-# The outbox design's server limits are 0.3-0.4 of a lease (workers/outbox.py): at 0.5 a lease is
+# The outbox design's server limits are 0.3-0.4 of a lease (workers/builtin/outbox.py): at 0.5 a lease is
 # 0.5 s, so a supervisor handshake inside a transaction has 150 ms where it needs milliseconds.
 OUTBOX_SCALE = 0.5
 

@@ -106,7 +106,7 @@ def test_compare_runs_the_same_schedules_on_every_design(compare_cli):
 
 
 PLUGIN = """
-from pg_job_chaos.workers.lease import LeaseFenced
+from pg_job_chaos.workers.builtin.lease import LeaseFenced
 
 
 class MyDesign(LeaseFenced):

@@ -15,7 +15,7 @@ import pytest
 
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
-from pg_job_chaos.workers import statements
+from pg_job_chaos.workers.body import statements
 from pg_job_chaos.workers.hosted import contract
 from tests.conftest import ROOT, run_cli
 from tests.hosted_runs import node_missing

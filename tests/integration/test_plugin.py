@@ -11,8 +11,8 @@ from tests.conftest import ROOT
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 DESIGNS = """
-from pg_job_chaos.workers.heartbeat import LeaseHeartbeat
-from pg_job_chaos.workers.one_transaction import OneTransaction
+from pg_job_chaos.workers.builtin.heartbeat import LeaseHeartbeat
+from pg_job_chaos.workers.builtin.one_transaction import OneTransaction
 
 
 class Careful(LeaseHeartbeat):

@@ -1,5 +1,5 @@
-"""The tenant setting tracked client-side (workers/tenant_track.py through workers/statements.py), checked
-against the real server: after every form of change, transaction end, savepoint, error transaction,
+"""The tenant setting tracked client-side (workers/tenant/track.py through workers/body/statements.py),
+checked against the real server: after every form of change, transaction end, savepoint, error transaction,
 pipeline and pool reset, the tracked value is what ``current_setting`` says -- or ``unknown``, never a
 wrong value. The wrapper is installed in this process for each test and taken off after it."""
 
@@ -14,10 +14,11 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from pg_job_chaos.core.execlog import ExecLog
-from pg_job_chaos.workers import statements, tenant_track
-from pg_job_chaos.workers.body import Claimed
-from pg_job_chaos.workers.tenant import MODES
-from pg_job_chaos.workers.tenant_track import UNKNOWN, UNSET
+from pg_job_chaos.workers.body import statements
+from pg_job_chaos.workers.body.execution import Claimed
+from pg_job_chaos.workers.tenant import track as tenant_track
+from pg_job_chaos.workers.tenant.modes import MODES
+from pg_job_chaos.workers.tenant.track import UNKNOWN, UNSET
 
 pytestmark = pytest.mark.integration
 

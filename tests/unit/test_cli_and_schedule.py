@@ -112,7 +112,7 @@ def test_a_design_naming_a_query_its_sql_file_lacks_fails_at_import(tmp_path, mo
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(LookupError, match=r"missing queries \['finish'\]"):
         importlib.import_module("my_design")
-    from pg_job_chaos.workers import lease
+    from pg_job_chaos.workers.builtin import lease
 
     with pytest.raises(LookupError, match="has no query named 'no_such_statement'"):
         lease.Q.no_such_statement  # noqa: B018

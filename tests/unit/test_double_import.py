@@ -71,8 +71,9 @@ def test_importing_all_product_code_imports_no_bare_layer_and_no_module_twice(tm
     # it did import what it says: every layer, the CLI, the plugin, the engine (a check that saw nothing
     # would pass anything)
     for name in ("pg_job_chaos.harness.cli.main", "pg_job_chaos.plugin", "pg_job_chaos.harness.engine.search",
-                 "pg_job_chaos.core.schedule", "pg_job_chaos.faults.catalogue", "pg_job_chaos.workers.lease",
-                 "pg_job_chaos.properties", "pg_job_chaos.adapters", "pg_job_chaos.session"):
+                 "pg_job_chaos.core.schedule", "pg_job_chaos.faults.catalogue",
+                 "pg_job_chaos.workers.builtin.lease", "pg_job_chaos.properties", "pg_job_chaos.adapters",
+                 "pg_job_chaos.session"):
         assert name in modules, name
     assert len([n for n in modules if n.startswith("pg_job_chaos.")]) > 80
     print("skipped (optional libraries missing):", out["skipped"])

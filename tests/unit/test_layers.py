@@ -44,19 +44,18 @@ HARNESS = {
     "cli": 7,  # the command line
 }
 GROUP = {"janitor": "postgres"}  # one concept, two places
-# workers' own parts, lowest first (same rule). The job body and what it stands on; the built-in designs
-# and the hosting of code the harness did not write, beside each other (neither imports the other: both
-# build on the body); the design boundary that loads either (``workers/design.py``) on top.
+# workers' own parts, lowest first (same rule), each a folder but for the two boundary modules on top. The
+# job body and what it stands on; the built-in designs and the hosting of code the harness did not write,
+# beside each other (neither imports the other: both build on the body); the design boundary that loads
+# either (``workers/design.py``) on top.
 WORKERS = {
-    "tenant_track": 0, "tenant": 0,  # the tenant setting tracked per connection; tenant modes
-    "statements": 1, "body": 1,  # the statement wrapper (it tracks the setting); one execution's steps
-    "context": 2,  # the worker context a design's loop gets
-    "builtin": 3, "hosted": 3,  # the article's designs; hosting a library, a user's worker, the contract
-    "design": 4,  # the boundary: the protocol and the handle load_design returns
-    "loading": 5,  # load_design: a design by name or spec, built once
+    "tenant": 0,  # tenant/: the tenant modes (modes.py) and the setting tracked per connection (track.py)
+    "body": 1,  # body/: one execution's steps (execution.py), the statement wrapper, the worker context
+    # builtin/: the article's designs; hosted/: a library, a user's worker, the worker contract
+    "builtin": 2, "hosted": 2,
+    "design": 3,  # the boundary: the protocol and the handle load_design returns
+    "loading": 4,  # load_design: a design by name or spec, built once
 }
-# the built-in designs, one concept
-BUILTIN = ("base", "lease", "one_transaction", "heartbeat", "outbox", "fair")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -212,7 +211,7 @@ def _within_workers(m: str, t: str) -> list[str]:
         return []
     if t == "workers":
         return [f"{m} imports the workers package itself: import the part it needs"]
-    return _ordered("workers", WORKERS, lambda part: "builtin" if part in BUILTIN else part, m, t)
+    return _ordered("workers", WORKERS, lambda part: part, m, t)
 
 
 def test_no_import_goes_up_a_layer_or_closes_a_cycle():
@@ -274,13 +273,13 @@ if __name__ == "__main__":
 
 
 def test_the_hosting_package_and_the_built_in_designs_stay_apart(tmp_path):
-    for folder in ("core", "workers", "workers/hosted"):
+    for folder in ("core", "workers", "workers/hosted", "workers/builtin", "workers/body"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "__init__.py").write_text("")
-    (tmp_path / "workers" / "body.py").write_text("")
-    (tmp_path / "workers" / "lease.py").write_text("from .body import x\n")
-    (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..lease import y\n"
-                                                                 "from ..body import z\n")
+    (tmp_path / "workers" / "body" / "execution.py").write_text("")
+    (tmp_path / "workers" / "builtin" / "lease.py").write_text("from ..body.execution import x\n")
+    (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..builtin.lease import y\n"
+                                                                 "from ..body.execution import z\n")
     found = violations(tmp_path)
-    assert found == ["workers.hosted.protocol imports workers.lease: sideways inside workers, from hosted "
-                     "(3) to builtin (3)"], found
+    assert found == ["workers.hosted.protocol imports workers.builtin.lease: sideways inside workers, from "
+                     "hosted (2) to builtin (2)"], found

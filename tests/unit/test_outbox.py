@@ -14,7 +14,7 @@ from pg_job_chaos.properties import HELD, VIOLATED
 from pg_job_chaos.properties.health import HORIZON_LEASE_FRACTION
 from pg_job_chaos.properties.strategies import schedules
 from pg_job_chaos.workers import DESIGNS
-from pg_job_chaos.workers.outbox import bounded_dsn, cut_reason, effect_key, session_limits
+from pg_job_chaos.workers.builtin.outbox import bounded_dsn, cut_reason, effect_key, session_limits
 from tests.unit.test_properties import execution, job, one, rec, sane
 
 

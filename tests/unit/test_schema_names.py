@@ -15,9 +15,9 @@ _BARE = re.compile(r"\b(?:from|into|update|join|truncate|table|exists|on|analyze
                    r"(\w+)\b", re.IGNORECASE)
 OURS = (*db.OURS, "exp_horizon_jobs", "exp_vacuum_jobs")
 # The built-in designs' own SQL and the planted designs': they say jobs, as the article does.
-DESIGNS = {"workers/lease.sql", "workers/one_transaction.sql", "workers/queue.sql", "workers/fair.sql",
-           "harness/bench/planted.sql"}
-ALLOWED = {("workers/outbox.sql", "jobs")}  # lease-outbox's pending counts its queue, bare
+DESIGNS = {"workers/builtin/lease.sql", "workers/builtin/one_transaction.sql", "workers/builtin/queue.sql",
+           "workers/builtin/fair.sql", "harness/bench/planted.sql"}
+ALLOWED = {("workers/builtin/outbox.sql", "jobs")}  # lease-outbox's pending counts its queue, bare
 
 
 def _statements(path):

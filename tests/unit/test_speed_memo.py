@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pg_job_chaos.core import setting_sql
 from pg_job_chaos.core.sqlfile import NAMES
-from pg_job_chaos.workers import statements, tenant_track
+from pg_job_chaos.workers.body import statements
+from pg_job_chaos.workers.tenant import track as tenant_track
 
 SET = "select set_config('app.tenant', %(tenant)s, %(local)s);"
 

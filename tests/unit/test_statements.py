@@ -1,4 +1,4 @@
-"""Statement strike points (workers/statements.py): names, schedules, small scope, strategies """ \
+"""Statement strike points (workers/body/statements.py): names, schedules, small scope, strategies """ \
     """(no database)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pg_job_chaos.core.schedule import Schedule
 from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.engine import smallscope
 from pg_job_chaos.properties.strategies import schedules
-from pg_job_chaos.workers import lease, statements
+from pg_job_chaos.workers.body import statements
+from pg_job_chaos.workers.builtin import lease
 
 
 def test_a_statement_of_a_sql_file_is_named_by_its_file_and_name():
@@ -91,7 +92,7 @@ def test_the_body_files_exist():
     BODY_FILES must be a file of the workers layer (a moved file would leave its statements unnamed)."""
     from pathlib import Path
 
-    from pg_job_chaos.workers import statements
+    from pg_job_chaos.workers.body import statements
 
-    root = Path(statements.__file__).resolve().parent.parent
+    root = Path(statements.__file__).resolve().parents[2]
     assert all((root / name).is_file() for name in statements.BODY_FILES), statements.BODY_FILES

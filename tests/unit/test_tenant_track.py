@@ -1,4 +1,4 @@
-"""The tenant setting's tracking, pure half (workers/tenant_track.py): what each statement form does to
+"""The tenant setting's tracking, pure half (workers/tenant/track.py): what each statement form does to
 the setting, and the per-connection state machine over transaction ends and savepoints. The half that
 sends SQL is tests/integration/test_tenant_track.py (against the real server, every form compared with
 current_setting); the judging is in test_properties.py."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.core.statement_tenants import StatementTenant
-from pg_job_chaos.workers import tenant_track
-from pg_job_chaos.workers.tenant_track import UNKNOWN, UNSET, State, changes
+from pg_job_chaos.workers.tenant import track as tenant_track
+from pg_job_chaos.workers.tenant.track import UNKNOWN, UNSET, State, changes
 
 NAME = "app.tenant"
 

@@ -10,7 +10,7 @@ from pg_job_chaos.core.execlog import path_for
 from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.harness.supervisor import process
 from pg_job_chaos.workers import load_design
-from pg_job_chaos.workers.body import WorkerSpec
+from pg_job_chaos.workers.body.execution import WorkerSpec
 
 
 def test_a_setup_failure_is_recorded_in_the_workers_log(tmp_path):

@@ -9,7 +9,7 @@ library accepted into the history; ``spawned`` runs a library's worker as a chil
 ``contract`` is the worker contract, for a worker in any runtime (its clients are ``workers/clients/``).
 
 This package sits beside the built-in designs and imports none of them: both build on the job body
-(``workers/body.py``). The names below are the protocol's, so ``from pg_job_chaos.workers import
+(``workers/body/execution.py``). The names below are the protocol's, so ``from pg_job_chaos.workers import
 hosted`` then ``hosted.HostedDesign`` reads as it always has.
 """
 

@@ -36,8 +36,8 @@ from psycopg import conninfo
 from ...core import procs
 from ...core.errors import UsageError
 from ...faults.catalogue import CATALOGUE
-from ..body import STRIKE_SIGNAL
-from ..body import Q as BODY
+from ..body.execution import STRIKE_SIGNAL
+from ..body.execution import Q as BODY
 from . import declared, spawned
 from . import protocol as hosted
 

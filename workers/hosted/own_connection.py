@@ -17,7 +17,7 @@ from a session marker (the harness's own body sets one: here it could hide the l
 Order: ``started``; observe and read; ``before-tenant`` (named as the harness body's point after its
 inherited read: here the worker's tenant code has run and the job has read); the job's own code when
 ``run_job`` was given it (``work=``: its statements, on any connection, are the job's, each judged by
-the tenant setting in force when it ran: ``workers/statements.py``); the work (``mid-work``);
+the tenant setting in force when it ran: ``workers/body/statements.py``); the work (``mid-work``);
 the side effect (``after-effect``); ``before-finish``; the ``job_runs`` row, in the worker's
 transaction (``after-insert`` then lies before the worker's commit, unless its connection is in
 autocommit). Every statement is sent with client-side literals (the simple query protocol). Raises
@@ -34,11 +34,11 @@ from psycopg import sql
 from ...core import sqlfile
 from ...core.db import one
 from ...core.errors import UsageError
-from ..tenant import SETTING
+from ..tenant.modes import SETTING
 
 Q = sqlfile.load(__file__, "own_connection.sql", "observe", "insert_finished_run")
 
-DEFAULT_SETTING = SETTING  # the harness's tenant modes' (workers/tenant.py)
+DEFAULT_SETTING = SETTING  # the harness's tenant modes' (workers/tenant/modes.py)
 _SETTING = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)+")
 
 
@@ -54,7 +54,7 @@ def run_on(ctx, conn: psycopg.Connection, job, work=None) -> None:
     of no arguments; ``run_job``'s, on this path or the pool's): the job's own code, called inside the
     execution after the body's first read and ``before-tenant``, so that its statements, on any
     connection, are the job's, each judged by ``tenant-isolation`` by the tenant setting in force when
-    it ran (``workers/statements.py``)."""
+    it ran (``workers/body/statements.py``)."""
     run_until_commit(ctx, conn, job, work).committed()  # nothing commits between: the worker's own
 
 

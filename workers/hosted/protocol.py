@@ -1,6 +1,6 @@
 """Protocol version 2: hosting a real queue library, observed rather than prescribed.
 
-A built-in design (``workers/base.py``) claims from the harness's own ``jobs`` table. A **hosted**
+A built-in design (``workers/builtin/base.py``) claims from the harness's own ``jobs`` table. A **hosted**
 design runs somebody else's queue -- a hosted library (``adapters/``), a user's own -- with its own
 schema, claim SQL, retry policy, finish, heartbeats and recovery; the harness only supplies the job
 body the library's task calls and reads, at the end, what the library says became of each job.
@@ -78,7 +78,7 @@ from ...core import sqlfile
 from ...core.errors import UsageError
 from ...core.history import JOB_STATES
 from ...core.schedule import Schedule
-from ..body import STRIKE_SIGNAL, Claimed
+from ..body.execution import STRIKE_SIGNAL, Claimed
 from . import own_connection, timing
 
 Q = sqlfile.load(__file__, "protocol.sql", "record_id", "schedule_ids")
@@ -151,7 +151,7 @@ def body_threads(ctx) -> None:
     """Give the running event loop a default executor (``asyncio.to_thread``'s) with a thread for every
     connection of the body's pool. Hazard: asyncio's own has min(32, cores + 4) threads -- 6 on two
     cores -- and would bound a library that runs 50 bodies at once; the few threads over the pool are for
-    the statement wrapper's waits at a strike point (``workers/statements.py``), which take one too."""
+    the statement wrapper's waits at a strike point (``workers/body/statements.py``), which take one too."""
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(max_workers=ctx.schedule.pool_size + 4, thread_name_prefix="pgjc-body"))
 

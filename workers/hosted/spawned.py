@@ -6,10 +6,10 @@ shares nothing with the forked worker but its environment and its process group.
 body needs its worker context there (the schedule, the execution log, the tenant mode, the
 watched points), so the forked worker leaves it behind before the library starts its pool:
 
-- :func:`export` (in the forked worker) pickles the worker's :class:`~workers.body.WorkerSpec` into
+- :func:`export` (in the forked worker) pickles the worker's :class:`~workers.body.execution.WorkerSpec` into
   the run directory and names the file in the environment (:data:`ENV`), which a spawned child
   inherits;
-- :func:`context` (in the child, on its first job) rebuilds the :class:`~workers.body.WorkerContext`
+- :func:`context` (in the child, on its first job) rebuilds the :class:`~workers.body.context.WorkerContext`
   from it, once per child.
 
 The child writes to the worker's own execution log (one ``os.write`` per line with ``O_APPEND``:
@@ -31,9 +31,9 @@ from pathlib import Path
 
 from ...core import procs
 from ...core.execlog import count_started
-from .. import statements
-from ..body import STRIKE_SIGNAL, WorkerSpec
-from ..context import WorkerContext
+from ..body import statements
+from ..body.context import WorkerContext
+from ..body.execution import STRIKE_SIGNAL, WorkerSpec
 
 ENV = "PGJC_SPAWNED_SPEC"
 SUFFIX = ".spawned-spec.pickle"

@@ -127,7 +127,7 @@ class Client:
 
     def watch_statements(self) -> None:
         """Make every statement this process sends through psycopg (the queue's own) a strike point:
-        the wrap of ``workers/statements.py``, again here (this client imports nothing of pg-job-chaos);
+        the wrap of ``workers/body/statements.py``, again here (this client imports nothing of pg-job-chaos);
         and track the tenant setting on every connection (``pgjc_tenant``), logging each statement the
         job's own code sends (``run_job(..., work=)``; not the body's) with the setting it ran under."""
         client = self

@@ -1,5 +1,5 @@
 """The tenant setting tracked client-side for the contract's Python client: a copy of ``core/setting_sql.py``
-and ``workers/tenant_track.py`` (their docstrings state the contract; this client runs where pg-job-chaos is
+and ``workers/tenant/track.py`` (their docstrings state the contract; this client runs where pg-job-chaos is
 not installed). ``tests/unit/test_tenant_track.py`` checks that the copy answers as the originals do."""
 
 from __future__ import annotations

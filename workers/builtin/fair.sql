@@ -1,4 +1,4 @@
--- The fair designs (workers/fair.py): lease's committed claim and finish, with the next job chosen by
+-- The fair designs (workers/builtin/fair.py): lease's committed claim and finish, with the next job chosen by
 -- tenant. A job's tenant key is coalesce(tenant_id, 0): a system job (no tenant) is key 0, served in
 -- its own turn like a tenant. Bare names, as in lease.sql: jobs and tenants are the harness's, found
 -- by the search_path.

@@ -9,11 +9,11 @@ import time
 
 import psycopg
 
-from ..core.events import LogEvent
-from ..core.execlog import ExecLog, path_for
+from ...core.events import LogEvent
+from ...core.execlog import ExecLog, path_for
+from ..tenant.modes import MODES, TenantMode
 from . import statements
-from .body import STRIKE_SIGNAL, WAKE_SIGNAL, Claimed, Execution, WorkerSpec
-from .tenant import MODES, TenantMode
+from .execution import STRIKE_SIGNAL, WAKE_SIGNAL, Claimed, Execution, WorkerSpec
 
 
 def job_pool(mode: TenantMode, dsn: str, size: int, identity: str, configure):

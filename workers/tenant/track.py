@@ -1,7 +1,7 @@
 """The tenant setting in force on each psycopg connection of a worker process, tracked client-side.
 
 Mechanism: every statement and every transaction command the process sends through psycopg passes
-here (``workers/statements.py`` wraps ``Cursor.execute`` and ``executemany``, their async twins, and
+here (``workers/body/statements.py`` wraps ``Cursor.execute`` and ``executemany``, their async twins, and
 the connection's own commands -- BEGIN, COMMIT, ROLLBACK, savepoints -- that ``conn.commit()``,
 ``conn.rollback()`` and ``conn.transaction()`` send), and the setting is worked out from them, per
 connection, without sending anything. Chosen over reading the setting beside each statement, which
@@ -40,7 +40,7 @@ import functools
 
 from psycopg import pq, sql
 
-from ..core.setting_sql import UNKNOWN, UNSET, changes, mentions, transaction_command
+from ...core.setting_sql import UNKNOWN, UNSET, changes, mentions, transaction_command
 
 __all__ = ["UNKNOWN", "UNSET", "State", "applied", "changes", "command", "in_force", "literals_only",
            "mentions", "set_here", "settle", "state", "statement_changes", "text_of"]

@@ -5,7 +5,7 @@ failure's update, the heartbeat, a sweep, and a hosted library's own statements 
 supervisor can strike at: ``sql:<name>``, the name being the statement's in its ``.sql`` file
 (``sql:lease.claim``) or, for a statement that is in none (a library's, a user's inline SQL), a
 stable digest of its text (``sql:3f9a1c2e``; for a composed statement, of its SQL parts only, so
-literals do not change it). The job body's own statements (``workers/body.py``, ``own_connection``,
+literals do not change it). The job body's own statements (``workers/body/execution.py``, ``own_connection``,
 ``hosted``) are not points: the body has named points of its own.
 
 A point is keyed as the body's are: ``(job, point)`` and its occurrence in the run, the job being
@@ -15,7 +15,7 @@ point, job-bound or not), so a search learns which points a design has; only the
 schedule's events name wait (``WorkerSpec.watch``). From asyncio the wait runs in a thread: a
 library's event loop is never blocked in it (its heartbeat would freeze with it).
 
-Every statement also passes the tenant tracking (``workers/tenant_track.py``: the design's tenant
+Every statement also passes the tenant tracking (``workers/tenant/track.py``: the design's tenant
 setting in force on each connection, worked out client-side from the statements and the connection's
 own transaction commands, which are wrapped too), the body's included. A statement that is not the
 body's, sent while this thread runs a job, is logged once per execution with the setting in force when
@@ -49,17 +49,18 @@ from types import FrameType
 import psycopg
 from psycopg import sql
 
-from ..core.events import LogEvent
-from ..core.execlog import started_count
-from ..core.schedule import AFTER, COMMIT
-from ..core.sqlfile import NAMES, normalized
-from ..faults.catalogue import CATALOGUE
-from . import tenant_track
+from ...core.events import LogEvent
+from ...core.execlog import started_count
+from ...core.schedule import AFTER, COMMIT
+from ...core.sqlfile import NAMES, normalized
+from ...faults.catalogue import CATALOGUE
+from ..tenant import track as tenant_track
 
 PREFIX = "sql:"
 # The body's files (and the tenant modes' reset callbacks): its statements have named points of their own.
 BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
-    "body.py", "context.py", "statements.py", "tenant.py", "hosted/own_connection.py", "hosted/protocol.py"))
+    "body/execution.py", "body/context.py", "body/statements.py", "tenant/modes.py",
+    "hosted/own_connection.py", "hosted/protocol.py"))
 # Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
 BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
 

@@ -1,4 +1,4 @@
--- lease-outbox (workers/outbox.py): the outbox its jobs write and its relay delivers. The outbox is a
+-- lease-outbox (workers/builtin/outbox.py): the outbox its jobs write and its relay delivers. The outbox is a
 -- table of the harness's, in its schema pgjc, named with it; the queue, jobs, is named bare, as the
 -- article does (the database's search_path finds it in pgjc).
 

@@ -20,9 +20,9 @@ import time
 
 import psycopg
 
-from ..core.events import LogEvent
-from . import statements
-from .body import describe
+from ...core.events import LogEvent
+from ..body import statements
+from ..body.execution import describe
 from .lease import FencedOut, LeaseFenced, Q
 
 EXIT_ABANDONED = 75  # the worker gave up a job after max runtime (EX_TEMPFAIL)

@@ -1,4 +1,4 @@
--- The article's most common design: the row lock is the claim (workers/one_transaction.py).
+-- The article's most common design: the row lock is the claim (workers/builtin/one_transaction.py).
 
 -- name: claim
 -- Lock the oldest queued job for the rest of this transaction; others skip it.

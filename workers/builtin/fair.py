@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ..core import sqlfile
-from ..core.errors import UsageError
-from .body import Claimed
+from ...core import sqlfile
+from ...core.errors import UsageError
+from ..body.execution import Claimed
 from .lease import Lease
 
 Q = sqlfile.load(__file__, "fair.sql", "create_turn", "create_queue_index", "create_running_index",

@@ -31,11 +31,11 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..core import sqlfile
-from ..core.events import LogEvent
-from ..core.schedule import POINTS
-from ..core.world import World
-from .body import describe
+from ...core import sqlfile
+from ...core.events import LogEvent
+from ...core.schedule import POINTS
+from ...core.world import World
+from ..body.execution import describe
 from .heartbeat import EXIT_ABANDONED, LeaseHeartbeat, LeaseLost
 from .lease import Q as LEASE
 

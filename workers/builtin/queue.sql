@@ -1,4 +1,4 @@
--- Statements every built-in design shares (workers/base.py).
+-- Statements every built-in design shares (workers/builtin/base.py).
 
 -- name: enqueue
 -- One job, in queue order; the payload carries its duration and the fault it carries.

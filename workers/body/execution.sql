@@ -1,4 +1,4 @@
--- The job body's statements, shared by every design (workers/body.py). They name the harness's schema,
+-- The job body's statements, shared by every design (workers/body/execution.py). They name the harness's schema,
 -- pgjc: they run on connections a design's own code may share, beside its own tables (a user's jobs).
 
 -- name: inherited_tenant

@@ -10,9 +10,9 @@ and rolls back (its ``job_runs`` row disappears), but both did the work.
 
 from __future__ import annotations
 
-from ..core import sqlfile
+from ...core import sqlfile
+from ..body.execution import Claimed, describe
 from .base import QueueDesign
-from .body import Claimed, describe
 
 Q = sqlfile.load(__file__, "lease.sql", "claim", "finish", "finish_fenced", "fail", "fail_fenced",
                  "heartbeat", "sweep")

@@ -7,12 +7,12 @@ import time
 
 from psycopg.types.json import Jsonb
 
-from ..core import sqlfile
-from ..core.events import LogEvent
-from ..core.idlemark import IdleMark
-from ..core.schedule import JOB_POINTS
-from .body import describe
-from .tenant import SETTING
+from ...core import sqlfile
+from ...core.events import LogEvent
+from ...core.idlemark import IdleMark
+from ...core.schedule import JOB_POINTS
+from ..body.execution import describe
+from ..tenant.modes import SETTING
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
 

@@ -1,4 +1,4 @@
-"""The job body every design runs (the worker context it runs in is ``workers/context.py``).
+"""The job body every design runs (the worker context it runs in is ``workers/body/context.py``).
 
 One execution of one job, in order (designs choose where their transactions begin and end):
 
@@ -28,15 +28,15 @@ from typing import Protocol
 import psycopg
 from psycopg import sql
 
-from ..core import sqlfile
-from ..core.db import one
-from ..core.events import LogEvent
-from ..core.execlog import ExecLog, started_count
-from ..core.schedule import Schedule
-from ..faults.catalogue import CATALOGUE
-from .tenant import SETTING, TenantMode
+from ...core import sqlfile
+from ...core.db import one
+from ...core.events import LogEvent
+from ...core.execlog import ExecLog, started_count
+from ...core.schedule import Schedule
+from ...faults.catalogue import CATALOGUE
+from ..tenant.modes import SETTING, TenantMode
 
-Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
+Q = sqlfile.load(__file__, "execution.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
@@ -83,7 +83,7 @@ class WorkerSpec:
     tenant_setting: str = SETTING  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
 class BodyContext(Protocol):
-    """What the body needs of the worker it runs in (:class:`workers.context.WorkerContext` is one)."""
+    """What the body needs of the worker it runs in (:class:`workers.body.context.WorkerContext` is one)."""
 
     identity: str
     spec: WorkerSpec

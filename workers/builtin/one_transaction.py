@@ -9,9 +9,9 @@ attempts in a new transaction (dead at ``max_attempts``); it cannot help when th
 
 from __future__ import annotations
 
-from ..core import sqlfile
+from ...core import sqlfile
+from ..body.execution import Claimed, describe
 from .base import QueueDesign
-from .body import Claimed, describe
 
 Q = sqlfile.load(__file__, "one_transaction.sql", "claim", "count_attempt", "finish", "count_failure")
 

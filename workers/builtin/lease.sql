@@ -1,4 +1,4 @@
--- The lease designs (workers/lease.py, workers/heartbeat.py).
+-- The lease designs (workers/builtin/lease.py, workers/builtin/heartbeat.py).
 
 -- name: claim
 -- The article's committed claim: the attempt is counted before the work starts, so a crash
