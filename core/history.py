@@ -150,7 +150,7 @@ class History:
         it ran in was seen gone (``process-exit``), or at the end of the run. A record whose event is a
         misspelt one of ``core/events.py``'s is a :class:`ValueError` here and in every reader below
         that dispatches on events; a design's own event is passed over."""
-        exit_at = self._death_times()
+        exit_at = self.death_times()
         # By worker, job and attempt: a library may start a job's next attempt in the worker still running
         # the last (pg-boss past an expiration); a record without an attempt goes to the job's latest.
         current: dict[tuple[str, int | None, int | None], Execution] = {}  # job None: a record of no job
@@ -226,10 +226,11 @@ class History:
                     waiting.pop(0).answer = ev
         return out
 
-    def _death_times(self) -> dict[str, float]:
+    def death_times(self) -> dict[str, float]:
         """When each exited worker really stopped. The supervisor notices an exit a tick late, and a
         replacement may start the job in between: a worker that ended itself (crash, abandon) wrote
-        its last record right before, and one the supervisor killed died when it was killed."""
+        its last record right before, and one the supervisor killed died when it was killed. (The
+        ``horizon`` property counts a dead worker's open transaction only until then.)"""
         last: dict[str, float] = {}
         for r in self.records:
             w = r["worker"]

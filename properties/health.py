@@ -159,12 +159,17 @@ def horizon(h: History, name: str) -> Result:
     """Violated by every worker session (pid) sampled holding an xid or a snapshot for longer than
     :func:`horizon_threshold` (half the design's own lease); not judged, with the longest such
     transaction sampled as a figure, for a design without a lease the harness knows; unknown when no
-    worker session was sampled (saying why). Count: sessions; jobs: those the session's worker was
-    running when sampled."""
+    worker session was sampled (saying why). A session whose worker had died when it was sampled (a
+    crash inside a transaction: ``History.death_times``) counts only until the death: what follows is
+    the server's, which ends the dead client's session once it reads the closed socket -- tens of ms
+    on a busy machine, more than a short transaction's whole life at a small time scale (issue 51).
+    Count: sessions; jobs: those the session's worker was running when sampled."""
     samples = [s for s in h.samples if s.get("role") == "worker"]
     threshold = horizon_threshold(h)
-    holding = [s for s in samples if (s.get("xid") is not None or s.get("xmin") is not None)
-               and s.get("xact_age") is not None]
+    deaths = h.death_times()  # of the workers that died: not those the harness ended, nor a drained one
+    died = {x.worker: deaths[x.worker] for x in h.exits if not x.by_harness and x.outcome != "drained"}
+    holding = [_designs_share(s, died) for s in samples
+               if (s.get("xid") is not None or s.get("xmin") is not None) and s.get("xact_age") is not None]
     if threshold.seconds is None:
         if not samples:
             figure = _unsampled(h)
@@ -179,8 +184,11 @@ def horizon(h: History, name: str) -> Result:
     limit = threshold.seconds
     held_back = [s for s in holding if s["xact_age"] > limit]
     if not held_back:
+        orphans = sum(1 for s in holding if s.get("after_death") and s["sampled_age"] > limit)
+        dead = (f"; {plural(orphans, 'sample')} of a dead worker's session over it, counted to the "
+                "worker's death (the server had yet to end the session)") if orphans else ""
         return held(name, f"{plural(len(samples), 'worker sample')}: no transaction with an xid or "
-                          f"snapshot older than {limit:.2f} s{threshold.lease}")
+                          f"snapshot older than {limit:.2f} s{threshold.lease}{dead}")
     pids = {s.get("pid") for s in held_back}
     evidence = f"{_longest(h, held_back)} (threshold {limit:.2f} s{threshold.lease})"
     if len(pids) > 1:
@@ -190,6 +198,18 @@ def horizon(h: History, name: str) -> Result:
     return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
 
 
+def _designs_share(sample: dict, died: dict[str, float]) -> dict:
+    """*sample* with its transaction's age counted until its worker died, when it was sampled after
+    (``after_death``; ``sampled_age`` keeps what the server said). The transaction started at
+    ``t - xact_age`` on the one monotonic clock the records and the samples share."""
+    worker = (sample.get("app") or "").split("/")[0]
+    death = died.get(worker)
+    if death is None or sample["t"] <= death:
+        return sample
+    return {**sample, "xact_age": max(0.0, sample["xact_age"] - (sample["t"] - death)),
+            "sampled_age": sample["xact_age"], "after_death": True, "judged_at": death}
+
+
 def _longest(h: History, samples: list[dict]) -> str:
     """The longest-open transaction among *samples*, in words: whose, holding what, how long, during
     which job."""
@@ -197,7 +217,9 @@ def _longest(h: History, samples: list[dict]) -> str:
     what = "an xid" if longest.get("xid") is not None else "a snapshot"
     job = _job_at(h, h.executions(), longest)
     during = f" during job {job}" if job is not None else ""
-    return f"{longest.get('app')} held a transaction with {what} open for {longest['xact_age']:.2f} s{during}"
+    until = " until its worker died" if longest.get("after_death") else ""
+    return (f"{longest.get('app')} held a transaction with {what} open for {longest['xact_age']:.2f} s"
+            f"{until}{during}")
 
 
 def _unsampled(h: History) -> str:
@@ -221,8 +243,9 @@ def _unsampled(h: History) -> str:
 def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None:
     """The job the sampled session's worker was executing at the sample's time, if any."""
     worker = (sample.get("app") or "").split("/")[0]  # a heartbeat connection is "w1.0/heartbeat"
+    t = sample.get("judged_at", sample["t"])  # a dead worker's session: when it died
     for ex in executions:
-        if ex.worker == worker and ex.start <= sample["t"] <= end_of(h, ex):
+        if ex.worker == worker and ex.start <= t <= end_of(h, ex):
             return ex.job
     return None
 

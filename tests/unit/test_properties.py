@@ -438,6 +438,42 @@ def test_horizon_ignores_sessions_without_xid_or_snapshot_and_other_roles():
     assert one("horizon", sane(samples=[sample(1.5, 9.0, role="holder", xid="1")])).status == UNKNOWN
 
 
+def _crashed_in_a_transaction(age: float, *, exit_seen: float = 2.1) -> History:
+    """w1.0 crashed at 1.4 (its fault record, right before os._exit) inside a transaction; the supervisor
+    saw the exit at *exit_seen*; a sample at 2.0 still finds the session, open for *age* s."""
+    records = [rec(0.5, "w1.0", "connect", backend=300), *execution("w1.0", 1, 1, 1.0, outcome=None),
+               rec(1.4, "w1.0", "fault", 1, 1, fault="crash", point="sql:commit:lease.finish_fenced")]
+    return sane(records=records, jobs=[job(1, status="running")], runs=[], transitions=None,
+                exits=[died("w1.0", 1, t=exit_seen)], samples=[sample(2.0, age, xid="900")])
+
+
+def test_horizon_counts_a_dead_workers_session_only_until_the_death():
+    # Issue 51: the transaction began at 1.3 and its worker died at 1.4; the server ended the session only
+    # after it read the closed socket -- 0.7 s after the start as sampled, 0.1 s of it the design's.
+    result = one("horizon", _crashed_in_a_transaction(0.7))
+    assert result.status == HELD, result.evidence
+    assert "1 sample of a dead worker's session over it, counted to the worker's death" in result.evidence
+    # a live worker's session of that age is a violation, as before
+    assert one("horizon", sane(samples=[sample(2.0, 0.7, xid="900")])).status == VIOLATED
+
+
+def test_horizon_a_dead_workers_transaction_long_before_the_death_is_still_violated():
+    # began at 0.5, died at 1.4: 0.9 s of it held while the worker lived (threshold 0.5 s)
+    result = one("horizon", _crashed_in_a_transaction(1.5))
+    assert (result.status, result.count, result.jobs) == (VIOLATED, 1, (1,))
+    assert result.evidence.startswith("w1.0 held a transaction with an xid open for 0.90 s until its worker "
+                                      "died during job 1"), result.evidence
+
+
+def test_horizon_the_death_is_the_workers_last_record_not_when_the_supervisor_saw_it():
+    # The supervisor saw the exit at 1.95, late; the worker wrote its fault line at 1.4 and ended there.
+    assert one("horizon", _crashed_in_a_transaction(0.7, exit_seen=1.95)).status == HELD
+    # A worker that drained (it ended itself, after its last record) is not a death: counted as sampled.
+    h = _crashed_in_a_transaction(0.7)
+    h.exits = [drained("w1.0", t=2.1)]
+    assert one("horizon", h).status == VIOLATED
+
+
 # --- pool-hygiene ---------------------------------------------------------------------------------------
 
 def test_pool_hygiene_connection_churn():
