@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import pg_job_chaos
+from tests import stress
 
 pytest_plugins = ("pytester",)  # tests of the pytest plugin (pg_job_chaos.plugin) run user projects
 
@@ -21,6 +22,29 @@ ROOT = Path(__file__).resolve().parent.parent
 # time. Three on a 2-core machine: measured, four judged every schedule as one slot did.
 TEST_SLOTS = 3
 _slots: list = []
+
+
+_busy: list[stress.BusyLoops] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``PGJC_STRESS=N``: N busy loops beside the whole session (``tests/stress.py``), started by pytest's
+    main process only -- an xdist worker has ``workerinput`` -- and stopped in :func:`pytest_unconfigure`."""
+    n = stress.count()
+    if n and not hasattr(config, "workerinput"):
+        _busy.append(stress.BusyLoops(n).start())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _busy:
+        _busy.pop().stop()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not _busy:
+        return None
+    pids = ", ".join(map(str, _busy[0].pids))
+    return f"{stress.ENV}: {_busy[0].n} busy loops beside the suite (pids {pids})"
 
 
 @pytest.fixture(autouse=True)

@@ -90,30 +90,103 @@ def test_lease_fenced_overrun_fence_holds_but_effects_repeat(runner):
     assert "sent its effect" in r["no-stale-effect"].evidence and "after" in r["no-stale-effect"].evidence
 
 
+# What lease-heartbeat keeps whatever the machine does: the fence, the claim that counts its attempt, the
+# tenant set in the job's transaction, and every job terminal at the end.
+KEPT = ("single-commit", "attempts-counted", "bounded-attempts", "tenant-isolation", "terminal-states")
+# What it gives up when a worker is stalled past its lease: another worker takes the job over (the pause
+# fault does that on purpose). A busy machine does it by chance: at time scale 0.2 a lease is 0.2 s, and
+# under two busy loops a worker took 0.2 s to open its heartbeat's connection after the claim (issue 51).
+STALLED = {"no-overlap", "no-stale-effect", "transient-recovers", "progress"}
+
+
+def _lost_a_lease(run) -> bool:
+    """Whether an execution of *run* was told by the design itself that its lease was gone: its heartbeat
+    found a newer attempt (``lease-lost``), its fenced finish matched no row (``fenced``), or its
+    confirmation before the effect failed (``LeaseLost``)."""
+    return any(r.get("event") in ("lease-lost", "fenced") or "LeaseLost" in str(r.get("error") or "")
+               for r in run.history.records)
+
+
+def _beyond(run, expected: set[str]) -> set[str]:
+    """The properties *run* violated beyond *expected*, less those a lease lost to a stall explains."""
+    lost = {n for n, x in run.results.items() if x.status == "violated"} - expected
+    return lost - STALLED if _lost_a_lease(run) else lost
+
+
+def _one_worker_kept_its_leases(out) -> None:
+    """With one worker nobody can take a job over and the heartbeat's update matches however late it
+    comes: a lease lost there is the heartbeat's own bug (it extends the wrong attempt, or none)."""
+    single = [run for run in out.runs if run.schedule.workers == 1]
+    assert single, [run.label for run in out.runs]
+    lost = [run.label for run in single if _lost_a_lease(run)]
+    assert not lost, lost
+
+
+def _held_by_a_live_worker(run) -> list[float]:
+    """The horizon holds of *run* recomputed from its samples, apart from the property's code: each worker
+    sample's transaction age counted until its worker died, over half the lease (the schedule's)."""
+    h = run.history
+    limit = 0.5 * h.schedule.seconds(h.schedule.timing.lease)
+    ended = {x.worker: x for x in h.exits if not x.by_harness and x.outcome != "drained"}
+    died = {w: t for w, t in h.death_times().items() if w in ended}
+    out = []
+    for s in h.samples:
+        holding = s.get("xid") is not None or s.get("xmin") is not None
+        if s.get("role") != "worker" or s.get("xact_age") is None or not holding:
+            continue
+        death = died.get((s.get("app") or "").split("/")[0])
+        share = s["xact_age"] - max(0.0, s["t"] - death) if death is not None else s["xact_age"]
+        if share > limit:
+            out.append(share)
+    return out
+
+
 def test_lease_heartbeat_overrun_holds_everything(runner):
     out, r = _search(runner, "lease-heartbeat", "overrun")
-    assert out.counterexample is None, out.counterexample and out.counterexample.violated
-    # horizon may be unknown, never held, where a run ended before a sample saw a worker's session (a
-    # one-job run ends at the workers' idle marks in about 0.1 s at this time scale)
-    not_held = {n: x for n, x in r.items() if x.status != "held"}
-    assert set(not_held) <= {"horizon"}, {n: x.evidence for n, x in not_held.items()}
-    horizon = not_held.get("horizon")
-    assert horizon is None or (
-        horizon.status == "unknown" and "no worker session was sampled" in horizon.evidence), horizon
+    # Nothing is violated but what a lease lost to a stalled worker explains (none on a quiet machine),
+    # and horizon, below.
+    beyond = {run.label: _beyond(run, {"horizon"}) for run in out.runs}
+    assert not any(beyond.values()), {k: v for k, v in beyond.items() if v}
+    assert all(r[n].status == "held" for n in KEPT), {n: r[n].evidence for n in KEPT}
+    _one_worker_kept_its_leases(out)
+    # The work runs outside any transaction: none is held across an overrun's work (1.5 leases). A short
+    # one a starved worker left open past half a lease is a real hold, and the machine's (beside two busy
+    # loops the longest seen was 0.8 of a lease); horizon may be unknown, never held, where a run ended
+    # before a sample saw a worker's session (a one-job run ends in about 0.1 s at this time scale).
+    work = 1.5 * out.runs[0].schedule.seconds(out.runs[0].schedule.timing.lease)
+    holds = {run.label: max(_held_by_a_live_worker(run), default=0.0) for run in out.runs}
+    assert all(held < work for held in holds.values()), holds
+    for run in out.runs:
+        horizon = run.results["horizon"]
+        assert horizon.status in ("held", "violated") or (
+            horizon.status == "unknown" and "no worker session was sampled" in horizon.evidence), horizon
 
 
 def test_false_alarms_lease_heartbeat_under_in_job_faults(runner):
-    """The false-alarm check: lease-heartbeat under every in-job fault violates exactly these two,
-    each for a reason of its own, and nothing else (20 examples here; 100 measured, see the README)."""
+    """The false-alarm check: lease-heartbeat under every in-job fault violates these two, each for a
+    reason of its own, and nothing else but what a lease lost to a stalled worker explains (20 examples
+    here; 100 measured, see the README)."""
     out, r = _search(runner, "lease-heartbeat", "raise,sql-error,crash,overrun,hang", examples=20)
-    not_held = {n: x for n, x in r.items() if x.status != "held"}
-    assert set(not_held) == {"at-most-once-effects", "horizon"}, {n: x.evidence for n, x in not_held.items()}
-    assert all(x.status == "violated" for x in not_held.values())
-    assert "retries re-send: make the effect idempotent" in not_held["at-most-once-effects"].evidence
-    # a hang inside the short finishing transaction holds its xid until max runtime abandons it
-    hang = out.smallest_for("horizon")
-    assert [j.fault for j in hang.schedule.jobs if j.fault] == ["hang"], hang.schedule.to_json()
-    assert {j.point for j in hang.schedule.jobs if j.fault} <= {"after-insert", "before-finish"}
+    beyond = {run.label: _beyond(run, {"at-most-once-effects", "horizon"}) for run in out.runs}
+    assert not any(beyond.values()), {k: v for k, v in beyond.items() if v}
+    assert all(r[n].status == "held" for n in KEPT), {n: r[n].evidence for n in KEPT}
+    assert r["at-most-once-effects"].status == r["horizon"].status == "violated"
+    assert "retries re-send: make the effect idempotent" in r["at-most-once-effects"].evidence
+    _one_worker_kept_its_leases(out)
+    # A hang inside the short finishing transaction holds its xid until max runtime abandons the worker
+    # (1 s here, five leases): the small-scope pass runs it in both shapes, and each is caught.
+    hangs = [run for run in out.runs if run.label.startswith("hang at after-insert;")]
+    assert len(hangs) == 2, [run.label for run in out.runs]
+    for run in hangs:
+        assert run.results["horizon"].status == "violated", (run.label, run.results["horizon"].evidence)
+        assert max(_held_by_a_live_worker(run)) > run.schedule.seconds(run.schedule.timing.lease), run.label
+    # Which run shrinks smallest is the machine's to decide: on a quiet one that hang; on a busy one a
+    # short transaction of a starved worker open past the 0.1 s threshold (a first claim's UPDATE took
+    # 0.135 s beside two busy loops). Either is a real hold by a live worker, recomputed here from the
+    # samples; a crashed worker's session the server had yet to end is not (counted to the death).
+    smallest = out.smallest_for("horizon")
+    assert smallest is not None and _held_by_a_live_worker(smallest), (
+        smallest and smallest.schedule.to_json(), smallest and smallest.results["horizon"].evidence)
 
 
 def test_lease_heartbeat_pause_overlaps_but_the_fence_holds(runner):
