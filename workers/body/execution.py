@@ -161,12 +161,17 @@ class Execution:
         """``pg_backend_pid()`` of the server session this connection is on, or None when asking would
         change the design. Hazard: outside a transaction on a non-autocommit connection the query would
         open one (holding a snapshot across the work); behind transaction pooling the client then holds
-        no server session anyway. In autocommit the pid is the session of that one statement."""
+        no server session anyway. In autocommit the pid is the session of that one statement. Never
+        prepared (``prepare=False``): sent at every point, psycopg would prepare it at its sixth execution,
+        and behind transaction pooling that ``_pg3_N`` collided with the other worker's on the shared server
+        session -- an error this probe swallowed, the job then failing "current transaction is aborted"
+        with no word of a prepared statement (issue 51). The harness's probe must not change the design's
+        prepared statements."""
         status = self.conn.info.transaction_status
         if status == psycopg.pq.TransactionStatus.INTRANS or (
                 status == psycopg.pq.TransactionStatus.IDLE and self.conn.autocommit):
             try:
-                return one(self.conn.execute(Q.server_pid))[0]
+                return one(self.conn.execute(Q.server_pid, prepare=False))[0]
             except psycopg.Error:
                 return None
         return None
