@@ -9,10 +9,13 @@ properties it claims **of the library** (``violates=``)::
 Each is replayed on that design (the schedule's own time scale -- 1 for every page --, design
 options and versions) and must violate at least every claimed property; other properties may be
 violated too (the body-first cells of at-least-once delivery, the run's worker budget), and are not
-claims. Two tries, since a schedule that races a library's own timers (a heartbeat, a recovery tick)
-may miss its window once on a loaded machine; a page whose schedule misses twice is wrong, or the
-library changed. A page whose replay costs more than the suite can spend says ``cost=bench`` and is
-replayed by ``python run.py bench --libraries`` instead (``harness/bench/findings.py``).
+claims. One replay, no second try (issue 51: a test that passes only on its second try is a race whose
+winner it asserts). What each waits for is the library's own timers at time scale 1 -- a recovery tick,
+a heartbeat's staleness, seconds apart -- against a crash at a named point every execution, or a job
+three leases long: a busy machine's stall (tens of ms) moves none of them past its window. Measured: each
+page's replay claimed what it says 4 times in 4 beside two busy loops (``PGJC_STRESS=2``) on the suite's
+2-core machine. A page whose replay can miss its window is a race: it says ``cost=bench`` and is replayed
+by ``python run.py bench --libraries`` (``harness/bench/findings.py``), as a page too slow for the suite is.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ PAGES = pages()
 # the library's finish (at-least-once by design where the library has no atomic finish path), and
 # terminal-states follows from the run's own worker budget or deadline.
 NOT_CLAIMS = {"single-commit", "at-most-once-effects", "no-stale-effect", "terminal-states"}
-TRIES = 2
 
 CASES = [(page, c) for page in PAGES for c in cited(page)]
 
@@ -54,12 +56,7 @@ def test_finding_replays_to_its_claims(runner, page, c):
         pytest.skip(f"{page.name}: a replay too slow for the suite, run by python run.py bench --libraries")
     pytest.importorskip(c["design"].replace("-", "_"),
                         reason=f"{c['design']} is not installed (the libraries extra)")
-    seen = []
-    for _ in range(TRIES):
-        seconds, violated = replay(runner, c)
-        print(f"{page.name}: replayed in {seconds:.1f} s")
-        seen.append(sorted(violated))
-        if c["violates"] <= violated:
-            return
-    pytest.fail(f"{page.name}: {c['schedule']} on {c['design']} violated {seen}, "
-                f"the page claims {sorted(c['violates'])}")
+    seconds, violated = replay(runner, c)
+    print(f"{page.name}: replayed in {seconds:.1f} s")
+    assert c["violates"] <= violated, (f"{page.name}: {c['schedule']} on {c['design']} violated "
+                                       f"{sorted(violated)}, the page claims {sorted(c['violates'])}")
