@@ -44,7 +44,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not _busy:
         return None
     pids = ", ".join(map(str, _busy[0].pids))
-    return f"{stress.ENV}: {_busy[0].n} busy loops beside the suite (pids {pids})"
+    loops = "1 busy loop" if _busy[0].n == 1 else f"{_busy[0].n} busy loops"
+    return f"{stress.ENV}: {loops} beside the suite (pids {pids})"
 
 
 @pytest.fixture(autouse=True)
