@@ -45,7 +45,7 @@ from pgjc_body import EXIT_CRASH, Execution, InjectedError  # noqa: F401 - the c
 CONTRACT = 1
 ENV = "PGJC_CONTRACT"
 GO = signal.SIGUSR1
-BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
+BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback", ""}  # "": the borrow's check
 
 
 def digest(text: str) -> str:
@@ -63,6 +63,21 @@ def _text(query) -> str | None:
     if isinstance(query, psycopg.sql.Composed):
         return " ".join(_text(part) or "?" for part in query._obj)  # noqa: SLF001
     return None
+
+
+def alive(conn: psycopg.Connection) -> bool:
+    """Whether an idle body connection still answers: an empty statement in autocommit, as
+    psycopg_pool's ``ConnectionPool.check_connection`` sends (this client needs no psycopg_pool)."""
+    if conn.closed or conn.broken:
+        return False
+    autocommit = conn.autocommit
+    try:
+        conn.autocommit = True
+        conn.execute("")
+        conn.autocommit = autocommit
+    except psycopg.Error:
+        return False
+    return True
 
 
 def emit(record: dict) -> None:
@@ -239,13 +254,19 @@ class Client:
     def borrow(self) -> psycopg.Connection:
         """A body connection from the client's own pool of ``pool_size`` (the harness's pool, as a
         hosted body borrows from it): a job waits for one when as many run at once; each is kept for
-        the next job, whatever thread runs it (a library's executor threads come and go)."""
+        the next job, whatever thread runs it (a library's executor threads come and go). A kept
+        connection is checked before it is lent (:func:`alive`), as a production pool does: one a
+        server restart or a promotion cut while it was idle is closed and replaced, never handed to a
+        job (whose first statement would fail and burn the queue's attempt)."""
         self._slots.acquire()
-        with self._lock_free:
-            while self._free:
-                conn = self._free.pop()
-                if not conn.closed and not conn.broken:
-                    return conn
+        while True:
+            with self._lock_free:
+                conn = self._free.pop() if self._free else None
+            if conn is None:
+                break
+            if alive(conn):  # outside the lock: a round trip
+                return conn
+            conn.close()
         try:
             return self.connect()
         except BaseException:
