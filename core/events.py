@@ -99,7 +99,7 @@ def _near_miss(name: str) -> str | None:
         if near else None
 
 
-def event_of(record: dict) -> LogEvent | None:
+def event_of(record: dict[str, object]) -> LogEvent | None:
     """*record*'s event as a :class:`LogEvent`; None for an event of a user's own; :class:`ValueError`
     naming the record for a misspelt one (:func:`misspelt`: a client's, a hand-made history's), so
     that a reader dispatching on events never passes over a name meant as one of ours."""

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .events import EndedBy, LogEvent, event_of
-from .schedule import Event, JobSpec, Schedule, Timing, Workload, expand_workload
+from .schedule import Event, JobSpec, Schedule, Timing, expand_workload
+from .workload import Workload
 
 # How an execution ends, by its terminal event (Jepsen's outcomes: the module docstring).
 TERMINAL_EVENTS = {LogEvent.FINISHED: "ok", LogEvent.FAILED: "fail", LogEvent.FENCED: "fail"}
@@ -68,7 +70,7 @@ class Execution:
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
     effect_times: list[float] = field(default_factory=list)  # when each effect was sent
-    faults: list[dict] = field(default_factory=list)  # in-job faults that struck
+    faults: list[dict[str, Any]] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
     pid: int | None = None  # the process it ran in: the worker's, or a child its library spawned
     process_ended: bool = False  # that child died under it and the library, alive, saw it fail
@@ -93,7 +95,7 @@ class Effect:
         return self.key is None or self.answer == LogEvent.ACCEPTED
 
 
-def as_schedule(value: Schedule | dict) -> Schedule:
+def as_schedule(value: Schedule | dict[str, Any]) -> Schedule:
     """*value* as a :class:`~core.schedule.Schedule`: itself, or built from its JSON dict
     (``Schedule.to_dict()``, what the runner and a saved history give). A field the dict leaves out
     takes the schedule's default, as a run of it would (a hand-written history may give only what it
@@ -119,25 +121,30 @@ class History:
     schedule: Schedule
     design: str
     tenant_mode: str
-    records: list[dict]
-    jobs: list[dict]
-    runs: list[dict]
+    # JSON read back (the execution log, the final tables, ...): a row's fields and their types follow its
+    # kind (a record's: its event), which no annotation can: dict[str, Any].
+    records: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
     exits: list[WorkerExit]
-    injected: list[dict] = field(default_factory=list)
-    samples: list[dict] = field(default_factory=list)
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
     ended_by: str = EndedBy.UNKNOWN  # one of core/events.py's EndedBy: quiescent, deadline, ...
     t0: float = 0.0
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
-    server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
-    expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
+    server: dict[str, Any] = field(default_factory=dict)  # version, description, durability settings, pooler
+    # {tenant as text: invoices it owns}, from the dataset
+    expected_rows: dict[str, int] = field(default_factory=dict)
     hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted/protocol.py)
-    finishes: list[dict] | None = None  # what it accepted per job (workers/hosted/finishes.py); None: untold
+    # what it accepted per job (workers/hosted/finishes.py); None: untold
+    finishes: list[dict[str, Any]] | None = None
     # The lease a threshold derived from one is judged against (DesignHandle.clock): seconds (real; None:
     # the system has none the harness knows), basis, what. None: not recorded (a history saved before
     # it was; a built-in design's lease is the schedule's).
-    clock: dict | None = None
-    transitions: list[dict] | None = None  # pgjc.jobs' committed status changes (postgres/transitions.py)
+    clock: dict[str, Any] | None = None
+    # pgjc.jobs' committed status changes (postgres/transitions.py)
+    transitions: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.schedule = as_schedule(self.schedule)
@@ -285,7 +292,7 @@ class History:
         return out
 
     # --- JSON --------------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain data; the schedule as its own JSON (``Schedule.to_dict()``), as the runner gave it."""
         return {**asdict(self), "schedule": self.schedule.to_dict()}
 
@@ -293,7 +300,7 @@ class History:
         return json.dumps(self.to_dict(), default=str)
 
     @classmethod
-    def from_dict(cls, d: dict) -> History:
+    def from_dict(cls, d: dict[str, Any]) -> History:
         d = dict(d)
         d["exits"] = [WorkerExit(**x) for x in d.get("exits", [])]
         return cls(**d)

@@ -162,11 +162,11 @@ class Schedule:
         names = [j.fault for j in self.jobs if j.fault] + [e.fault for e in self.events]
         return sorted(set(names))
 
-    def replace(self, **changes) -> Schedule:
+    def replace(self, **changes: typing.Any) -> Schedule:  # checked at the call (mypy: dataclasses.replace)
         return dataclasses.replace(self, **changes)
 
     # --- JSON ---------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         data = {"format": FORMAT, **dataclasses.asdict(self)}
         if self.workload is None:
             data.pop("workload")  # a schedule without one saves as it always did
@@ -184,7 +184,7 @@ class Schedule:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "schedule",
+    def from_dict(cls, data: dict[str, object], *, source: str = "schedule",
                   validators: Iterable[Validator] = ()) -> Schedule:
         """A schedule from JSON data; :class:`UsageError` naming *source* and the field when it is
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
@@ -211,7 +211,13 @@ def load(path: str | Path, *, validators: Iterable[Validator] = ()) -> Schedule:
     return Schedule.from_dict(data, source=f"schedule file {p}", validators=validators)
 
 
-def _build(cls, data, where: str, prefix: str = ""):
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = typing.TypeVar("_D", bound="DataclassInstance")
+
+
+def _build(cls: type[_D], data: object, where: str, prefix: str = "") -> _D:
     """*cls* from *data*; errors say ``<where>, field <prefix><name>``."""
     if not isinstance(data, dict):
         raise UsageError(f"{where}, field {prefix.rstrip('.') or '(top)'}: expected an object")
@@ -220,7 +226,7 @@ def _build(cls, data, where: str, prefix: str = ""):
     unknown = sorted(set(data) - names)
     if unknown:
         raise UsageError(f"{where}: unknown field {prefix}{unknown[0]!r}; known: {', '.join(sorted(names))}")
-    kwargs = {}
+    kwargs: dict[str, object] = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -230,7 +236,7 @@ def _build(cls, data, where: str, prefix: str = ""):
     return cls(**kwargs)
 
 
-def _value(tp, v, where: str, path: str):
+def _value(tp: object, v: object, where: str, path: str) -> object:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
@@ -241,7 +247,7 @@ def _value(tp, v, where: str, path: str):
         if not isinstance(v, list):
             raise UsageError(f"{where}, field {path}: expected a list")
         return tuple(_value(args[0], x, where, f"{path}[{i}]") for i, x in enumerate(v))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a class (not an instance) in a type hint
         return _build(tp, v, where, f"{path}.")
     if origin is dict:
         if not isinstance(v, dict):
@@ -259,7 +265,7 @@ def _value(tp, v, where: str, path: str):
 def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None:
     """Structural checks, then each validator; the first problem is a :class:`UsageError`."""
 
-    def bad(msg):
+    def bad(msg: str) -> typing.NoReturn:
         raise UsageError(f"{where}, field {msg}")
 
     if not s.jobs:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from itertools import combinations
+from typing import Any
 
 from ..core.history import JOB_STATES, Execution, History
 from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
-def job_rows(h: History) -> dict[int, dict]:
+def job_rows(h: History) -> dict[int, dict[str, Any]]:
     """The final ``jobs`` table by job id."""
     return {row["id"]: row for row in h.jobs}
 
@@ -52,7 +53,7 @@ def max_attempts_of(h: History, job: int) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def limit_changes(h: History, jobs: list[int], rows: dict[int, dict]) -> str:
+def limit_changes(h: History, jobs: list[int], rows: dict[int, dict[str, Any]]) -> str:
     """Evidence for a design that changed a job's limit: "; max_attempts raised from 3 to 5 by the
     design (job 1)" -- empty when every offending job's row still says what it was enqueued with."""
     changed: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -112,7 +113,7 @@ def single_commit(h: History, name: str) -> Result:
     """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""
     if not h.jobs and not h.runs:
         return unknown(name, "the final jobs and job_runs tables were not read")
-    attempts: dict[int, list] = defaultdict(list)
+    attempts: dict[int, list[object]] = defaultdict(list)
     for row in h.runs:
         attempts[row["job_id"]].append(row.get("attempt"))
     bad = {j: a for j, a in sorted(attempts.items()) if len(a) > 1}

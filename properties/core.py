@@ -18,6 +18,8 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..core.history import History
+
 HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
 _RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
 
@@ -34,7 +36,7 @@ class Mark:
     job: int | None = None
     what: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {k: v for k, v in vars(self).items() if v not in ("", None)}
 
 
@@ -66,7 +68,7 @@ class Result:
         object.__setattr__(self, "jobs", tuple(sorted(set(self.jobs))))
         object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         out = {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
         if self.cause:
             out["caused_by"] = self.cause
@@ -184,7 +186,7 @@ def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],
     return lines, jobs, missing
 
 
-def is_empty(history) -> bool:
+def is_empty(history: History) -> bool:
     """No jobs table and no execution: nothing any property can decide from."""
     return not history.jobs and not history.executions()
 
@@ -197,15 +199,18 @@ class Property:
     name: str
     group: str
     position: int
-    check: Callable[..., Result]
+    check: Callable[[History], Result]
 
+
+Check = Callable[[History, str], Result]
+"""A property's function, ``fn(history, name)``, as :func:`decides` registers it."""
 
 REGISTRY: dict[str, Property] = {}
 """Every property, by name, as :func:`decides` registered it (in import order: ``properties/__init__``
 imports every property module and orders them by ``position``)."""
 
 
-def decides(name: str, *, group: str, position: int) -> Callable:
+def decides(name: str, *, group: str, position: int) -> Callable[[Check], Callable[[History], Result]]:
     """Register the function as the property *name* of *group*, at *position* in the design's table.
 
     The function is called as ``fn(history, name)``: the name it puts on its results is the one given
@@ -213,7 +218,7 @@ def decides(name: str, *, group: str, position: int) -> Callable:
     :class:`ValueError` at registration.
     """
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Check) -> Callable[[History], Result]:
         where = f"{fn.__module__}.{fn.__qualname__}"
         if not name or not group:
             raise ValueError(f"{where}: a property needs a name and a group")
@@ -225,7 +230,7 @@ def decides(name: str, *, group: str, position: int) -> Callable:
             raise ValueError(f"property {name!r} ({where}) takes position {position} of {same[0].name!r}")
 
         @functools.wraps(fn)
-        def check(history) -> Result:
+        def check(history: History) -> Result:
             if is_empty(history):
                 return unknown(name, "empty history: no jobs and no executions")
             return fn(history, name)

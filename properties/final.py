@@ -18,13 +18,15 @@ where the library keeps no such record.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.events import LogEvent
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, on_clock, plural, rows_undecidable, server_time, who
 from .core import Mark, Result, decides, held, not_judged, unknown, violated
 
 
-def _statement(change: dict) -> str:
+def _statement(change: dict[str, object]) -> str:
     query = " ".join(str(change.get("query") or "").split())
     return f"`{query[:160]}`" if query else "a statement the log did not keep"
 
@@ -66,7 +68,7 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     run that followed. A done that survived and was turned back is :func:`_table`'s to tell."""
     # a failover's primary stopped (faults/failover.py): the standby's promotion follows it
     promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
-    changes: dict[int, list[dict]] = {}
+    changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
     lines, jobs = [], []
@@ -99,11 +101,11 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     return lines, jobs
 
 
-def _table(h: History, name: str, done: dict[int, dict]) -> Result:
+def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
     """A design on the harness's jobs table: its committed status changes against its job_runs rows;
     first the successes the workers saw acknowledged that were lost (:func:`acknowledged_lost`)."""
     lost_lines, lost_jobs = acknowledged_lost(h)
-    changes: dict[int, list[dict]] = {}
+    changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
     missing = [j for j in done if j not in changes and j not in lost_jobs]
@@ -217,7 +219,7 @@ def success_final(h: History, name: str) -> Result:
         return undecidable
     if h.hosted:
         return _library(h, name)
-    done: dict[int, dict] = {}
+    done: dict[int, dict[str, Any]] = {}
     for row in sorted(h.runs, key=lambda r: r.get("finished") or ""):
         if row.get("finished") is not None:
             done.setdefault(row["job_id"], row)

@@ -7,7 +7,7 @@ Pure functions of a :class:`~core.history.History`, like the safety properties i
 from __future__ import annotations
 
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..core.events import EndedBy, LogEvent
 from ..core.history import Execution, History
@@ -106,7 +106,7 @@ def bounded_blast_radius(h: History, name: str) -> Result:
     # A transient fault (strikes K) kills at most K workers, unless a supervisor fault aims at the job too.
     strikes = h.transient_strikes()
 
-    def limit(job):
+    def limit(job: int) -> int | None:
         most = max_attempts_of(h, job)
         return min(most, strikes[job]) if most is not None and job in strikes else most
 
@@ -190,7 +190,7 @@ def horizon(h: History, name: str) -> Result:
     return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
 
 
-def _longest(h: History, samples: list[dict]) -> str:
+def _longest(h: History, samples: list[dict[str, Any]]) -> str:
     """The longest-open transaction among *samples*, in words: whose, holding what, how long, during
     which job."""
     longest = max(samples, key=lambda s: s["xact_age"])
@@ -218,7 +218,7 @@ def _unsampled(h: History) -> str:
             "(sampled four times a lease): a run whose jobs last longer would be sampled")
 
 
-def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None:
+def _job_at(h: History, executions: list[Execution], sample: dict[str, Any]) -> int | None:
     """The job the sampled session's worker was executing at the sample's time, if any."""
     worker = (sample.get("app") or "").split("/")[0]  # a heartbeat connection is "w1.0/heartbeat"
     for ex in executions:

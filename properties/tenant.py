@@ -49,7 +49,7 @@ def _session_user(ex: Execution, executions: list[Execution]) -> str:
     return f" from its own worker's job {job} attempt {attempt}{session}"
 
 
-def _wrong(ex: Execution, executions: list[Execution], expected: dict) -> list[str]:
+def _wrong(ex: Execution, executions: list[Execution], expected: dict[str, int]) -> list[str]:
     wrong = []
     if ex.own_tenant and ex.seen_read:
         want = "" if ex.tenant is None else str(ex.tenant)
