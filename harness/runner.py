@@ -48,7 +48,6 @@ _RUNS_ROOT = _SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else Path(tempfi
 RUNS_BASE = _RUNS_ROOT / "pg-job-chaos"
 
 
-
 class _Final(NamedTuple):
     """What :meth:`Runner._final` read: the jobs, what a hosted library accepted and why it could not
     say, job_runs, the transitions, and when it was done (monotonic)."""
@@ -218,7 +217,9 @@ class Runner:
         return _Final(jobs, accepted, unread, runs, transitions.read(self.admin), time.monotonic())
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
-        """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor). *design*:
+        the handle of the schedule's design (a search gives the one it was given); without it, the
+        handle of the schedule's spec and options (:meth:`design`)."""
         begin = time.monotonic()
         design = design or self.design(schedule)
         schedule = self.stamp(schedule, design)

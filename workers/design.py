@@ -43,7 +43,7 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     the worker opens the harness's pool before ``run_worker`` (a hosted library's tasks borrow from it).
 ``min_time_scale`` (None)
     below this time scale the design cannot keep its own intervals' ratios.
-``hosted`` (False; True for a :class:`~workers.hosted.HostedDesign` or a design with ``reset``)
+``hosted`` (False; :class:`~workers.hosted.HostedDesign` declares True; True too for a design with ``reset``)
     it hosts a queue library: its finish is the library's, judged by ``library-one-finish``.
 ``one_host`` (False)
     the design's client takes one host, not a multi-host DSN (awa's sqlx, DBOS's SQLAlchemy URL,

@@ -200,3 +200,35 @@ def test_the_handle_resolves_whose_lease_a_run_has():
     assert none.seconds is None and none.what.startswith("q has no lease the harness sets")
     declared = Clock(30.0, "declared", "q's own lease (its lease_seconds)")
     assert DesignHandle.of(_Declares()).clock(s) == declared
+
+
+def test_a_historys_clock_round_trips_through_json_and_a_saved_dict_still_loads():
+    import json
+
+    from pg_job_chaos.core.history import History
+
+    h = hosted(LIBRARY, BACKGROUND)
+    again = History.from_dict(json.loads(h.to_json()))
+    assert again.clock == LIBRARY and isinstance(again.clock, Clock)
+    saved = {**json.loads(h.to_json()), "clock": {"seconds": None, "basis": None, "what": "q has no lease"}}
+    assert History.from_dict(saved).clock == Clock(None, None, "q has no lease")
+    assert History.from_dict({**saved, "clock": None}).clock is None
+    assert horizon_threshold(History.from_dict(json.loads(h.to_json()))) == horizon_threshold(h)
+
+
+def test_a_design_of_its_own_kind_states_its_clock_and_a_wrong_one_is_a_usage_error():
+    from pg_job_chaos.core.errors import UsageError
+
+    s = Schedule(jobs=(JobSpec(1),), time_scale=0.5, timing=Timing(lease=2.0))
+
+    class _Own(_PollOnly):
+        def clock(self, schedule):
+            return Clock(7.0, "declared", "q's visibility timeout")
+
+    class _Wrong(_PollOnly):
+        def clock(self, schedule):
+            return {"seconds": 7.0}
+
+    assert DesignHandle.of(_Own()).clock(s) == Clock(7.0, "declared", "q's visibility timeout")
+    with pytest.raises(UsageError, match="not a workers.interface.Clock"):
+        DesignHandle.of(_Wrong()).clock(s)
