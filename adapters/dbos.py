@@ -124,6 +124,7 @@ def executor_id(identity: str) -> str:
 class Dbos(DeclaredDesign):
     name = "dbos"
     library = "dbos"
+    one_host = True  # its SQLAlchemy URL has one host and port: on the replicated back end, the endpoint
     STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "done",
               "ERROR": "dead", "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
     SQL = Q

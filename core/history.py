@@ -31,6 +31,21 @@ JOB_STATES = ("queued", "running", "done", "dead")
 FINISH_OUTCOMES = ("success", "failure", "requeued")
 
 
+@dataclass(frozen=True)
+class Clock:
+    """The lease a design's runs are judged against (``horizon`` judges half of it), as the design's
+    handle resolved it (``DesignHandle.clock``) and a history records it.
+
+    ``seconds``: real seconds after which the design takes a job back (None: it has none the harness
+    knows); ``basis``: whose it is -- ``declared`` (the design's own ``lease_seconds``), ``timing`` (a
+    hosted library's ``TIMING`` interval anchored to the lease), ``schedule`` (the schedule's lease: a
+    built-in design's) or None (none); ``what``: the same in words (or why there is none)."""
+
+    seconds: float | None
+    basis: str | None
+    what: str
+
+
 @dataclass
 class WorkerExit:
     worker: str
@@ -139,10 +154,9 @@ class History:
     hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted/protocol.py)
     # what it accepted per job (workers/hosted/finishes.py); None: untold
     finishes: list[dict[str, Any]] | None = None
-    # The lease a threshold derived from one is judged against (DesignHandle.clock): seconds (real; None:
-    # the system has none the harness knows), basis, what. None: not recorded (a history saved before
-    # it was; a built-in design's lease is the schedule's).
-    clock: dict[str, Any] | None = None
+    # The lease a threshold derived from one is judged against (DesignHandle.clock). None: not recorded
+    # (a history saved before it was; a built-in design's lease is the schedule's).
+    clock: Clock | None = None
     # pgjc.jobs' committed status changes (postgres/transitions.py)
     transitions: list[dict[str, Any]] | None = None
 
@@ -303,4 +317,7 @@ class History:
     def from_dict(cls, d: dict[str, Any]) -> History:
         d = dict(d)
         d["exits"] = [WorkerExit(**x) for x in d.get("exits", [])]
+        clock = d.get("clock")
+        if isinstance(clock, dict):
+            d["clock"] = Clock(**clock)
         return cls(**d)

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from ..core.events import EndedBy, LogEvent
-from ..core.history import Execution, History
+from ..core.history import Clock, Execution, History
 from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
 from .core import VIOLATED, Result, decides, held, not_judged, over_limits, unknown, violated
@@ -146,11 +146,11 @@ def horizon_threshold(h: History) -> Threshold:
         lease = h.schedule.timing.lease
         if lease is None:
             return Threshold(None, "the schedule gives no timing.lease")
-        clock = {"seconds": h.schedule.seconds(lease), "basis": "schedule", "what": "the schedule's lease"}
-    if clock.get("seconds") is None:
-        return Threshold(None, str(clock.get("what")), judged=False)
-    seconds = float(clock["seconds"])
-    whose = "" if clock.get("basis") == "schedule" else f", half of {clock.get('what')} ({seconds:g} s)"
+        clock = Clock(h.schedule.seconds(lease), "schedule", "the schedule's lease")
+    if clock.seconds is None:
+        return Threshold(None, clock.what, judged=False)
+    seconds = float(clock.seconds)
+    whose = "" if clock.basis == "schedule" else f", half of {clock.what} ({seconds:g} s)"
     return Threshold(HORIZON_LEASE_FRACTION * seconds, whose)
 
 

@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import Phase as HypothesisPhase
@@ -36,7 +37,7 @@ from ..progress import step
 from . import shrink, smallscope
 from .outcome import ExitReason, Phase, Run, SearchOutcome
 
-__all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_schedules", "search"]
+__all__ = ["ExitReason", "Phase", "Run", "RunOne", "Search", "SearchOutcome", "sample_schedules", "search"]
 
 # ONE shrink budget per search: new runs spent shrinking, Hypothesis's and every property's together;
 # then candidates are not run (treated as passing). Hypothesis's shrinking may spend 40 of it, as before
@@ -44,6 +45,13 @@ __all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_sche
 SHRINK_RUNS = 60
 HYPOTHESIS_SHRINK = 40
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
+
+
+class RunOne(Protocol):
+    """What runs one schedule of a search (``Runner.run``): given the design's handle the search was
+    given, never left to find it again by the schedule's design name."""
+
+    def __call__(self, schedule: Schedule, *, design: DesignHandle) -> History: ...
 
 
 class Violation(AssertionError):
@@ -58,9 +66,10 @@ class Search:
     """One search of one design (see :func:`search` for the arguments). :meth:`run` goes through the
     phases once and returns the :class:`SearchOutcome`. *design* is the handle the caller built
     (:func:`workers.load_design`): its spec and options go into every schedule, its points are where
-    faults may strike."""
+    faults may strike, and every run of this process is given it (*run_many*'s slots, in their own
+    processes, find theirs by the schedule's spec and options: the caller gave them the same handle)."""
 
-    def __init__(self, run: Callable[[Schedule], History], *, faults, design: DesignHandle, tenant_mode: str,
+    def __init__(self, run: RunOne, *, faults, design: DesignHandle, tenant_mode: str,
                  examples: int, seed: int | None, time_scale: float, workers: int | None = None,
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
@@ -71,6 +80,7 @@ class Search:
         # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
         self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
         self.faults, self.design, self.tenant_mode = faults, design.spec, tenant_mode
+        self.handle = design  # what each run is given (the schedules carry its spec and options)
         self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
         self.small_scope, self.budget, self.database = small_scope, budget, database
         self.index, self.shards = shard or (0, 1)
@@ -117,7 +127,7 @@ class Search:
         key = schedule.to_json()
         if key not in self._cache:
             t = time.monotonic()
-            self._record(schedule, self._run(schedule), time.monotonic() - t, label)
+            self._record(schedule, self._run(schedule, design=self.handle), time.monotonic() - t, label)
         return self._cache[key]
 
     def _execute_all(self, batch: list[tuple[str, Schedule]]) -> int:
@@ -245,7 +255,7 @@ class Search:
     def _replay(self, ce: Run) -> None:
         self.phase = Phase.REPLAY
         self.progress("replaying the counterexample once more")
-        history = self._run(ce.schedule)
+        history = self._run(ce.schedule, design=self.handle)
         self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
         self.out.runs.append(self.out.replayed)
         if not set(ce.failing(self.gate)) & set(self.out.replayed.failing(self.gate)):
@@ -257,8 +267,9 @@ class Search:
         return ExitReason.BUDGET if self.out.budget_spent else ExitReason.EXAMPLES
 
 
-def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
-    """Search for a schedule that violates a property. *run* executes one schedule.
+def search(run: RunOne, **kwargs) -> SearchOutcome:
+    """Search for a schedule that violates a property. *run* executes one schedule with the design's
+    handle (:class:`RunOne`: ``Runner.run``).
 
     First the small-scope pass (:mod:`harness.engine.smallscope`, outside the example budget), then
     *examples* random schedules from Hypothesis, shrinking the first violation it finds (with a

@@ -303,19 +303,33 @@ def test_failover_needs_the_replicated_back_end_and_restart_refuses_it():
 
 
 def test_one_host_clients_get_the_endpoint_on_the_pair_and_the_others_the_multi_host_dsn():
+    from pg_job_chaos.adapters.awa import Awa
+    from pg_job_chaos.adapters.dbos import Dbos
+    from pg_job_chaos.adapters.graphile import GraphileWorker
+    from pg_job_chaos.adapters.pgboss import PgBoss
+    from pg_job_chaos.adapters.procrastinate import Procrastinate
     from pg_job_chaos.harness.net.endpoint import Endpoint
-    from pg_job_chaos.harness.runner import ONE_HOST, Runner
+    from pg_job_chaos.harness.runner import Runner
+    from pg_job_chaos.workers import QueueDesign, load_design
+    from pg_job_chaos.workers.hosted import HostedDesign
 
-    assert {"awa", "dbos", "pg-boss", "graphile-worker"} <= set(ONE_HOST)
+    # declared by the design, not known to the harness by name: the four whose client takes one host
+    assert Awa.one_host and Dbos.one_host and PgBoss.one_host and GraphileWorker.one_host
+    assert not (Procrastinate.one_host or HostedDesign.one_host or QueueDesign.one_host)
     multi = "host=127.0.0.1,127.0.0.1 port=5,6 user=u password=p dbname=d target_session_attrs=read-write"
     pair = SimpleNamespace(one_host_dsn=lambda dsn: Endpoint.dsn(SimpleNamespace(port=7), dsn))
     runner = SimpleNamespace(database=SimpleNamespace(replica=pair, worker_dsn=multi))
-    one = Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa"))
+    awa = load_design("awa")
+    assert awa.one_host
+    one = Runner._worker_dsn(runner, awa)
     assert "host=127.0.0.1 " in one and "port=7" in one and "target_session_attrs" not in one
     assert "password=p" in one and "dbname=d" in one
-    assert Runner._worker_dsn(runner, SimpleNamespace(spec="procrastinate", name="procrastinate")) == multi
+    # by its module:attr, as a plug-in names it: the same declaration
+    assert Runner._worker_dsn(runner, load_design("pg_job_chaos.adapters.awa:Awa")) == one
+    assert Runner._worker_dsn(runner, load_design("procrastinate")) == multi
+    assert Runner._worker_dsn(runner, load_design("lease")) == multi
     runner.database.replica = None
-    assert Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa")) == multi
+    assert Runner._worker_dsn(runner, awa) == multi
 
 
 def test_a_multi_host_dsn_becomes_libpqs_multi_host_url():
