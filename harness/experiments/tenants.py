@@ -1,7 +1,7 @@
 """Experiments 1 and 2: tenant context on a pooled connection (leak) and what resetting costs.
 
 Both use the tenant modes exactly as a worker does (``workers.tenant.modes.MODES[..].pool(...)``) and
-the job body's own statements (``workers/body/execution.sql``).
+the job body's own statements (``workers/body/body.sql``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from ...core.schedule import Schedule
 from ...faults.catalogue import CATALOGUE
 from ..tenant.modes import SETTING, TenantMode
 
-Q = sqlfile.load(__file__, "execution.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
+Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
