@@ -107,7 +107,8 @@ def replay(args, progress) -> int:
         server = dataclasses.replace(server, replica=schedule.replica)
     changes = {}
     if args.design:
-        changes["design"], changes["design_options"] = args.design, {}
+        changes["design"] = args.design
+        changes["design_options"] = {}
     if args.design_option:
         changes["design_options"] = parse_options(args.design_option)
     if args.tenant_mode:

@@ -189,7 +189,8 @@ def normalise(argv: list[str]) -> list[str]:
     ``--replay FILE`` is ``replay FILE``; ``--compare`` is ``compare``."""
     if argv and (argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help", "--version")):
         return argv
-    out, command = [], "search"
+    out = []
+    command = "search"
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -215,7 +216,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     :func:`server_spec` (None for a subcommand that runs on no server)."""
     p = parser()
     args = p.parse_args(argv)
-    args.config_file, args.config_keys = None, []
+    args.config_file = None
+    args.config_keys = []
     found = config.locate(args.config, args.no_config, Path.cwd()) \
         if args.subcommand in config.COMMANDS else None
     if found is not None:

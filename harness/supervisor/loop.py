@@ -58,22 +58,31 @@ class Supervisor:
         """*admin*: a session of the caller's to use (kept open across runs: a connect less per run);
         None: one of the run's own, closed at its end. *standby*: the caller's workers forked ahead
         (``standby.py``): this run takes what fits it and arms it for the next."""
-        self.s, self.design = schedule, design
-        self.lent_admin, self.standby, self._armed = admin, standby, False
+        self.s = schedule
+        self.design = design
+        self.lent_admin = admin
+        self.standby = standby
+        self._armed = False
         self._ending: tuple[float, list[process.WorkerProcess]] | None = None  # (when, whom) it killed
-        self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
-        self.run_dir, self.janitor, self.server = Path(run_dir), janitor, server
+        self.admin_dsn = admin_dsn
+        self.worker_dsn = worker_dsn
+        self.run_dir = Path(run_dir)
+        self.janitor = janitor
+        self.server = server
         self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
-        self.declared, self.workers = dict(design.handle.exit_outcomes), dict[str, process.WorkerProcess]()
+        self.declared = dict(design.handle.exit_outcomes)
+        self.workers = dict[str, process.WorkerProcess]()
         self.records: list[dict] = []
         self.samples: list[dict] = []
         self.notes: list[str] = []
         self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
-        self._restarts_used, self._janitor_keys = 0, dict[str, str]()
+        self._restarts_used = 0
+        self._janitor_keys = dict[str, str]()
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
         self.looked_again = LookedAgain(self.run_dir)  # the sooner end (idle.py)
-        self.next_sample, self._sampled_a_job = 0.0, False  # when to sample pg_stat_activity next
+        self.next_sample = 0.0  # when to sample pg_stat_activity next
+        self._sampled_a_job = False
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -106,7 +115,8 @@ class Supervisor:
                 cleanup.push("ending the network faults", self.net.close)
             self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
                                    network=self.net)
-            tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
+            tail = execlog.Tail(self.run_dir)
+            merger = logs.Merger(self.run_dir)
             self.waker = Waker(self.run_dir)
             cleanup.push("closing the run directory's watch", self.waker.close)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
@@ -130,8 +140,10 @@ class Supervisor:
                                 self.samples, ended_by, t0, t1, self.notes, steps, found)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
-        limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
-        deadline, stall = t0 + self.s.seconds(limit), self.s.seconds(quiet)
+        limit = self.s.timing.deadline + self.extra  # article seconds
+        quiet = self.s.stall + self.extra  # article seconds
+        deadline = t0 + self.s.seconds(limit)
+        stall = self.s.seconds(quiet)
         next_merge = last_activity = t0
         # Not at t0 (no worker session yet, the queue full): the first job's start samples (_on_record)
         next_check = t0 + self.poll
@@ -273,7 +285,8 @@ class Supervisor:
             return
         if ev == LogEvent.STARTED:
             if not self._sampled_a_job:  # the first job under way: sample at once
-                self._sampled_a_job, self.next_sample = True, 0.0
+                self._sampled_a_job = True
+                self.next_sample = 0.0
             w.current[r["job"]] = r.get("attempt")
             w.job_pids[r["job"]] = r.get("pid")
         elif ev in TERMINAL_EVENTS:

@@ -103,7 +103,9 @@ class Execution:
     """One execution of one job by this worker: the body's steps, each logged."""
 
     def __init__(self, ctx: BodyContext, conn: psycopg.Connection, job: Claimed):
-        self.ctx, self.conn, self.job = ctx, conn, job
+        self.ctx = ctx
+        self.conn = conn
+        self.job = job
         self.point_name: str | None = None
         self.reached: list[str] = []  # the points this execution passed, logged with its outcome
         self.run_id: int | None = None
