@@ -231,7 +231,8 @@ def _build(cls, data, where: str, prefix: str = ""):
 
 
 def _value(tp, v, where: str, path: str):
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
             return None
