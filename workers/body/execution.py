@@ -40,7 +40,7 @@ Q = sqlfile.load(__file__, "execution.sql", "inherited_tenant", "server_pid", "s
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
-WAKE_SIGNAL = signal.SIGUSR2  # the supervisor's "look again now" to an idle worker (supervisor/idle.py)
+WAKE_SIGNAL = signal.SIGUSR2  # the supervisor's "look again now" to an idle worker (supervisor/loop.py)
 
 
 @dataclass(frozen=True)
