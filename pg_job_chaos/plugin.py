@@ -109,7 +109,7 @@ def _from_file(config: pytest.Config) -> dict:
     if _FILE not in config.stash:
         from .core.errors import UsageError
         from .harness.cli import config as settings
-        from .harness.cli.main import parser
+        from .harness.cli.parser import parser
 
         try:
             found = settings.locate(None, False, Path(config.rootpath))

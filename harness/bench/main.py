@@ -94,7 +94,7 @@ def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
 
 
 def add_parser(sub, parents) -> None:
-    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli.main`)."""
+    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli.parser`)."""
     p = sub.add_parser("bench", parents=parents, help="print the figures the issues ask for",
                        description="Benchmarks: printed, never asserted.")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")

@@ -1,4 +1,4 @@
-"""What ``search``, ``replay`` and ``compare`` do, given parsed arguments (see :mod:`harness.cli.main`).
+"""What ``search``, ``replay`` and ``compare`` do, given parsed arguments (see :mod:`harness.cli.parser`).
 
 Every check of the user's input happens before anything is started. Each command builds one
 :class:`~harness.report.result.Report` (as the pytest plugin does), prints it, writes the files asked
