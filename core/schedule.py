@@ -44,6 +44,7 @@ def is_before_statement(point: str) -> bool:
     return is_statement_point(point) and not point.endswith(AFTER) and not (
         point == COMMIT or point.startswith(COMMIT + ":"))
 
+
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls
 ``bad("field: message")`` for the first problem it finds."""

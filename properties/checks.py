@@ -18,6 +18,7 @@ from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
+
 def job_rows(h: History) -> dict[int, dict]:
     """The final ``jobs`` table by job id."""
     return {row["id"]: row for row in h.jobs}

@@ -284,6 +284,7 @@ class DesignHandle:
         return {"seconds": None, "basis": None, "what": f"{self.name} has no lease the harness sets (not "
                 "built in, no TIMING interval anchored to it) and declares none (lease_seconds)"}
 
+
 def key_of(spec: str, options: Mapping[str, str] | None) -> str:
     return f"{spec}|{sorted((options or {}).items())!r}"
 

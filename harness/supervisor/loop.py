@@ -50,6 +50,7 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 # PgBouncer, add its server_login_retry: a worker waits that long if its first try after the restart failed).
 POOL_RECOVERY = 8.0
 
+
 class Supervisor:
     def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
                  run_dir: Path, janitor=None, server=None, admin: Admin | None = None,

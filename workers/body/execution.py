@@ -82,6 +82,7 @@ class WorkerSpec:
     watch: frozenset[tuple[int | None, str]] = frozenset()
     tenant_setting: str = SETTING  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
+
 class BodyContext(Protocol):
     """What the body needs of the worker it runs in (:class:`workers.body.context.WorkerContext` is one)."""
 

@@ -50,7 +50,6 @@ _ATTR = "_pgjc_tenant"  # where a connection keeps its State
 _IN_BLOCK = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
 
-
 class State:
     """One connection's setting: ``base`` as of its transaction's start, and the transaction's own
     session and local changes (``_NOT``: none), with a snapshot per open savepoint."""

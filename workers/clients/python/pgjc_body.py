@@ -33,6 +33,7 @@ class Client(Protocol):
 
     def started_count(self, job: int) -> int: ...
 
+
 EXIT_CRASH = 1
 
 
