@@ -173,7 +173,8 @@ class Dbos(DeclaredDesign):
         dbos.SQLAlchemyDatasource.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        t, jobs = self.intervals(self.schedule), list(jobs)
+        t = self.intervals(self.schedule)
+        jobs = list(jobs)
         client = dbos.DBOSClient(system_database_url=url(admin_dsn(conn)), dbos_system_schema=SCHEMA,
                                  application_name=APP, system_database_pool_size=1)
         try:

@@ -178,7 +178,8 @@ class History:
         latest: dict[tuple[str, int | None], Execution] = {}
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
-            w, ev = r["worker"], event_of(r)
+            w = r["worker"]
+            ev = event_of(r)
             if ev == LogEvent.STARTED:
                 new = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
                                 fault=r.get("fault"), lease_until=r.get("lease_until"),
@@ -202,20 +203,27 @@ class History:
             if ex is None:
                 continue
             if ev == LogEvent.TENANT_INHERITED:
-                ex.inherited, ex.inherited_read = r.get("value"), True
-                ex.inherited_from, ex.server_pid = r.get("last") or None, r.get("backend")
+                ex.inherited = r.get("value")
+                ex.inherited_read = True
+                ex.inherited_from = r.get("last") or None
+                ex.server_pid = r.get("backend")
             elif ev == LogEvent.TENANT_SEEN:
-                ex.seen, ex.seen_read, ex.server_pid = r.get("value"), True, r.get("backend")
-                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
+                ex.seen = r.get("value")
+                ex.seen_read = True
+                ex.server_pid = r.get("backend")
+                ex.visible = r.get("visible")
+                ex.foreign = r.get("foreign")
             elif ev == LogEvent.ROWS_VISIBLE:
-                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
+                ex.visible = r.get("visible")
+                ex.foreign = r.get("foreign")
             elif ev == LogEvent.EFFECT and r.get("key") is None:  # a relay's keyed send: see effects()
                 ex.effects += 1
                 ex.effect_times.append(r["t"])
             elif ev == LogEvent.FAULT:
                 ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
             elif ev in TERMINAL_EVENTS and ex.end is None:
-                ex.end, ex.outcome = r["t"], TERMINAL_EVENTS[ev]
+                ex.end = r["t"]
+                ex.outcome = TERMINAL_EVENTS[ev]
                 ex.fenced = ev == LogEvent.FENCED or ex.fenced
                 if ev == LogEvent.FAILED:
                     ex.error = r.get("error")

@@ -44,6 +44,7 @@ def is_before_statement(point: str) -> bool:
     return is_statement_point(point) and not point.endswith(AFTER) and not (
         point == COMMIT or point.startswith(COMMIT + ":"))
 
+
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls
 ``bad("field: message")`` for the first problem it finds."""
@@ -237,7 +238,8 @@ def _build(cls: type[_D], data: object, where: str, prefix: str = "") -> _D:
 
 
 def _value(tp: object, v: object, where: str, path: str) -> object:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
             return None

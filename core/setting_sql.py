@@ -43,7 +43,10 @@ def _split(text: str) -> list[str]:
 def _args(text: str, start: int) -> tuple[list[str], int] | None:
     """The top-level, comma-separated arguments of the call whose ``(`` is at *start*, and where it
     ends; None when unbalanced."""
-    depth, quote, out, begin = 0, False, [], start + 1
+    depth = 0
+    quote = False
+    out = []
+    begin = start + 1
     for i in range(start, len(text)):
         c = text[i]
         if c == "'":
@@ -117,7 +120,9 @@ def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str |
         if got is None or len(got[0]) != 3:
             out.append(("unknown", UNKNOWN))
             continue
-        args, pos, values = got[0], m.end(), []
+        args = got[0]
+        pos = m.end()
+        values = []
         for a in args:  # each argument's offset in *text*, for its positional placeholder
             off = text.index(a, pos) if a else pos
             values.append(_arg(a, off, params))

@@ -19,6 +19,7 @@ from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
+
 def job_rows(h: History) -> dict[int, dict[str, Any]]:
     """The final ``jobs`` table by job id."""
     return {row["id"]: row for row in h.jobs}
@@ -29,7 +30,8 @@ def rows_undecidable(h: History, name: str) -> Result | None:
     :data:`~core.history.JOB_STATES` (a hosted library's status its adapter did not map) or attempts
     that are not a count. None when every row is readable."""
     for row in sorted(h.jobs, key=lambda r: str(r.get("id"))):
-        status, attempts = row.get("status"), row.get("attempts")
+        status = row.get("status")
+        attempts = row.get("attempts")
         if status not in JOB_STATES:
             return unknown(name, f"job {row.get('id')} has status {status!r}, not one of "
                                  f"{', '.join(JOB_STATES)} (the design's final_states did not map it)")
@@ -58,7 +60,8 @@ def limit_changes(h: History, jobs: list[int], rows: dict[int, dict[str, Any]]) 
     design (job 1)" -- empty when every offending job's row still says what it was enqueued with."""
     changed: dict[tuple[int, int], list[int]] = defaultdict(list)
     for job in jobs:
-        configured, row = max_attempts_of(h, job), (rows.get(job) or {}).get("max_attempts")
+        configured = max_attempts_of(h, job)
+        row = (rows.get(job) or {}).get("max_attempts")
         if configured is not None and isinstance(row, int) and row != configured:
             changed[(configured, row)].append(job)
     return "".join(f"; max_attempts {'raised' if new > old else 'lowered'} from {old} to {new} by the design "
@@ -128,7 +131,9 @@ def single_commit(h: History, name: str) -> Result:
 def no_overlap(h: History, name: str) -> Result:
     """Violated by every pair of executions of one job that were live at the same time (an
     execution with no end is live until the run ended). Count: overlapping pairs."""
-    lines, jobs, first = [], [], None
+    lines = []
+    jobs = []
+    first = None
     repeated = 0
     for job, execs in sorted(by_job(h.executions()).items()):
         repeated += len(execs) > 1

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from ..core.history import History
 
-HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
+HELD = "held"
+VIOLATED = "violated"
+UNKNOWN = "unknown"
 _RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
 
 
@@ -175,7 +177,9 @@ def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],
                 describe: Callable[[int, int, int], str]) -> tuple[list[str], list[int], list[int]]:
     """Per job, in id order: a line for every count above its limit, the offending jobs, and the
     jobs with no limit to compare against (the caller decides: unknown)."""
-    lines, jobs, missing = [], [], []
+    lines = []
+    jobs = []
+    missing = []
     for job, n in sorted(counts.items()):
         limit = limit_of(job)
         if limit is None:

@@ -54,7 +54,8 @@ def attempts_monotonic(h: History, name: str) -> Result:
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
     rows = job_rows(h)
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for j, execs in sorted(by_job(h.executions()).items()):
         execs = sorted(execs, key=lambda e: e.start)
         bad = None

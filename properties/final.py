@@ -71,7 +71,8 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for j, execs in sorted(by_job(h.executions()).items()):
         acked = sorted((e for e in execs if e.outcome == "ok" and e.end is not None),
                        key=lambda e: e.end or 0.0)
@@ -83,7 +84,8 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
         if not later:
             continue
         again = later[0]
-        done_at, again_at = _wall(h, ack, LogEvent.FINISHED), _wall(h, again, LogEvent.STARTED)
+        done_at = _wall(h, ack, LogEvent.FINISHED)
+        again_at = _wall(h, again, LogEvent.STARTED)
         log = sorted(changes.get(j, ()), key=lambda c: c["seq"])
         before = [c for c in log if again_at is None or server_time(c["at"]).timestamp() < again_at]
         if any(c["status"] == "done" and (done_at is None or server_time(c["at"]).timestamp() >= done_at - 1)
@@ -113,8 +115,11 @@ def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
         return not_judged(name, f"job {missing[0]} committed a success but the harness's jobs table logged "
                                 "no status of it: the design keeps its queue in a table of its own, whose "
                                 "changes nobody records")
-    rows, executions = job_rows(h), by_job(h.executions())
-    lines, jobs, first = list(lost_lines), list(lost_jobs), None
+    rows = job_rows(h)
+    executions = by_job(h.executions())
+    lines = list(lost_lines)
+    jobs = list(lost_jobs)
+    first = None
     for j, run in sorted(done.items()):
         if j in lost_jobs:
             continue
@@ -172,7 +177,8 @@ def _library(h: History, name: str) -> Result:
         return not_judged(name, f"{lib} keeps its job statuses in its own tables, which log no changes, "
                                 "and its design does not say what it accepted: implement accepted_finishes "
                                 f"to have {lib}'s own record of its finishes judged")
-    rows, executions = job_rows(h), by_job(h.executions())
+    rows = job_rows(h)
+    executions = by_job(h.executions())
     lines: list[str] = []
     jobs: list[int] = []
     judged = 0

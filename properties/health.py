@@ -46,7 +46,8 @@ def progress(h: History, name: str) -> Result:
     clean = [j for j in order if j not in faults]
     if not clean:
         return held(name, "vacuous: every job carries a fault")
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for job in clean:
         row = rows.get(job)
         status = row.get("status") if row else None
@@ -72,7 +73,8 @@ def terminal_states(h: History, name: str) -> Result:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for row in sorted(h.jobs, key=lambda r: r["id"]):
         status = row.get("status")
         if status in TERMINAL:

@@ -134,7 +134,10 @@ def library_one_finish(h: History, name: str) -> Result:
     groups = by_job(h.executions())
     ids: set[int] = {row["id"] for row in h.jobs if row.get("id") is not None} | set(groups)
     order = sorted(ids, key=lambda j: (0, j, "") if isinstance(j, int) else (1, 0, str(j)))
-    lines, jobs, refused, undecided = [], [], [], []
+    lines = []
+    jobs = []
+    refused = []
+    undecided = []
     total = 0
     for job in order:
         if job not in entries:

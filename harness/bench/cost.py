@@ -138,7 +138,8 @@ def per_job_ratio(runner, database, sched: Schedule, out, pairs: int = 5) -> Non
     from the reaped children's rusage) against the bare loop's -- which the scheduler's placement of
     client and backend on 2 vCPUs does not move by +-20% as it does the wall clock."""
     jobs = len(sched.jobs)
-    ratios, cpu = [], []
+    ratios = []
+    cpu = []
     for _ in range(pairs):  # alternate, and take the median: this machine is noisy
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = runner.run(sched)

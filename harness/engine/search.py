@@ -76,13 +76,22 @@ class Search:
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
                  gate: tuple[str, ...] | None = None, workload: str | None = None):
         self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
-        self._run, self._run_many, self.progress = run, run_many, progress
+        self._run = run
+        self._run_many = run_many
+        self.progress = progress
         # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
         self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
-        self.faults, self.design, self.tenant_mode = faults, design.spec, tenant_mode
+        self.faults = faults
+        self.design = design.spec
         self.handle = design  # what each run is given (the schedules carry its spec and options)
-        self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
-        self.small_scope, self.budget, self.database = small_scope, budget, database
+        self.tenant_mode = tenant_mode
+        self.examples = examples
+        self.seed = seed
+        self.time_scale = time_scale
+        self.workers = workers
+        self.small_scope = small_scope
+        self.budget = budget
+        self.database = database
         self.index, self.shards = shard or (0, 1)
         self.width = parallel if run_many is not None and parallel > 1 else 1
         self.design_options = dict(design.options)
@@ -221,7 +230,8 @@ class Search:
             if self._last_failing is None:
                 self._generated += 1
             if r.failing(self.gate):
-                self._last_failing, self.phase = r, Phase.SHRINK
+                self._last_failing = r
+                self.phase = Phase.SHRINK
                 raise Violation(", ".join(r.failing(self.gate)))
 
         if self.seed is not None:
@@ -300,7 +310,8 @@ def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed:
         drawn.append(schedule)
 
     hypothesis_seed(seed if seed is not None else 0)(draw)()
-    seen, unique = set(), []
+    seen = set()
+    unique = []
     for s in drawn:
         if s.to_json() not in seen:
             seen.add(s.to_json())

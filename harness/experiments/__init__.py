@@ -81,7 +81,7 @@ def render(result: dict) -> str:
 
 
 def add_parser(sub, parents) -> None:
-    """``run.py experiment NAME``: the subcommand's arguments (see :mod:`harness.cli.main`)."""
+    """``run.py experiment NAME``: the subcommand's arguments (see :mod:`harness.cli.parser`)."""
     p = sub.add_parser("experiment", parents=parents, help="reproduce one of the article's measurements",
                        description="Reproduce one of the article's measurements (or all).")
     p.add_argument("name", metavar="NAME", choices=(*NAMES, "all"), help=f"one of: {', '.join(NAMES)}, all")

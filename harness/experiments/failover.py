@@ -45,7 +45,8 @@ def _one(h) -> dict:
 
 def failover(ctx: Context) -> dict:
     repeats = ctx.pick(3, 1)
-    rows, resets = [], []
+    rows = []
+    resets = []
     for mode in ("async", "sync"):
         with provision(ServerSpec(replica=mode)) as db, Runner(db) as runner:
             for _, fault, variant, label in (s for s in SCENARIOS if s[0] == mode):

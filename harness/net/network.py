@@ -27,10 +27,12 @@ def check_action(action: str) -> None:
 class Network:
     def __init__(self, worker_dsn: str, slots: int, janitor=None):
         target = conninfo.conninfo_to_dict(worker_dsn)
-        self.worker_dsn, self.janitor = worker_dsn, janitor
+        self.worker_dsn = worker_dsn
+        self.janitor = janitor
         try:
             # a parsed DSN's values are text (conninfo_to_dict types them as it takes them: str | int | None)
-            host, port = str(target.get("host", "127.0.0.1")), int(str(target.get("port", 5432)))
+            host = str(target.get("host", "127.0.0.1"))
+            port = int(str(target.get("port", 5432)))
             self.proxies = Proxies(host, port, slots)
         except RuntimeError as exc:
             raise HarnessError(str(exc)) from None

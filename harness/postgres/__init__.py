@@ -85,7 +85,9 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         spec = ServerSpec(spec, **fields)
     elif fields:
         raise TypeError(f"provision: a ServerSpec and its fields given apart ({', '.join(fields)}): give one")
-    kind, arg, pooler = spec.kind, spec.target, spec.pooler
+    kind = spec.kind
+    arg = spec.target
+    pooler = spec.pooler
     if pooler is not None:
         pgbouncer.find()  # not installed: say so before a server is started
     janitor = Janitor()
@@ -111,12 +113,16 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             server = None
         if server is not None:
             cleanup.push("stopping the server", lambda: server.stop(janitor))
-            base_dsn, where = server.admin_dsn, server.describe()
+            base_dsn = server.admin_dsn
+            where = server.describe()
         else:
             assert arg is not None  # parse_spec: a connection string is its own argument
-            base_dsn, where = arg, f"PostgreSQL at {dsn_backend.where(arg)}"
+            base_dsn = arg
+            where = f"PostgreSQL at {dsn_backend.where(arg)}"
         suffix = secrets.token_hex(4)
-        database, role, password = f"pgjc_{suffix}", f"pgjc_{suffix}_worker", secrets.token_hex(16)
+        database = f"pgjc_{suffix}"
+        role = f"pgjc_{suffix}_worker"
+        password = secrets.token_hex(16)
         # Registered before it exists: dropping what does not exist is harmless, missing it is not.
         drop_key = janitor.register("dropdb", dsn=base_dsn, database=database, role=role)
 
@@ -148,7 +154,8 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         if pooler is not None:
             bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
-            worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
+            worker_dsn = bouncer.dsn(direct)
+            where = f"{where}; workers through {bouncer.describe()}"
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler,
                        direct, control=server if kind == "local" else None, spec=spec,
                        replica=server if spec.replica is not None else None)

@@ -210,7 +210,8 @@ def chown(path: Path, user: str | None) -> None:
 
 
 def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, str]) -> LocalServer:
-    data, sock = run_dir / "data", run_dir / "sock"
+    data = run_dir / "data"
+    sock = run_dir / "sock"
     for d in (data, sock):
         d.mkdir(mode=0o700)
         chown(d, user)

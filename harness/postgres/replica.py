@@ -91,7 +91,8 @@ class Pair:
     @property
     def admin_dsn(self) -> str:
         """Both nodes, the read-write one wins: what every client of the harness's connects with."""
-        a, b = self.primary, self.standby or self.down
+        a = self.primary
+        b = self.standby or self.down
         ports = f"{a.port},{b.port}" if b is not None else str(a.port)
         hosts = ",".join(["127.0.0.1"] * len(ports.split(",")))
         return (f"host={hosts} port={ports} user={ADMIN} password={a.password} dbname=postgres "
@@ -162,7 +163,8 @@ class Pair:
                 janitor.forget(old.janitor_keys[0])
         else:
             old.crash(janitor)
-        self.down, self.nodes = old, [None, self.standby]
+        self.down = old
+        self.nodes = [None, self.standby]
 
     def start_again(self, janitor=None) -> None:
         """Promote the standby (the other half of a failover); :class:`HarnessError` if it does not. With
@@ -204,7 +206,9 @@ class Pair:
             old = self.down
             self._rewind(old)
             old.start_again(self.janitor)
-            self.nodes, self.down, rewound = [self.primary, old], None, True
+            self.nodes = [self.primary, old]
+            self.down = None
+            rewound = True
         elif self.cut and self.standby is not None:
             self._set(self.standby, Q.set_conninfo, conninfo=self._conninfo(self.primary))
             self.cut = False
@@ -250,7 +254,8 @@ class Pair:
             self._rewind_key = self.janitor.register("killpg", pgid=self.rewinding.pid)
 
     def _end_rewind(self, *, kill: bool = False) -> int | None:
-        proc, self.rewinding = self.rewinding, None
+        proc = self.rewinding
+        self.rewinding = None
         if proc is None:
             return None
         if kill and proc.poll() is None:

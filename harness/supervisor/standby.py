@@ -49,7 +49,8 @@ from ...workers.interface import Origin
 from ...workers.tenant.modes import MODES
 from . import process
 
-CONNECT, GO = "connect", "go"
+CONNECT = "connect"
+GO = "go"
 SESSIONS_WAIT = 5.0  # seconds a told standby has to say its sessions (a connect's own timeout)
 
 

@@ -32,11 +32,13 @@ class Strikes:
 
     def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin, *,
                  server=None, janitor=None, network=None):
-        self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
+        self.server = server  # the local server's crash()/start_again()
+        self.janitor = janitor
         self.net = network  # harness.supervisor.network.Network, when the schedule has network faults
         self.server_down = False
         self.server_started_at = float("-inf")  # monotonic time of the last restart's start
-        self.restarts, self.downtime = 0, 0.0  # restarts so far; real seconds the server was down in all
+        self.restarts = 0  # restarts so far
+        self.downtime = 0.0  # real seconds the server was down, in all
         self._stopped_at = 0.0
         self.s = schedule
         self.workers = workers

@@ -69,7 +69,7 @@ class QueueDesign:
                 if not ran:
                     self.idle(ctx)
                     idle.mark(looked_at)
-                    ctx.idle_sleep(ctx.poll)  # the supervisor may wake it (harness/supervisor/idle.py)
+                    ctx.idle_sleep(ctx.poll)  # the supervisor may wake it (harness/supervisor/loop.py)
         finally:
             idle.close()
 

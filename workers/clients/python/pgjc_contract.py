@@ -161,7 +161,8 @@ class Client:
             text = _text(query)
             if text is None or cur.connection in client._body or " ".join(text.split()).lower() in BODY_TEXTS:
                 return None, found
-            point, job = digest(text), getattr(client._local, "job", None)
+            point = digest(text)
+            job = getattr(client._local, "job", None)
             if job is not None and not found:
                 client.log_statement(cur, job, text)
             key = (point, job is not None)
@@ -222,9 +223,11 @@ class Client:
 
     def log_statement(self, cur, job: int, text: str) -> None:
         """One ``tenant-statement`` record per execution, statement and setting in force."""
-        local, attempt = self._local, getattr(self._local, "attempt", None)
+        local = self._local
+        attempt = getattr(self._local, "attempt", None)
         if getattr(local, "logged_for", None) != (job, attempt):
-            local.logged, local.logged_for = set(), (job, attempt)
+            local.logged = set()
+            local.logged_for = (job, attempt)
         value = pgjc_tenant.in_force(cur.connection)
         if (text, value) in local.logged:
             return
@@ -282,7 +285,8 @@ class Client:
     def started_count(self, job: int) -> int:
         """Executions of *job* that logged ``started`` in the run, every worker's log read: a copy of
         ``core/execlog.started_count`` (this client runs where pg-job-chaos is not installed)."""
-        n, run_dir = 0, self.spec["run_dir"]
+        n = 0
+        run_dir = self.spec["run_dir"]
         for name in os.listdir(run_dir):
             if name.endswith(".events.jsonl"):
                 with open(os.path.join(run_dir, name), "rb") as f:
