@@ -43,7 +43,9 @@ def _promote(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
 def failover(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     """The ``failover`` fault (and ``failover-cancel``): see the module's docstring."""
     struck = FaultStep(event.fault)  # failover or failover-cancel: the strike's record is the fault's name
-    if event.variant == "switchover":  # any other (lagging, the default; xid of a format 1-3 file) is lagging
+    # any other variant is lagging: lagging (the default), and the xid that events saved before the
+    # default was the fault's own carry
+    if event.variant == "switchover":
         if not sup.arm_switchover():
             sup.record(FaultStep.FAILOVER_SKIPPED, event, stop, variant=event.variant)
             sup.go(stop)

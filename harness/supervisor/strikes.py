@@ -42,7 +42,7 @@ class Strikes:
         proxies, when the schedule has network faults; *state*: the supervisor's record of the server,
         which the strikes keep (a new one when not given)."""
         self.server = server
-        self.replica_pair = replica
+        self.replica = replica
         self.janitor = janitor
         self.net = network
         self.state = state if state is not None else ServerState()
@@ -138,9 +138,9 @@ class Strikes:
         self.admin.reconnect()
 
     def _replica(self) -> Replicated:
-        if self.replica_pair is None:
+        if self.replica is None:
             raise HarnessError("the failover fault needs the replicated back end (--replica async|sync)")
-        return self.replica_pair
+        return self.replica
 
     def cut_standby(self) -> Cut | None:
         cut = self._replica().cut_standby()

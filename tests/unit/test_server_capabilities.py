@@ -25,7 +25,7 @@ from pg_job_chaos.harness.supervisor.strikes import Strikes
 
 ROOT = Path(__file__).resolve().parents[2]
 # Names a server object goes by where the harness holds one (a Database, its capabilities, the pair).
-SERVER_NAMES = {"server", "database", "db", "pair", "replica", "control", "replica_pair"}
+SERVER_NAMES = {"server", "database", "db", "pair", "replica", "control"}
 BOUNDARY = {"workers/design.py", "workers/loading.py"}  # where a design object may be probed
 
 
