@@ -64,8 +64,9 @@ def _one(node: LocalServer, query, params=None):
 
 @dataclass
 class Pair:
-    """A running pair. ``nodes[0]`` is the primary, ``nodes[1]`` the standby (None while a failover's
-    old primary waits in :attr:`down` for :meth:`settle`). :meth:`stop` is idempotent."""
+    """A running pair: the back end's :class:`core.server.Replicated` capability. ``nodes[0]`` is the
+    primary, ``nodes[1]`` the standby (None while a failover's old primary waits in :attr:`down` for
+    :meth:`settle`). :meth:`stop` is idempotent."""
 
     mode: str
     nodes: list[LocalServer | None]
