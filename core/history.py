@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .events import EndedBy, LogEvent, event_of
+from .events import EndedBy, FaultStep, LogEvent, event_of
 from .schedule import Event, JobSpec, Schedule, Timing, expand_workload
 from .workload import Workload
 
@@ -263,7 +263,7 @@ class History:
         for r in self.records:
             w = r["worker"]
             last[w] = max(last.get(w, r["t"]), r["t"])
-        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == "kill"}
+        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == FaultStep.KILL}
         out = {}
         for x in self.exits:
             if x.worker in killed:
@@ -273,6 +273,12 @@ class History:
             else:
                 out[x.worker] = x.t
         return out
+
+    def promotions(self) -> list[float]:
+        """When each failover's primary stopped (``faults/failover.py``'s ``primary-stopped`` records),
+        oldest first: the moments a replicated run lost its primary."""
+        stopped = FaultStep.PRIMARY_STOPPED
+        return sorted(i["t"] for i in self.injected if i.get("fault") == stopped and "t" in i)
 
     def points_reached(self) -> set[str]:
         """Every strike point some execution passed: from the outcome records (their ``points``), the

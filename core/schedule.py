@@ -11,7 +11,7 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,16 +64,44 @@ class JobSpec:
     strikes: int | None = None
 
 
+# An event's variant when it names none: its fault's first (declare_variants), else this one (a fault
+# without variants; every fault's before an event's default was its fault's own).
+DEFAULT_VARIANT = "xid"
+# Hazard: filled by the fault catalogue (faults/catalogue.py) when it is imported -- this layer cannot
+# import it. An Event made before that import (only code that never loads the catalogue: no schedule
+# is checked, no fault runs without it) takes DEFAULT_VARIANT, which every fault accepts as it did.
+_FIRST_VARIANTS: dict[str, str] = {}
+
+
+def declare_variants(variants: Mapping[str, Sequence[str]]) -> None:
+    """Each fault's variants (the catalogue's declarations): an :class:`Event` of one that names no
+    variant takes the first."""
+    _FIRST_VARIANTS.update({fault: names[0] for fault, names in variants.items() if names})
+
+
+def default_variant(fault: str) -> str:
+    """The variant an event of *fault* carries when it names none: the fault's first, else ``xid``."""
+    return _FIRST_VARIANTS.get(fault, DEFAULT_VARIANT)
+
+
 @dataclass(frozen=True)
 class Event:
-    """A supervisor fault, triggered when an execution of ``job`` reaches ``point``."""
+    """A supervisor fault, triggered when an execution of ``job`` reaches ``point``. Its ``variant``
+    defaults to the fault's first (:func:`default_variant`: horizon's ``xid``, failover's ``lagging``);
+    a saved schedule names it, and one that does not (a hand-written file) reads with that default."""
 
     fault: str
     job: int | None  # None: a statement point of no job (workers/body/statements.py: a maintenance statement)
     point: str = "mid-work"  # a named point, or a statement point "sql:<name>"
     occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
     duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)
-    variant: str = "xid"  # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader)
+    # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader); failover: "lagging" or
+    # "switchover"; "" (the default): the fault's first (default_variant)
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.variant:
+            object.__setattr__(self, "variant", default_variant(self.fault))  # frozen: set once, here
 
 
 @dataclass(frozen=True)
@@ -191,6 +219,11 @@ class Schedule:
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
         data = dict(data)
         data.pop("format", None)
+        events = data.get("events")
+        # named, it is a name: "" is no default (a list of something else: _build names the field)
+        for i, e in enumerate(events if isinstance(events, list) else ()):
+            if isinstance(e, dict) and e.get("variant") == "":
+                raise UsageError(f"{source}, field events[{i}].variant: a name, e.g. 'xid'")
         sched = expand_workload(_build(cls, data, source))
         check(sched, source, validators)
         return sched
@@ -293,8 +326,8 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
         if e.job not in ids and not (e.job is None and statement):
             bad(f"events[{i}].job: no job {e.job} in jobs" if e.job is not None else
                 f"events[{i}].job: only a statement point (sql:...) may name no job")
-        if not e.variant:  # which variants a fault takes is the catalogue's to check (faults.check_schedule)
-            bad(f"events[{i}].variant: a name, e.g. 'xid'")
+        # an event's variant is never empty (Event.__post_init__); which variants a fault takes is the
+        # catalogue's to check (faults.check_schedule)
     if s.workload is not None:
         s.workload.check(bad)
     if s.workers < 1:

@@ -238,7 +238,8 @@ class Runner:
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
-                                server=self.database.control, admin=self._supervisor_session(),
+                                server=self.database.control, replica=self.database.replica,
+                                admin=self._supervisor_session(),
                                 standby=self.standby).run(lambda injected: self._final(run, design, injected))
             jobs, accepted, unread, runs, changes, read = cast(_Final, result.meanwhile)
             self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": read}

@@ -67,7 +67,7 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     failover of a lagging standby) -- a line naming the commit, what the table held instead and the
     run that followed. A done that survived and was turned back is :func:`_table`'s to tell."""
     # a failover's primary stopped (faults/failover.py): the standby's promotion follows it
-    promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
+    promoted = h.promotions()
     changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)

@@ -12,11 +12,12 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...core.cleanup import Cleanup
 from ...core.db import one
 from ...core.errors import HarnessError
+from ...core.server import Replicated, Restartable
 from ..janitor import Janitor
 from . import dataset as db
 from . import dsn as dsn_backend
@@ -51,9 +52,12 @@ class Database:
     settings: dict[str, str] = field(default_factory=dict)
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
-    control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
+    # The back end's capabilities (core/server.py), None where it lacks one. control: the local server
+    # (or the replicated pair) the restart fault stops and starts; replica: the replicated back end's
+    # pair (harness.postgres.replica.Pair), settled before each run, which the failover faults drive.
+    control: Restartable | None = None
     spec: ServerSpec | None = None  # what it was provisioned from
-    replica: Any = None  # the replicated back end's Pair (harness.postgres.replica): settled before each run
+    replica: Replicated | None = None
 
     @property
     def major(self) -> int:
@@ -94,16 +98,23 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
         server: LocalServer | DockerServer | Pair | None
+        control: Restartable | None = None  # what the back end can do (core/server.py)
+        pair: Replicated | None = None
         if kind == "local" and spec.replica is not None:
-            from . import replica_start
+            from . import replica
 
-            server = replica_start.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
-                                         janitor=janitor, extra=dict(spec.settings), progress=progress)
+            started = replica.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
+                                    janitor=janitor, extra=dict(spec.settings), progress=progress)
+            server = started
+            control = started  # the restart fault's stop and start are a failover's
+            pair = started
         elif kind == "local":
             from . import local
 
-            server = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
-                                 settings=dict(spec.settings), progress=progress)
+            alone = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
+                                settings=dict(spec.settings), progress=progress)
+            server = alone
+            control = alone
         elif kind == "docker":
             from . import docker
 
@@ -157,5 +168,4 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             worker_dsn = bouncer.dsn(direct)
             where = f"{where}; workers through {bouncer.describe()}"
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler,
-                       direct, control=server if kind == "local" else None, spec=spec,
-                       replica=server if spec.replica is not None else None)
+                       direct, control=control, spec=spec, replica=pair)

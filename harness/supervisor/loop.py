@@ -24,15 +24,18 @@ from ...core.cleanup import Cleanup
 from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS
 from ...core.schedule import Schedule
+from ...core.server import Replicated, Restartable
 from ...faults.catalogue import entries
 from ...workers.body.execution import WorkerSpec
 from ...workers.design import DesignRun
+from ..janitor import Janitor
 from ..net.network import Network
 from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
 from .process import client_timeouts
 from .result import SupervisorResult
+from .server_state import ServerState
 from .standby import Standby
 from .strikes import Strikes
 from .wake import Waker
@@ -53,11 +56,13 @@ POOL_RECOVERY = 8.0
 
 class Supervisor:
     def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
-                 run_dir: Path, janitor=None, server=None, admin: Admin | None = None,
+                 run_dir: Path, janitor: Janitor | None = None, server: Restartable | None = None,
+                 replica: Replicated | None = None, admin: Admin | None = None,
                  standby: Standby | None = None):
-        """*admin*: a session of the caller's to use (kept open across runs: a connect less per run);
-        None: one of the run's own, closed at its end. *standby*: the caller's workers forked ahead
-        (``standby.py``): this run takes what fits it and arms it for the next."""
+        """*server*, *replica*: the back end's capabilities the faults use (``Database.control``,
+        ``Database.replica``). *admin*: a session of the caller's to use (kept open across runs: a
+        connect less per run); None: one of the run's own, closed at its end. *standby*: the caller's
+        workers forked ahead (``standby.py``): this run takes what fits it and arms it for the next."""
         self.s = schedule
         self.design = design
         self.lent_admin = admin
@@ -69,6 +74,8 @@ class Supervisor:
         self.run_dir = Path(run_dir)
         self.janitor = janitor
         self.server = server
+        self.replica = replica
+        self.server_state = ServerState()  # the server as the strikes leave it; the loop reads it
         self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
         self.declared = dict(design.handle.exit_outcomes)
@@ -113,8 +120,8 @@ class Supervisor:
             if self.uses_network:
                 self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
                 cleanup.push("ending the network faults", self.net.close)
-            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
-                                   network=self.net)
+            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, replica=self.replica,
+                                   janitor=self.janitor, network=self.net, state=self.server_state)
             tail = execlog.Tail(self.run_dir)
             merger = logs.Merger(self.run_dir)
             self.waker = Waker(self.run_dir)
@@ -159,7 +166,7 @@ class Supervisor:
             self._reap(now)
             self.strikes.run_due(now)
             self._restart_due(now)
-            down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
+            down = self.server_state.down  # a restart, a failover: nothing to sample, nothing is quiet
             if now >= self.next_sample and not down:
                 self.samples += admin.sample(time.monotonic(), self.workers)  # when taken, not when woken
                 self.next_sample = now + self.sample_every
@@ -178,12 +185,12 @@ class Supervisor:
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
                 return EndedBy.WORKERS_EXHAUSTED
-            recovering = now - self.strikes.server_started_at < self.recovery
+            recovering = self.server_state.recovering(now, self.recovery)
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {quiet:g} article seconds{self._stretched()}")
                 return EndedBy.STALLED
             # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
-            if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
+            if now >= deadline + self.server_state.deadline_extension(self.recovery):
                 self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
                 return EndedBy.DEADLINE
             self.waker.wait(TICK, [w.proc.sentinel for w in self.workers.values() if w.alive])
