@@ -204,7 +204,7 @@ def installed(tmp_path_factory) -> Installed:
                        capture_output=True, text=True, timeout=300, cwd=base, env=env,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert (site / "pg_job_chaos" / "workers" / "body.sql").is_file(), site
+    assert (site / "pg_job_chaos" / "workers" / "body" / "body.sql").is_file(), site
     _step("venv and install", started)
 
     project = base / "project"
