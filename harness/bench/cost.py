@@ -11,8 +11,9 @@ counter sees the design's transactions and nothing else of ours:
 * **transactions per job**: ``pg_stat_database.xact_commit + xact_rollback`` of the run's database
   over the run, per job, read from a session in *another* database (``postgres``) so that reading
   it adds nothing; less the body pool's checks before lending (its empty statement is a transaction
-  of its own, one per borrow, the same for every design: ``TenantMode.pool``), counted by the pool. Hazard: a backend reports its counts when it goes idle or exits, so the
-  worker's connections are closed first and the counter is read until it stops moving
+  of its own, one per borrow, the same for every design: ``TenantMode.pool``), counted by the pool.
+  Hazard: a backend reports its counts when it goes idle or exits, so the worker's connections are
+  closed first and the counter is read until it stops moving
   (:data:`SETTLE_READS`). Autovacuum may add a few.
 """
 
