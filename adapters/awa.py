@@ -165,6 +165,8 @@ async def _noop(job) -> None:  # the first start's task: it never runs (nothing 
 class Awa(DeclaredDesign):
     name = "awa"
     library = "awa-pg"
+    # sqlx takes one host: a multi-host DSN is "invalid port number" (issue 37); the replica endpoint
+    one_host = True
     STATUS = {"available": "queued", "scheduled": "queued", "retryable": "queued", "running": "running",
               "waiting_external": "running", "completed": "done", "failed": "dead", "cancelled": "dead"}
     SQL = Q

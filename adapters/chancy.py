@@ -167,7 +167,8 @@ class Chancy(DeclaredDesign):
         self.choice("eager_polling", ("false", "true"))
         self.per_tenant = self.choice("fairness", ("off", "per-tenant-queue")) == "per-tenant-queue"
         if self.executor == "threaded":  # the body runs here, on the harness's pool: open it first
-            self.pool_first, self.min_time_scale = True, 0.25
+            self.pool_first = True
+            self.min_time_scale = 0.25
             self.TIMING = TIMING.without("process executor start")
 
     def install(self, conn, *, worker_role: str) -> None:
@@ -217,7 +218,8 @@ class Chancy(DeclaredDesign):
         if not self.ready(ctx):  # threaded (pool_first): the body runs here, on the harness's pool
             return
         _ctx = ctx
-        exported, watching = {}, threading.Event()
+        exported = {}
+        watching = threading.Event()
         if self.executor != "threaded":  # in chancy's pool children, which rebuild the context (spawned.py)
             exported = spawned.export(ctx)
             spawned.watch(ctx, watching)

@@ -124,6 +124,7 @@ def executor_id(identity: str) -> str:
 class Dbos(DeclaredDesign):
     name = "dbos"
     library = "dbos"
+    one_host = True  # its SQLAlchemy URL has one host and port: on the replicated back end, the endpoint
     STATUS = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "done",
               "ERROR": "dead", "CANCELLED": "dead", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "dead"}
     SQL = Q
@@ -172,7 +173,8 @@ class Dbos(DeclaredDesign):
         dbos.SQLAlchemyDatasource.migrate(url(admin_dsn(conn)), schema=SCHEMA, application_role=worker_role)
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        t, jobs = self.intervals(self.schedule), list(jobs)
+        t = self.intervals(self.schedule)
+        jobs = list(jobs)
         client = dbos.DBOSClient(system_database_url=url(admin_dsn(conn)), dbos_system_schema=SCHEMA,
                                  application_name=APP, system_database_pool_size=1)
         try:

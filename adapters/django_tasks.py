@@ -194,8 +194,10 @@ class Enqueuer:
             if self.proc is None or self.proc.poll() is not None or dsn != self.dsn:
                 self.close()
                 self.stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe nobody drains
-                self.proc, self.dsn = _start("serve", self.stderr), dsn
-            stdin, stdout = self.proc.stdin, self.proc.stdout
+                self.proc = _start("serve", self.stderr)
+                self.dsn = dsn
+            stdin = self.proc.stdin
+            stdout = self.proc.stdout
             assert stdin is not None and stdout is not None  # stdin=PIPE, stdout=PIPE (_start)
             stdin.write(json.dumps({"dsn": dsn, "jobs": jobs}) + "\n")
             stdin.flush()

@@ -69,7 +69,8 @@ def procrastinate(rows: Rows) -> dict[int, dict]:
     """Rows ``id, status, attempts, event, at``: every event of a job, its final status and attempts."""
     out = {}
     for job, events in _group(rows).items():
-        status, attempts = events[0]["status"], events[0]["attempts"]
+        status = events[0]["status"]
+        attempts = events[0]["attempts"]
         kinds = [(r["event"], r["at"]) for r in events if r["event"] is not None]
         finishes = []
         for kind, at in kinds:
@@ -89,7 +90,8 @@ def pgqueuer(rows: Rows) -> dict[int, dict]:
     """Rows ``id, status, at, traceback`` (whether the row has one): every pgqueuer_log row of a job."""
     out = {}
     for job, logged in _group(rows).items():
-        finishes, names = [], []
+        finishes = []
+        names = []
         for r in logged:
             if r["status"] is None:
                 continue
@@ -107,7 +109,9 @@ def chancy(rows: Rows) -> dict[int, dict]:
     """Rows ``id, state, attempts, max_attempts, errors, completed_at``: a job's chancy_jobs row."""
     out = {}
     for r in rows:
-        state, attempts, errors = r["state"], r["attempts"], list(r["errors"] or [])
+        state = r["state"]
+        attempts = r["attempts"]
+        errors = list(r["errors"] or [])
         finishes = [{"outcome": "failure", "what": f"errors[{i}]", "at": None, "clock": "worker",
                      "attempt": _one_based(e)} for i, e in enumerate(errors)]
         if state == "failed" and finishes:  # the last error is the final failure: completed_at dates it
@@ -125,7 +129,9 @@ def awa(rows: Rows) -> dict[int, dict]:
     """Rows ``id, state, attempt, run_lease, finalized_at, errors, clock`` (finalized_at's clock)."""
     out = {}
     for r in rows:
-        state, attempt, errors = r["state"], r["attempt"], r["errors"] or []
+        state = r["state"]
+        attempt = r["attempt"]
+        errors = r["errors"] or []
         if state is None:  # no row of it left (pruned by the queue ring): awa's record says nothing
             continue
         finishes = []

@@ -65,6 +65,7 @@ class GraphileWorker(ContractDesign):
     """graphile-worker 0.17.3 in Node, through the contract (``adapters/node/graphile-worker.js``)."""
 
     name = library = "graphile-worker"
+    one_host = True  # node-postgres: a multi-host DSN is "Invalid URL" (issue 37); the replica endpoint
     TIMING = TIMING
     SCRIPT = Path(__file__).parent / "node" / "graphile-worker.js"  # run by node
     # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale

@@ -54,6 +54,7 @@ class PgBoss(ContractDesign):
     """pg-boss 10.4.2 in Node, through the contract (``adapters/node/pg-boss.js``)."""
 
     name = library = "pg-boss"
+    one_host = True  # node-postgres: a multi-host DSN is "Invalid URL" (issue 37); the replica endpoint
     SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"  # run by node
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 1: the whole-second expiration is the lease

@@ -207,7 +207,8 @@ class PgQueuer(DeclaredDesign):
         return {"timeout": self.heartbeat_timeout or self.lease}
 
     def timing_notes(self, schedule) -> list[str]:
-        lease, given = schedule.seconds(schedule.timing.lease), self.heartbeat_timeout
+        lease = schedule.seconds(schedule.timing.lease)
+        given = self.heartbeat_timeout
         return super().timing_notes(schedule) + ([] if given is None else [
             f"pgqueuer: heartbeat timeout is {given:g} s (--design-option), {given / lease:.3g}× the lease"])
 

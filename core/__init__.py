@@ -6,7 +6,9 @@
 * :mod:`core.schedule` -- a run as plain data (jobs, events, timing), JSON round-trippable, and the
   named strike points of a job's life;
 * :mod:`core.execlog` -- the execution log, what each execution did in the world; :mod:`core.events`, the
-  names of its events and of the ways a run ends (one registry: a misspelt name raises);
+  names of its events, of the supervisor's injected records and of the ways a run ends (one registry: a
+  misspelt name raises);
+* :mod:`core.server` -- what a PostgreSQL back end can do (restart, replicate), as typed protocols;
 * :mod:`core.history` -- everything one run did, and the executions derived from it;
 * :mod:`core.logs`, :mod:`core.procs`, :mod:`core.cleanup` -- logging safe under SIGKILL, process
   helpers (die with the parent, process start time, stop a server), cleanup that keeps the first error.

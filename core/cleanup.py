@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from types import TracebackType
 from typing import Literal
 
 log = logging.getLogger("pgjc.cleanup")
@@ -27,7 +28,8 @@ class Cleanup:
     def __enter__(self) -> Cleanup:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         first: BaseException | None = None
         while self._steps:
             what, fn = self._steps.pop()

@@ -5,18 +5,28 @@ how retries were spaced. Figures for the report and the search's coverage, never
 from __future__ import annotations
 
 from collections import Counter
+from typing import TypedDict
 
 from .events import LogEvent
 from .history import Execution, History
 
 
-def fault_fates(h: History) -> list[dict]:
+class FaultFate(TypedDict):
+    """What became of one fault the schedule placed (:func:`fault_fates`)."""
+
+    fault: str
+    job: int | None
+    point: str
+    fate: str
+
+
+def fault_fates(h: History) -> list[FaultFate]:
     """What became of every fault the schedule placed: ``{"fault", "job", "point", "fate"}`` with
     fate ``struck``, ``never reached`` (no execution got to its point: its job crashed earlier,
     finished elsewhere, ...) or ``worker gone`` (a supervisor event whose point was reached by a
     worker that died before the strike). Coverage, not a verdict: in a random schedule a fault
     that never fires is normal."""
-    out = []
+    out: list[FaultFate] = []
     struck = [r for r in h.records if r.get("event") == LogEvent.FAULT]
     struck_jobs = {(r.get("job"), r.get("point")) for r in struck}
     struck_any = {r.get("job"): r.get("point") for r in struck}

@@ -1,4 +1,5 @@
-"""The names of the execution log's events and of the ways a run ends: one registry.
+"""The names of the execution log's events, of the supervisor's injected fault records and of the ways a
+run ends: one registry.
 
 A record's ``event`` (``core.execlog``) and a history's ``ended_by`` were bare strings at every writer
 and reader; a misspelt one matched nothing, silently. As ``core.sqlfile`` resolves SQL names at import,
@@ -10,6 +11,11 @@ letter or two off a registered one: :func:`misspelt`), and so do the history's r
 written as it is and passed over by the properties (``ctx.log.write("probe", ...)``).
 ``tests/unit/test_events.py`` checks every literal the product writes or compares with a record's
 event, and the contract clients' (another runtime: they cannot import this), against the registry.
+
+What the supervisor injected (``History.injected``, an entry per step of a supervisor fault) is named
+by :class:`FaultStep`: the faults write their steps as members (``sup.record(FaultStep.PROMOTED, ...)``,
+``faults/``), the supervisor refuses any other name where it is written (``Strikes.record``: a
+``ValueError``), and the readers compare with members (``History.promotions``).
 """
 
 from __future__ import annotations
@@ -64,7 +70,37 @@ class LogEvent(StrEnum):
     CLIENT_START = "client-start"  # the contract's client, started (its runtime)
 
 
+class FaultStep(StrEnum):
+    """Every name an injected record (``History.injected``: its ``fault``) may carry: the strike of each
+    supervisor fault, by the fault's own catalogue name (``faults/catalogue.py``; a test keeps the two
+    the same), and the further steps a fault records (``faults/supervisor.py``, ``faults/failover.py``)."""
+
+    # A supervisor fault's strike: its catalogue name
+    KILL = "kill"
+    PAUSE = "pause"
+    HORIZON = "horizon"
+    TERMINATE = "terminate"
+    LATENCY = "latency"
+    PARTITION = "partition"
+    RESET = "reset"
+    LOST_COMMIT_REPLY = "lost-commit-reply"
+    RESTART = "restart"
+    FAILOVER = "failover"  # the standby's receiver cut (lagging), or a switchover's start
+    FAILOVER_CANCEL = "failover-cancel"
+    # The steps that follow it
+    RESUME = "resume"  # a pause's SIGCONT
+    HORIZON_RELEASED = "horizon-released"  # the horizon's holder ended its transaction
+    SERVER_STARTED = "server-started"  # a restart's start again
+    LATENCY_ENDED = "latency-ended"
+    HEALED = "healed"  # a partition's end
+    COMMIT_WAIT_CANCELLED = "commit-wait-cancelled"  # failover-cancel: commits waiting for the standby
+    PRIMARY_STOPPED = "primary-stopped"  # a failover's primary stops (the record's time: as it began)
+    PROMOTED = "promoted"  # the standby promoted (with the promotion's seconds)
+    FAILOVER_SKIPPED = "failover-skipped"  # no standby left to fail over to (a second failover in a run)
+
+
 EVENTS: frozenset[str] = frozenset(e.value for e in LogEvent)
+FAULT_STEPS: frozenset[str] = frozenset(s.value for s in FaultStep)
 _MEMBERS: dict[str, LogEvent] = {e.value: e for e in LogEvent}
 
 
@@ -99,7 +135,7 @@ def _near_miss(name: str) -> str | None:
         if near else None
 
 
-def event_of(record: dict) -> LogEvent | None:
+def event_of(record: dict[str, object]) -> LogEvent | None:
     """*record*'s event as a :class:`LogEvent`; None for an event of a user's own; :class:`ValueError`
     naming the record for a misspelt one (:func:`misspelt`: a client's, a hand-made history's), so
     that a reader dispatching on events never passes over a name meant as one of ours."""

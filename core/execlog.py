@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from . import jsonline
 from .events import LogEvent, misspelt
@@ -42,7 +43,7 @@ class ExecLog:
         self.worker = worker
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def write(self, event: str, **fields) -> None:
+    def write(self, event: str, **fields: object) -> None:
         """One record of *event*: a :class:`~core.events.LogEvent` (or its string), or a name of the
         design's own (the properties pass over it). A misspelt event (:func:`~core.events.misspelt`) is a
         :class:`ValueError` here, where it is written, not a record no reader ever matches."""
@@ -90,7 +91,7 @@ def count_started(data: bytes, job: int | None = None) -> int:
     return n
 
 
-def parse_lines(data: bytes) -> tuple[list[dict], int]:
+def parse_lines(data: bytes) -> tuple[list[dict[str, Any]], int]:
     """Complete lines of *data* as records, and how many bytes they used (a torn tail waits)."""
     out = []
     end = data.rfind(b"\n") + 1
@@ -122,7 +123,7 @@ class Tail:
         self.run_dir = Path(run_dir)
         self.offsets: dict[Path, int] = {}
 
-    def poll(self) -> list[dict]:
+    def poll(self) -> list[dict[str, Any]]:
         new = []
         for p in sorted(self.run_dir.glob(f"*{SUFFIX}")):
             off = self.offsets.get(p, 0)

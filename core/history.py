@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from .events import EndedBy, LogEvent, event_of
-from .schedule import Event, JobSpec, Schedule, Timing, Workload, expand_workload
+from .events import EndedBy, FaultStep, LogEvent, event_of
+from .schedule import Event, JobSpec, Schedule, Timing, expand_workload
+from .workload import Workload
 
 # How an execution ends, by its terminal event (Jepsen's outcomes: the module docstring).
 TERMINAL_EVENTS = {LogEvent.FINISHED: "ok", LogEvent.FAILED: "fail", LogEvent.FENCED: "fail"}
@@ -27,6 +29,21 @@ JOB_STATES = ("queued", "running", "done", "dead")
 # What a hosted library recorded a finish as (``History.finishes``): the task succeeded, it failed (an error
 # recorded), or the job went back to the queue -- a failure's retry, or the library's recovery: either.
 FINISH_OUTCOMES = ("success", "failure", "requeued")
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The lease a design's runs are judged against (``horizon`` judges half of it), as the design's
+    handle resolved it (``DesignHandle.clock``) and a history records it.
+
+    ``seconds``: real seconds after which the design takes a job back (None: it has none the harness
+    knows); ``basis``: whose it is -- ``declared`` (the design's own ``lease_seconds``), ``timing`` (a
+    hosted library's ``TIMING`` interval anchored to the lease), ``schedule`` (the schedule's lease: a
+    built-in design's) or None (none); ``what``: the same in words (or why there is none)."""
+
+    seconds: float | None
+    basis: str | None
+    what: str
 
 
 @dataclass
@@ -68,7 +85,7 @@ class Execution:
     foreign: int | None = None  # of those, another tenant's
     effects: int = 0
     effect_times: list[float] = field(default_factory=list)  # when each effect was sent
-    faults: list[dict] = field(default_factory=list)  # in-job faults that struck
+    faults: list[dict[str, Any]] = field(default_factory=list)  # in-job faults that struck
     lease_until: float | None = None
     pid: int | None = None  # the process it ran in: the worker's, or a child its library spawned
     process_ended: bool = False  # that child died under it and the library, alive, saw it fail
@@ -93,7 +110,7 @@ class Effect:
         return self.key is None or self.answer == LogEvent.ACCEPTED
 
 
-def as_schedule(value: Schedule | dict) -> Schedule:
+def as_schedule(value: Schedule | dict[str, Any]) -> Schedule:
     """*value* as a :class:`~core.schedule.Schedule`: itself, or built from its JSON dict
     (``Schedule.to_dict()``, what the runner and a saved history give). A field the dict leaves out
     takes the schedule's default, as a run of it would (a hand-written history may give only what it
@@ -119,25 +136,29 @@ class History:
     schedule: Schedule
     design: str
     tenant_mode: str
-    records: list[dict]
-    jobs: list[dict]
-    runs: list[dict]
+    # JSON read back (the execution log, the final tables, ...): a row's fields and their types follow its
+    # kind (a record's: its event), which no annotation can: dict[str, Any].
+    records: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
     exits: list[WorkerExit]
-    injected: list[dict] = field(default_factory=list)
-    samples: list[dict] = field(default_factory=list)
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
     ended_by: str = EndedBy.UNKNOWN  # one of core/events.py's EndedBy: quiescent, deadline, ...
     t0: float = 0.0
     t1: float = 0.0
     notes: list[str] = field(default_factory=list)
-    server: dict = field(default_factory=dict)  # version, description, durability settings, pooler
-    expected_rows: dict = field(default_factory=dict)  # {tenant as text: invoices it owns}, from the dataset
+    server: dict[str, Any] = field(default_factory=dict)  # version, description, durability settings, pooler
+    # {tenant as text: invoices it owns}, from the dataset
+    expected_rows: dict[str, int] = field(default_factory=dict)
     hosted: bool = False  # the design hosted a queue library (protocol v2, workers/hosted/protocol.py)
-    finishes: list[dict] | None = None  # what it accepted per job (workers/hosted/finishes.py); None: untold
-    # The lease a threshold derived from one is judged against (DesignHandle.clock): seconds (real; None:
-    # the system has none the harness knows), basis, what. None: not recorded (a history saved before
-    # it was; a built-in design's lease is the schedule's).
-    clock: dict | None = None
-    transitions: list[dict] | None = None  # pgjc.jobs' committed status changes (postgres/transitions.py)
+    # what it accepted per job (workers/hosted/finishes.py); None: untold
+    finishes: list[dict[str, Any]] | None = None
+    # The lease a threshold derived from one is judged against (DesignHandle.clock). None: not recorded
+    # (a history saved before it was; a built-in design's lease is the schedule's).
+    clock: Clock | None = None
+    # pgjc.jobs' committed status changes (postgres/transitions.py)
+    transitions: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         self.schedule = as_schedule(self.schedule)
@@ -157,7 +178,8 @@ class History:
         latest: dict[tuple[str, int | None], Execution] = {}
         out: list[Execution] = []
         for r in sorted(self.records, key=lambda r: r["t"]):
-            w, ev = r["worker"], event_of(r)
+            w = r["worker"]
+            ev = event_of(r)
             if ev == LogEvent.STARTED:
                 new = Execution(w, r["job"], r.get("attempt", 0), r["t"], tenant=r.get("tenant"),
                                 fault=r.get("fault"), lease_until=r.get("lease_until"),
@@ -181,20 +203,27 @@ class History:
             if ex is None:
                 continue
             if ev == LogEvent.TENANT_INHERITED:
-                ex.inherited, ex.inherited_read = r.get("value"), True
-                ex.inherited_from, ex.server_pid = r.get("last") or None, r.get("backend")
+                ex.inherited = r.get("value")
+                ex.inherited_read = True
+                ex.inherited_from = r.get("last") or None
+                ex.server_pid = r.get("backend")
             elif ev == LogEvent.TENANT_SEEN:
-                ex.seen, ex.seen_read, ex.server_pid = r.get("value"), True, r.get("backend")
-                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
+                ex.seen = r.get("value")
+                ex.seen_read = True
+                ex.server_pid = r.get("backend")
+                ex.visible = r.get("visible")
+                ex.foreign = r.get("foreign")
             elif ev == LogEvent.ROWS_VISIBLE:
-                ex.visible, ex.foreign = r.get("visible"), r.get("foreign")
+                ex.visible = r.get("visible")
+                ex.foreign = r.get("foreign")
             elif ev == LogEvent.EFFECT and r.get("key") is None:  # a relay's keyed send: see effects()
                 ex.effects += 1
                 ex.effect_times.append(r["t"])
             elif ev == LogEvent.FAULT:
                 ex.faults.append({"fault": r.get("fault"), "point": r.get("point"), "t": r["t"]})
             elif ev in TERMINAL_EVENTS and ex.end is None:
-                ex.end, ex.outcome = r["t"], TERMINAL_EVENTS[ev]
+                ex.end = r["t"]
+                ex.outcome = TERMINAL_EVENTS[ev]
                 ex.fenced = ev == LogEvent.FENCED or ex.fenced
                 if ev == LogEvent.FAILED:
                     ex.error = r.get("error")
@@ -235,7 +264,7 @@ class History:
         for r in self.records:
             w = r["worker"]
             last[w] = max(last.get(w, r["t"]), r["t"])
-        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == "kill"}
+        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == FaultStep.KILL}
         out = {}
         for x in self.exits:
             if x.worker in killed:
@@ -245,6 +274,12 @@ class History:
             else:
                 out[x.worker] = x.t
         return out
+
+    def promotions(self) -> list[float]:
+        """When each failover's primary stopped (``faults/failover.py``'s ``primary-stopped`` records),
+        oldest first: the moments a replicated run lost its primary."""
+        stopped = FaultStep.PRIMARY_STOPPED
+        return sorted(i["t"] for i in self.injected if i.get("fault") == stopped and "t" in i)
 
     def points_reached(self) -> set[str]:
         """Every strike point some execution passed: from the outcome records (their ``points``), the
@@ -286,7 +321,7 @@ class History:
         return out
 
     # --- JSON --------------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain data; the schedule as its own JSON (``Schedule.to_dict()``), as the runner gave it."""
         return {**asdict(self), "schedule": self.schedule.to_dict()}
 
@@ -294,7 +329,10 @@ class History:
         return json.dumps(self.to_dict(), default=str)
 
     @classmethod
-    def from_dict(cls, d: dict) -> History:
+    def from_dict(cls, d: dict[str, Any]) -> History:
         d = dict(d)
         d["exits"] = [WorkerExit(**x) for x in d.get("exits", [])]
+        clock = d.get("clock")
+        if isinstance(clock, dict):
+            d["clock"] = Clock(**clock)
         return cls(**d)

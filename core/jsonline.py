@@ -39,7 +39,7 @@ def _default(value: object) -> object:
     return str(value)
 
 
-def line(obj: dict) -> bytes:
+def line(obj: dict[str, object]) -> bytes:
     """*obj* as one JSON line, newline included, as bytes."""
     try:
         data = orjson.dumps(obj, default=_default, option=_OPTIONS)
@@ -51,7 +51,7 @@ def line(obj: dict) -> bytes:
     return data
 
 
-def _has_nonfinite(obj: dict | list | tuple) -> bool:
+def _has_nonfinite(obj: dict[str, object] | list[object] | tuple[object, ...]) -> bool:
     """Whether a float in *obj* is NaN or infinite (``x - x`` is then NaN, else 0)."""
     for v in obj.values() if isinstance(obj, dict) else obj:
         kind = type(v)

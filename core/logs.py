@@ -28,6 +28,7 @@ import os
 import sys
 import weakref
 from pathlib import Path
+from typing import TextIO
 
 from .execlog import read_new
 
@@ -60,7 +61,7 @@ def _formatter() -> logging.Formatter:
     return logging.Formatter(FORMAT, DATEFMT)
 
 
-def setup(level: int, *, stream=None) -> None:
+def setup(level: int, *, stream: TextIO | None = None) -> None:
     """The parent's logging: one human-readable stream handler on the root logger.
 
     Idempotent: a second call replaces the handler this module installed, not the others.

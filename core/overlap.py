@@ -27,7 +27,7 @@ class AtOnce:
         """The most at once in any one worker."""
         return max(self.workers.values(), default=0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "worker": self.worker, "workers": dict(sorted(self.workers.items()))}
 
 
@@ -51,7 +51,7 @@ def bodies_at_once(h: History) -> AtOnce:
     return AtOnce(most_at_once(executions), {w: most_at_once(xs) for w, xs in by_worker.items()})
 
 
-def summary(histories: Iterable[History]) -> dict:
+def summary(histories: Iterable[History]) -> dict[str, int]:
     """Over several runs (a search's): ``runs``, and the most bodies at once in one ``worker`` and in one
     ``run`` of any of them (empty: no run)."""
     figures = [bodies_at_once(h) for h in histories]

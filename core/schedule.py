@@ -11,7 +11,7 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +44,7 @@ def is_before_statement(point: str) -> bool:
     return is_statement_point(point) and not point.endswith(AFTER) and not (
         point == COMMIT or point.startswith(COMMIT + ":"))
 
+
 Validator = Callable[["Schedule", Callable[[str], None]], None]
 """A check of a schedule's names (faults, tenant modes) by the layer that knows them: it calls
 ``bad("field: message")`` for the first problem it finds."""
@@ -63,16 +64,44 @@ class JobSpec:
     strikes: int | None = None
 
 
+# An event's variant when it names none: its fault's first (declare_variants), else this one (a fault
+# without variants; every fault's before an event's default was its fault's own).
+DEFAULT_VARIANT = "xid"
+# Hazard: filled by the fault catalogue (faults/catalogue.py) when it is imported -- this layer cannot
+# import it. An Event made before that import (only code that never loads the catalogue: no schedule
+# is checked, no fault runs without it) takes DEFAULT_VARIANT, which every fault accepts as it did.
+_FIRST_VARIANTS: dict[str, str] = {}
+
+
+def declare_variants(variants: Mapping[str, Sequence[str]]) -> None:
+    """Each fault's variants (the catalogue's declarations): an :class:`Event` of one that names no
+    variant takes the first."""
+    _FIRST_VARIANTS.update({fault: names[0] for fault, names in variants.items() if names})
+
+
+def default_variant(fault: str) -> str:
+    """The variant an event of *fault* carries when it names none: the fault's first, else ``xid``."""
+    return _FIRST_VARIANTS.get(fault, DEFAULT_VARIANT)
+
+
 @dataclass(frozen=True)
 class Event:
-    """A supervisor fault, triggered when an execution of ``job`` reaches ``point``."""
+    """A supervisor fault, triggered when an execution of ``job`` reaches ``point``. Its ``variant``
+    defaults to the fault's first (:func:`default_variant`: horizon's ``xid``, failover's ``lagging``);
+    a saved schedule names it, and one that does not (a hand-written file) reads with that default."""
 
     fault: str
     job: int | None  # None: a statement point of no job (workers/body/statements.py: a maintenance statement)
     point: str = "mid-work"  # a named point, or a statement point "sql:<name>"
     occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
     duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)
-    variant: str = "xid"  # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader)
+    # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader); failover: "lagging" or
+    # "switchover"; "" (the default): the fault's first (default_variant)
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.variant:
+            object.__setattr__(self, "variant", default_variant(self.fault))  # frozen: set once, here
 
 
 @dataclass(frozen=True)
@@ -162,11 +191,11 @@ class Schedule:
         names = [j.fault for j in self.jobs if j.fault] + [e.fault for e in self.events]
         return sorted(set(names))
 
-    def replace(self, **changes) -> Schedule:
+    def replace(self, **changes: typing.Any) -> Schedule:  # checked at the call (mypy: dataclasses.replace)
         return dataclasses.replace(self, **changes)
 
     # --- JSON ---------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         data = {"format": FORMAT, **dataclasses.asdict(self)}
         if self.workload is None:
             data.pop("workload")  # a schedule without one saves as it always did
@@ -184,12 +213,17 @@ class Schedule:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "schedule",
+    def from_dict(cls, data: dict[str, object], *, source: str = "schedule",
                   validators: Iterable[Validator] = ()) -> Schedule:
         """A schedule from JSON data; :class:`UsageError` naming *source* and the field when it is
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
         data = dict(data)
         data.pop("format", None)
+        events = data.get("events")
+        # named, it is a name: "" is no default (a list of something else: _build names the field)
+        for i, e in enumerate(events if isinstance(events, list) else ()):
+            if isinstance(e, dict) and e.get("variant") == "":
+                raise UsageError(f"{source}, field events[{i}].variant: a name, e.g. 'xid'")
         sched = expand_workload(_build(cls, data, source))
         check(sched, source, validators)
         return sched
@@ -211,7 +245,13 @@ def load(path: str | Path, *, validators: Iterable[Validator] = ()) -> Schedule:
     return Schedule.from_dict(data, source=f"schedule file {p}", validators=validators)
 
 
-def _build(cls, data, where: str, prefix: str = ""):
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_D = typing.TypeVar("_D", bound="DataclassInstance")
+
+
+def _build(cls: type[_D], data: object, where: str, prefix: str = "") -> _D:
     """*cls* from *data*; errors say ``<where>, field <prefix><name>``."""
     if not isinstance(data, dict):
         raise UsageError(f"{where}, field {prefix.rstrip('.') or '(top)'}: expected an object")
@@ -220,7 +260,7 @@ def _build(cls, data, where: str, prefix: str = ""):
     unknown = sorted(set(data) - names)
     if unknown:
         raise UsageError(f"{where}: unknown field {prefix}{unknown[0]!r}; known: {', '.join(sorted(names))}")
-    kwargs = {}
+    kwargs: dict[str, object] = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -230,8 +270,9 @@ def _build(cls, data, where: str, prefix: str = ""):
     return cls(**kwargs)
 
 
-def _value(tp, v, where: str, path: str):
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
+def _value(tp: object, v: object, where: str, path: str) -> object:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if v is None and type(None) in args:
             return None
@@ -241,7 +282,7 @@ def _value(tp, v, where: str, path: str):
         if not isinstance(v, list):
             raise UsageError(f"{where}, field {path}: expected a list")
         return tuple(_value(args[0], x, where, f"{path}[{i}]") for i, x in enumerate(v))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a class (not an instance) in a type hint
         return _build(tp, v, where, f"{path}.")
     if origin is dict:
         if not isinstance(v, dict):
@@ -259,7 +300,7 @@ def _value(tp, v, where: str, path: str):
 def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None:
     """Structural checks, then each validator; the first problem is a :class:`UsageError`."""
 
-    def bad(msg):
+    def bad(msg: str) -> typing.NoReturn:
         raise UsageError(f"{where}, field {msg}")
 
     if not s.jobs:
@@ -285,8 +326,8 @@ def check(s: Schedule, where: str, validators: Iterable[Validator] = ()) -> None
         if e.job not in ids and not (e.job is None and statement):
             bad(f"events[{i}].job: no job {e.job} in jobs" if e.job is not None else
                 f"events[{i}].job: only a statement point (sql:...) may name no job")
-        if not e.variant:  # which variants a fault takes is the catalogue's to check (faults.check_schedule)
-            bad(f"events[{i}].variant: a name, e.g. 'xid'")
+        # an event's variant is never empty (Event.__post_init__); which variants a fault takes is the
+        # catalogue's to check (faults.check_schedule)
     if s.workload is not None:
         s.workload.check(bad)
     if s.workers < 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping, Sequence
 
 UNSET = ""  # the setting absent or reset: current_setting(name, true) says null or ''
 UNKNOWN = None  # the value cannot be known client-side
@@ -21,6 +22,8 @@ _SET_CONFIG = re.compile(r"set_config\s*\(", re.I)
 _PLACEHOLDER = re.compile(r"%(?:\((\w+)\))?[sbt]|%%")
 _CAST = re.compile(r"\s*::\s*\w+\s*$")
 _LITERAL = re.compile(r"[eE]?'((?:[^']|'')*)'")
+
+Params = Sequence[object] | Mapping[str, object] | None  # a statement's parameters, as psycopg takes them
 
 
 @functools.lru_cache(maxsize=4096)  # asked of every statement a worker sends: the same few texts
@@ -40,7 +43,10 @@ def _split(text: str) -> list[str]:
 def _args(text: str, start: int) -> tuple[list[str], int] | None:
     """The top-level, comma-separated arguments of the call whose ``(`` is at *start*, and where it
     ends; None when unbalanced."""
-    depth, quote, out, begin = 0, False, [], start + 1
+    depth = 0
+    quote = False
+    out = []
+    begin = start + 1
     for i in range(start, len(text)):
         c = text[i]
         if c == "'":
@@ -63,17 +69,19 @@ def _args(text: str, start: int) -> tuple[list[str], int] | None:
 class _Params:
     """The statement's parameters, read in placeholder order (positional) or by key."""
 
-    def __init__(self, text: str, params) -> None:
+    def __init__(self, text: str, params: Params) -> None:
         self.params = params
         self.where = {m.start(): m for m in _PLACEHOLDER.finditer(text) if m.group(0) != "%%"}
         self.order = sorted(self.where)
 
-    def at(self, pos: int, m) -> tuple[bool, object]:
+    def at(self, pos: int, m: re.Match[str]) -> tuple[bool, object]:
+        p = self.params
         if m.group(1) is not None:
-            p = self.params
             return (True, p[m.group(1)]) if isinstance(p, dict) and m.group(1) in p else (False, None)
+        if p is None or isinstance(p, Mapping):  # none positional (psycopg: a TypeError for a mapping)
+            return False, None
         try:
-            return True, self.params[self.order.index(pos)]
+            return True, p[self.order.index(pos)]
         except (TypeError, IndexError, KeyError, ValueError):
             return False, None
 
@@ -112,7 +120,9 @@ def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str |
         if got is None or len(got[0]) != 3:
             out.append(("unknown", UNKNOWN))
             continue
-        args, pos, values = got[0], m.end(), []
+        args = got[0]
+        pos = m.end()
+        values = []
         for a in args:  # each argument's offset in *text*, for its positional placeholder
             off = text.index(a, pos) if a else pos
             values.append(_arg(a, off, params))
@@ -128,12 +138,13 @@ def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str |
     return out
 
 
-_MEMO: dict[tuple, tuple] = {}  # changes() by (text, name, parameters): a worker sends the same few
+# changes() by (text, name, parameters): a worker sends the same few
+_MEMO: dict[tuple[object, ...], tuple[tuple[str, str | None], ...]] = {}
 _MEMO_MAX = 4096  # statements with the same few values thousands of times (~45 us a parse measured)
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def _memo_key(text: str, name: str, params) -> tuple | None:
+def _memo_key(text: str, name: str, params: Params) -> tuple[object, ...] | None:
     """A key for :data:`_MEMO`, or None when *params* are not plain values. Each value's type is in the
     key: ``True`` and ``1`` are equal and hash alike, but only one of them is a boolean here."""
     if params is None:
@@ -149,7 +160,7 @@ def _memo_key(text: str, name: str, params) -> tuple | None:
     return (text, name, type(params) is dict, key)
 
 
-def changes(text: str, name: str, params=None) -> list[tuple[str, str | None]]:
+def changes(text: str, name: str, params: Params = None) -> list[tuple[str, str | None]]:
     """What *text* does to the setting *name* (lower case), in order: ``(scope, value)`` with scope
     ``session``, ``local`` or ``unknown``, value a string (``UNSET``: reset) or ``UNKNOWN``; and
     ``("end", "commit"|"rollback")`` or ``("savepoint"|"release"|"rollback-to", savepoint)`` for a
@@ -166,7 +177,7 @@ def changes(text: str, name: str, params=None) -> list[tuple[str, str | None]]:
     return out
 
 
-def _changes(text: str, name: str, params) -> list[tuple[str, str | None]]:
+def _changes(text: str, name: str, params: Params) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     # With parameters psycopg sends one statement (the extended protocol): never split it.
     for stmt in ([text.strip()] if params is not None else _split(text)):

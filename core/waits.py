@@ -23,6 +23,7 @@ import bisect
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from typing import TypedDict
 
 from .history import History
 
@@ -123,10 +124,20 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def tenant_figures(waits: list[JobWait]) -> dict[int, dict]:
+class TenantFigures(TypedDict):
+    """One tenant's waits (:func:`tenant_figures`)."""
+
+    jobs: int
+    p50: float | None
+    p99: float | None
+    max: float
+    never_started: int
+
+
+def tenant_figures(waits: list[JobWait]) -> dict[int, TenantFigures]:
     """Per tenant: jobs, p50/p99/max wait (seconds; a job never started counts its censored wait) and
     how many never started."""
-    out = {}
+    out: dict[int, TenantFigures] = {}
     for t in tenants(waits):
         mine = [w.wait for w in waits if w.tenant == t]
         out[t] = {"jobs": len(mine), "p50": percentile(mine, 50), "p99": percentile(mine, 99),
@@ -156,7 +167,7 @@ def service_jain(h: History, waits: list[JobWait]) -> tuple[float | None, float]
     return jain(list(work.values())), window
 
 
-def behind_hot(waits: list[JobWait], t1: float) -> dict | None:
+def behind_hot(waits: list[JobWait], t1: float) -> dict[str, object] | None:
     """The longest wait of a job not of the hottest tenant, and the hot tenant's jobs started during it."""
     names = tenants(waits)
     if len(names) < 2:
@@ -173,7 +184,7 @@ def behind_hot(waits: list[JobWait], t1: float) -> dict | None:
             "hot_jobs_started": ran, "started": worst.started is not None}
 
 
-def summary(h: History) -> dict | None:
+def summary(h: History) -> dict[str, object] | None:
     """The figures of one run with more than one tenant, as JSON data (seconds; ``series``: per tenant,
     [seconds since the start at which the job started, its wait]); None with fewer than two tenants."""
     waits = job_waits(h)

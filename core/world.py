@@ -29,7 +29,7 @@ class World:
         self.dir = Path(run_dir) / "world"
         self.dir.mkdir(exist_ok=True)
 
-    def send(self, log: ExecLog, *, job: int, attempt: int, key: str, **fields) -> bool:
+    def send(self, log: ExecLog, *, job: int, attempt: int, key: str, **fields: object) -> bool:
         """Send one keyed effect of *job*: True when the world accepted it (first time it saw *key*),
         False when it acknowledged a repeat. Both the send and the answer are logged."""
         log.write(LogEvent.EFFECT, job=job, attempt=attempt, key=key, **fields)

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
+from ..core.events import FaultStep
 from ..core.schedule import Event
+from ..core.server import Cut, Promotion
 
-# What :meth:`SupervisorAPI.network` takes (a catalogue entry's ``network`` is one of them); any other
-# action is an error, never a silent no-op.
-NETWORK_ACTIONS = ("latency", "reset", "partition", "heal", "lose-commit-reply")
+
+class NetworkAction(StrEnum):
+    """What the network faults do to a worker's traffic, each a member of :class:`SupervisorAPI`: a
+    catalogue entry's ``network`` names the one it strikes with first (a member is its string)."""
+
+    LATENCY = "latency"  # SupervisorAPI.add_latency
+    RESET = "reset"  # SupervisorAPI.reset_connections
+    PARTITION = "partition"  # SupervisorAPI.partition (and heal, its end)
+    HEAL = "heal"  # SupervisorAPI.heal
+    LOSE_COMMIT_REPLY = "lose-commit-reply"  # SupervisorAPI.lose_commit_reply
+
+
+NETWORK_ACTIONS: tuple[NetworkAction, ...] = tuple(NetworkAction)
 
 
 @dataclass(frozen=True)
@@ -41,8 +54,9 @@ class Holder(Protocol):
 class SupervisorAPI(Protocol):
     """The supervisor's side of a strike. Every method is safe on a worker that is already gone."""
 
-    def record(self, fault: str, event: Event, stop: Stop, **fields) -> None:
-        """Add one entry to the history's ``injected`` list (and the supervisor's log)."""
+    def record(self, step: FaultStep, event: Event, stop: Stop, **fields) -> None:
+        """Add one entry to the history's ``injected`` list (and the supervisor's log), its ``fault``
+        *step*: a registered name (``core/events.py``); another is a ``ValueError`` here."""
 
     def event_seconds(self, event: Event) -> float:
         """The event's duration in real seconds (default: two leases, "longer than the lease")."""
@@ -69,13 +83,22 @@ class SupervisorAPI(Protocol):
     def latency_seconds(self) -> float:
         """The latency fault's delay per chunk in real seconds (the schedule's ``timing.latency``)."""
 
-    def network(self, worker: str, action: str, seconds: float = 0.0, *, backend: int | None = None) -> None:
-        """The worker's traffic: ``latency`` (add *seconds* to every chunk either way; 0 ends it),
-        ``reset`` (cut its connections with RST), ``partition`` (drop its packets: silence),
-        ``heal`` (end the partition), ``lose-commit-reply`` (withhold the reply to the next commit on the
-        connection of *backend* -- on any of the worker's connections when *backend* is None or not one of
-        them -- and cut that connection with RST): :data:`NETWORK_ACTIONS`. Another action is a
-        ``HarnessError``."""
+    # The network faults (a per-worker proxy, harness.net): a ``HarnessError`` on a run without them.
+    def add_latency(self, worker: str, seconds: float) -> None:
+        """Add *seconds* to every chunk of the worker's traffic, either way; 0 ends it."""
+
+    def reset_connections(self, worker: str) -> None:
+        """Cut the worker's connections with a TCP RST."""
+
+    def partition(self, worker: str) -> None:
+        """Drop the worker's packets (silence: no RST, no FIN) until :meth:`heal`."""
+
+    def heal(self, worker: str) -> None:
+        """End the worker's partition."""
+
+    def lose_commit_reply(self, worker: str, backend: int | None) -> None:
+        """Withhold the reply to the next commit on the connection of *backend* -- on any of the worker's
+        connections when *backend* is None or not one of them -- and cut that connection with RST."""
 
     def stop_server(self) -> None:
         """Stop the server in immediate mode, as a crash does: every session breaks. Until
@@ -85,7 +108,17 @@ class SupervisorAPI(Protocol):
         """Start the stopped server again (crash recovery) and reconnect the supervisor's session.
         On the replicated back end the stop is the primary's and the start promotes the standby."""
 
-    def replica(self, action: str) -> dict:
-        """The replicated back end's standby (``harness.postgres.replica.Pair.action``): ``cut`` its WAL
-        receiver, arm a ``switchover``, ``cancel-waits`` (commits waiting for it), ``last-promotion``.
-        A ``HarnessError`` on a run without one."""
+    # The replicated back end (core.server.Replicated): a ``HarnessError`` on a run without one.
+    def cut_standby(self) -> Cut | None:
+        """Cut the standby's WAL receiver (it keeps what it has); until the promotion, the supervisor
+        neither samples nor checks for quiescence. None: no standby left (a second failover)."""
+
+    def arm_switchover(self) -> bool:
+        """The next :meth:`stop_server` is a clean stop: the standby receives all WAL first. False: no
+        standby left."""
+
+    def cancel_commit_waits(self) -> tuple[int, ...]:
+        """Cancel every commit waiting for the standby; the backends cancelled."""
+
+    def last_promotion(self) -> Promotion | None:
+        """The newest promotion of the standby (its seconds); None before the first."""

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
-from ..core.schedule import Event, Schedule, is_statement_point
+from ..core.schedule import Event, Schedule, declare_variants, is_statement_point
 from . import failover, supervisor
-from .api import NETWORK_ACTIONS, Stop, SupervisorAPI
+from .api import NETWORK_ACTIONS, NetworkAction, Stop, SupervisorAPI
 
 EXIT_CRASH = 1
 
@@ -40,9 +40,10 @@ class Fault:
     needs_durable_settings: bool = False  # the server runs on DURABLE_SETTINGS: committed work survives it
     needs_local_server: bool = False  # the harness stops and starts the server: only the local one
     breaks_every_session: bool = False  # every session breaks, the runner's admin one too (restart)
-    network: str | None = None  # the SupervisorAPI.network action it strikes with (a per-worker proxy)
+    network: NetworkAction | None = None  # the SupervisorAPI network member it strikes with first (a proxy)
     needs_root_nftables: bool = False  # it drops packets with nftables: root and nft (partition)
-    variants: tuple[str, ...] = ()  # the Event.variant values it takes; empty: none (always xid)
+    # the Event.variant values it takes, the first its events' default; empty: none (always xid)
+    variants: tuple[str, ...] = ()
     strikes_last: bool = False  # among events due at one point it goes last: nothing runs after it (kill)
     # The small-scope pass strikes with it between a design's statements (pause: a worker stopped between
     # its read and its write while the others act is a check-then-act race); every supervisor fault may be
@@ -57,7 +58,7 @@ class Fault:
     needs_replica: bool = False
 
     def __post_init__(self):
-        if self.network is not None and self.network not in NETWORK_ACTIONS:
+        if self.network is not None and self.network not in NETWORK_ACTIONS:  # a bare string, misspelt
             raise ValueError(f"fault {self.name!r}: unknown network action {self.network!r}; "
                              f"known: {', '.join(NETWORK_ACTIONS)}")
 
@@ -103,16 +104,16 @@ _FAULTS = [
     Fault("terminate", "supervisor", "pg_terminate_backend on the worker's session",
           inject=supervisor.terminate, cuts_worker=True),
     Fault("latency", "supervisor", "the worker's traffic is delayed (0.05 s a chunk) for a while",
-          inject=supervisor.latency, network="latency"),
+          inject=supervisor.latency, network=NetworkAction.LATENCY),
     Fault("partition", "supervisor",
           "the worker's packets are dropped (nftables, no RST) for a while, then heal",
-          inject=supervisor.partition, network="partition", needs_root_nftables=True),
+          inject=supervisor.partition, network=NetworkAction.PARTITION, needs_root_nftables=True),
     Fault("reset", "supervisor", "the worker's connections are cut with a TCP RST", inject=supervisor.reset,
-          network="reset", cuts_worker=True),
+          network=NetworkAction.RESET, cuts_worker=True),
     Fault("lost-commit-reply", "supervisor",
           "the worker's next commit (its finish) commits, its reply is lost "
           "and the connection cut with a TCP RST", point="before-finish", inject=supervisor.lost_commit_reply,
-          network="lose-commit-reply", cuts_worker=True),
+          network=NetworkAction.LOSE_COMMIT_REPLY, cuts_worker=True),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
           "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
           needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
@@ -126,6 +127,8 @@ _FAULTS = [
           needs_one_slot=True, needs_replica=True, breaks_every_session=True),
 ]
 CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
+# An Event of a fault with variants defaults to the first (core/schedule.py cannot import this layer).
+declare_variants({f.name: f.variants for f in _FAULTS if f.variants})
 # What the strategies draw an event's variant from: a position, named by the first fault that takes
 # variants (horizon's xid and repeatable-read: kept so that old seeds draw the schedules they drew); a
 # fault with variants of its own takes its own at the drawn position (event_variant).
@@ -159,7 +162,7 @@ def entries(faults: Iterable[str | Fault | None]) -> tuple[Fault, ...]:
 def event_variant(fault: str, variant: str) -> str:
     """The variant an event of *fault* carries: *variant* when the fault takes it; the fault's own at
     *variant*'s position in :data:`VARIANTS` (a drawn one) when it takes others; else ``xid`` (the
-    :class:`~core.schedule.Event` default)."""
+    :class:`~core.schedule.Event` default of a fault without variants)."""
     f = CATALOGUE.get(fault)
     if f is None or not f.variants:
         return "xid"

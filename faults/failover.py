@@ -17,13 +17,15 @@ cancelled while the receiver is cut, as a client's cancel request does: PostgreS
 COMMIT with OK and a warning that it "might not have been replicated", and the promotion loses it.
 On ``--replica async`` nothing waits, and it is ``lagging``.
 
-Every step is a record in the history: ``failover`` (the cut, or the switchover's start), each
-``commit-wait-cancelled``, ``primary-stopped``, ``promoted`` (with the promotion's seconds), or
-``failover-skipped`` when the pair has no standby left (a second failover in one run).
+Every step is a record in the history (a :class:`~core.events.FaultStep`): ``failover`` (the cut, or the
+switchover's start), each ``commit-wait-cancelled``, ``primary-stopped``, ``promoted`` (with the
+promotion's seconds), or ``failover-skipped`` when the pair has no standby left (a second failover in one
+run). ``History.promotions`` reads them back.
 """
 
 from __future__ import annotations
 
+from ..core.events import FaultStep
 from ..core.schedule import Event
 from .api import Stop, SupervisorAPI
 
@@ -31,48 +33,51 @@ CANCEL_POLL = 0.02  # real seconds between looks for commits waiting for the sta
 
 
 def _promote(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
-    sup.record("primary-stopped", event, stop)  # before: the record's time is when the stop began
+    sup.record(FaultStep.PRIMARY_STOPPED, event, stop)  # before: the record's time is when the stop began
     sup.stop_server()  # the pair's primary: immediate (lagging), or clean (switchover)
     sup.start_server()  # promotes the standby; the supervisor's session reconnects to it
-    sup.record("promoted", event, stop, seconds=sup.replica("last-promotion").get("seconds"))
+    promotion = sup.last_promotion()
+    sup.record(FaultStep.PROMOTED, event, stop, seconds=promotion.seconds if promotion is not None else None)
 
 
 def failover(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     """The ``failover`` fault (and ``failover-cancel``): see the module's docstring."""
-    if event.variant == "switchover":  # any other (the Event default xid too) is lagging
-        if not sup.replica("switchover")["standby"]:
-            sup.record("failover-skipped", event, stop, variant=event.variant)
+    struck = FaultStep(event.fault)  # failover or failover-cancel: the strike's record is the fault's name
+    # any other variant is lagging: lagging (the default), and the xid that events saved before the
+    # default was the fault's own carry
+    if event.variant == "switchover":
+        if not sup.arm_switchover():
+            sup.record(FaultStep.FAILOVER_SKIPPED, event, stop, variant=event.variant)
             sup.go(stop)
             return
-        sup.record(event.fault, event, stop, variant="switchover")
+        sup.record(struck, event, stop, variant="switchover")
         _promote(sup, event, stop)
         sup.go(stop)
         return
-    cut = sup.replica("cut")
-    if not cut["standby"]:
-        sup.record("failover-skipped", event, stop, variant=event.variant)
+    cut = sup.cut_standby()
+    if cut is None:
+        sup.record(FaultStep.FAILOVER_SKIPPED, event, stop, variant=event.variant)
         sup.go(stop)
         return
     duration = sup.event_seconds(event)
-    sup.record(event.fault, event, stop, variant="lagging", seconds=duration,
-               primary_lsn=cut.get("primary_lsn"))
+    sup.record(struck, event, stop, variant="lagging", seconds=duration, primary_lsn=cut.primary_lsn)
     done: list[bool] = []  # the promotion ran: the cancel polling stops
 
     def cancel() -> None:
         if done:
             return
-        cancelled = sup.replica("cancel-waits").get("cancelled") or []
+        cancelled = sup.cancel_commit_waits()
         if cancelled:
-            sup.record("commit-wait-cancelled", event, stop, backends=cancelled)
+            sup.record(FaultStep.COMMIT_WAIT_CANCELLED, event, stop, backends=list(cancelled))
         sup.later(CANCEL_POLL, cancel)
 
     def promote() -> None:
-        if event.fault == "failover-cancel":
+        if struck == FaultStep.FAILOVER_CANCEL:
             cancel()
         done.append(True)
         _promote(sup, event, stop)
 
-    if event.fault == "failover-cancel":
+    if struck == FaultStep.FAILOVER_CANCEL:
         sup.later(CANCEL_POLL, cancel)
     sup.later(duration, promote)
     sup.go(stop)

@@ -65,7 +65,8 @@ class Progress:
             # cannot set a total back to None
             if self._task is not None:
                 self._bar.update(self._task, visible=False)
-            self._task, self._total = self._bar.add_task(text, total=total, completed=done), total
+            self._task = self._bar.add_task(text, total=total, completed=done)
+            self._total = total
         else:
             self._bar.update(self._task, description=text, completed=done)
         self._bar.refresh()

@@ -29,7 +29,8 @@ from ..faults.catalogue import entries
 from ..workers.design import DesignHandle, DesignRun, key_of
 from ..workers.hosted import finishes
 from ..workers.hosted.own_connection import check_setting
-from ..workers.loading import BUILTIN, LIBRARIES, load_design
+from ..workers.interface import Origin
+from ..workers.loading import load_design
 from ..workers.tenant.modes import SETTING
 from .postgres import Database, transitions
 from .postgres import dataset as db
@@ -45,11 +46,6 @@ log = logging.getLogger("pgjc.runner")
 _SHM = Path("/dev/shm")
 _RUNS_ROOT = _SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else Path(tempfile.gettempdir())
 RUNS_BASE = _RUNS_ROOT / "pg-job-chaos"
-
-# Hosted libraries whose client takes one host, not a multi-host DSN (measured, issue 37: awa's sqlx
-# "invalid port number", node-postgres's "Invalid URL"; DBOS's SQLAlchemy URL has one host and port):
-# on the replicated back end their workers connect through the endpoint that follows the primary.
-ONE_HOST = ("awa", "dbos", "pg-boss", "graphile-worker")
 
 
 class _Final(NamedTuple):
@@ -135,9 +131,10 @@ class Runner:
             if design.name not in self._installed:
                 design.install(self.admin, worker_role=self.database.worker_role)
                 self._installed.add(design.name)
-        if not design.hosted and not (self._bare_checked and design.spec in BUILTIN):
+        builtin = design.origin is Origin.BUILTIN
+        if not design.hosted and not (self._bare_checked and builtin):
             self._check_bare(design)
-        self._bare_checked = design.spec in BUILTIN  # a user's or a library's code may make tables
+        self._bare_checked = builtin  # a user's or a library's code may make tables
         db.reset(self.admin)
         if design.tenant_setting != self._policy_setting:  # a design's own tenant code sets another setting
             db.tenant_policy(self.admin, check_setting(design.tenant_setting))
@@ -157,8 +154,8 @@ class Runner:
         try:
             yield
         except psycopg.Error as exc:
-            if design.spec in BUILTIN or design.spec in LIBRARIES:
-                raise  # ours: a bug of the harness's, not a clash of the user's
+            if design.origin.ours:
+                raise  # ours (a built-in's, a library adapter's): a bug of the harness's, not a user's clash
             error = db.clash(self.admin, exc, design.spec, step)
             if error is None:
                 raise
@@ -196,10 +193,11 @@ class Runner:
                                 libraries=libraries, pool_size=design.pool_size(schedule), replica=replica)
 
     def _worker_dsn(self, design: DesignHandle) -> str:
-        """The workers' DSN: on the replicated back end, a client that takes one host (:data:`ONE_HOST`)
-        gets the endpoint that follows the primary instead of the multi-host DSN."""
+        """The workers' DSN: on the replicated back end, a design whose client takes one host (it declares
+        ``one_host``: awa's sqlx "invalid port number", node-postgres's "Invalid URL" with a multi-host
+        DSN, measured in issue 37) gets the endpoint that follows the primary instead."""
         pair = self.database.replica
-        if pair is not None and (design.spec in ONE_HOST or design.name in ONE_HOST):
+        if pair is not None and design.one_host:
             return pair.one_host_dsn(self.database.worker_dsn)
         return self.database.worker_dsn
 
@@ -219,7 +217,9 @@ class Runner:
         return _Final(jobs, accepted, unread, runs, transitions.read(self.admin), time.monotonic())
 
     def run(self, schedule: Schedule, *, design: DesignHandle | None = None) -> History:
-        """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor)."""
+        """Run *schedule* once from a fresh queue; the run ends by itself (see the supervisor). *design*:
+        the handle of the schedule's design (a search gives the one it was given); without it, the
+        handle of the schedule's spec and options (:meth:`design`)."""
         begin = time.monotonic()
         design = design or self.design(schedule)
         schedule = self.stamp(schedule, design)
@@ -238,7 +238,8 @@ class Runner:
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
-                                server=self.database.control, admin=self._supervisor_session(),
+                                server=self.database.control, replica=self.database.replica,
+                                admin=self._supervisor_session(),
                                 standby=self.standby).run(lambda injected: self._final(run, design, injected))
             jobs, accepted, unread, runs, changes, read = cast(_Final, result.meanwhile)
             self.steps = {"begin": begin, "prepared": prepared, **result.steps, "read": read}

@@ -24,7 +24,7 @@ def server_settings(spec: ServerSpec, fault_names) -> dict[str, str] | None:
     faults = entries(fault_names)
     if any(f.needs_root_nftables for f in faults) and (why := partition.available()):
         raise HarnessError(why)
-    _check_replica(getattr(spec, "replica", None), faults)
+    _check_replica(spec.replica, faults)
     local = [f for f in faults if f.needs_local_server]
     if local and parse_spec(spec.postgres)[0] != "local":
         raise UsageError(f"the {local[0].name} fault needs the local server (postgres local): "
@@ -56,7 +56,7 @@ def check_server(database: Database, fault_names) -> None:
     local server the harness stops and starts, the settings of :func:`server_settings` -- as a server
     started before the faults were known may: a run there would judge the harness, not the design."""
     faults = entries(fault_names)
-    pair = getattr(database, "replica", None)  # the replicated back end's Pair, when it has one
+    pair = database.replica  # the replicated back end's, when it has one
     _check_replica(pair.mode if pair is not None else None, faults)
     local = [f for f in faults if f.needs_local_server]
     if local and database.control is None:

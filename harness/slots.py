@@ -83,7 +83,9 @@ class Slots:
     connection to *database* is open: a template database must have no sessions while it is copied."""
 
     def __init__(self, database: Database, n: int, designs: Sequence[DesignHandle] = ()):
-        self.database, self.n, self.designs = database, n, tuple(designs)
+        self.database = database
+        self.n = n
+        self.designs = tuple(designs)
         self._cleanup = Cleanup()
         self._conns: list[Connection] = []
         self._procs: list[multiprocessing.process.BaseProcess] = []

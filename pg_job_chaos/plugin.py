@@ -109,7 +109,7 @@ def _from_file(config: pytest.Config) -> dict:
     if _FILE not in config.stash:
         from .core.errors import UsageError
         from .harness.cli import config as settings
-        from .harness.cli.main import parser
+        from .harness.cli.parser import parser
 
         try:
             found = settings.locate(None, False, Path(config.rootpath))
@@ -155,7 +155,8 @@ def chaos_session(pytestconfig: pytest.Config, _chaos_servers):
             raise pytest.UsageError(str(exc).replace("--fail-on", "--chaos-fail-on")
                                     .replace("--allow", "--chaos-allow")) from None
 
-    examples, scale = option(pytestconfig, "examples"), option(pytestconfig, "time_scale")
+    examples = option(pytestconfig, "examples")
+    scale = option(pytestconfig, "time_scale")
     if examples is not None and examples < 1 or scale is not None and scale <= 0:
         raise pytest.UsageError("--chaos-examples must be at least 1 and --chaos-time-scale greater than 0")
     root = Path(pytestconfig.rootpath)

@@ -56,7 +56,10 @@ class ChaosResult:
                 notes=list(report.notes), failures=report.failures(), report=report, gate=report.gate)
         r.notes += [x for x in report.warnings() if x not in r.notes]
         if ce is not None:
-            r.schedule, r.history, r.file, r.replay = ce.schedule, ce.history, ce.file, ce.replay
+            r.schedule = ce.schedule
+            r.history = ce.history
+            r.file = ce.file
+            r.replay = ce.replay
         return r
 
     def status(self, name: str) -> str:

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime
 from itertools import combinations
+from typing import Any
 
 from ..core.history import JOB_STATES, Execution, History
 from .core import Mark, Result, decides, held, over_limits, unknown, violated
 
 # --- helpers shared with health.py ------------------------------------------------------------------
 
-def job_rows(h: History) -> dict[int, dict]:
+
+def job_rows(h: History) -> dict[int, dict[str, Any]]:
     """The final ``jobs`` table by job id."""
     return {row["id"]: row for row in h.jobs}
 
@@ -28,7 +30,8 @@ def rows_undecidable(h: History, name: str) -> Result | None:
     :data:`~core.history.JOB_STATES` (a hosted library's status its adapter did not map) or attempts
     that are not a count. None when every row is readable."""
     for row in sorted(h.jobs, key=lambda r: str(r.get("id"))):
-        status, attempts = row.get("status"), row.get("attempts")
+        status = row.get("status")
+        attempts = row.get("attempts")
         if status not in JOB_STATES:
             return unknown(name, f"job {row.get('id')} has status {status!r}, not one of "
                                  f"{', '.join(JOB_STATES)} (the design's final_states did not map it)")
@@ -52,12 +55,13 @@ def max_attempts_of(h: History, job: int) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def limit_changes(h: History, jobs: list[int], rows: dict[int, dict]) -> str:
+def limit_changes(h: History, jobs: list[int], rows: dict[int, dict[str, Any]]) -> str:
     """Evidence for a design that changed a job's limit: "; max_attempts raised from 3 to 5 by the
     design (job 1)" -- empty when every offending job's row still says what it was enqueued with."""
     changed: dict[tuple[int, int], list[int]] = defaultdict(list)
     for job in jobs:
-        configured, row = max_attempts_of(h, job), (rows.get(job) or {}).get("max_attempts")
+        configured = max_attempts_of(h, job)
+        row = (rows.get(job) or {}).get("max_attempts")
         if configured is not None and isinstance(row, int) and row != configured:
             changed[(configured, row)].append(job)
     return "".join(f"; max_attempts {'raised' if new > old else 'lowered'} from {old} to {new} by the design "
@@ -112,7 +116,7 @@ def single_commit(h: History, name: str) -> Result:
     """Violated by every job with more than one committed ``job_runs`` row. Count: jobs."""
     if not h.jobs and not h.runs:
         return unknown(name, "the final jobs and job_runs tables were not read")
-    attempts: dict[int, list] = defaultdict(list)
+    attempts: dict[int, list[object]] = defaultdict(list)
     for row in h.runs:
         attempts[row["job_id"]].append(row.get("attempt"))
     bad = {j: a for j, a in sorted(attempts.items()) if len(a) > 1}
@@ -127,7 +131,9 @@ def single_commit(h: History, name: str) -> Result:
 def no_overlap(h: History, name: str) -> Result:
     """Violated by every pair of executions of one job that were live at the same time (an
     execution with no end is live until the run ended). Count: overlapping pairs."""
-    lines, jobs, first = [], [], None
+    lines = []
+    jobs = []
+    first = None
     repeated = 0
     for job, execs in sorted(by_job(h.executions()).items()):
         repeated += len(execs) > 1

@@ -18,7 +18,11 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-HELD, VIOLATED, UNKNOWN = "held", "violated", "unknown"
+from ..core.history import History
+
+HELD = "held"
+VIOLATED = "violated"
+UNKNOWN = "unknown"
 _RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
 
 
@@ -34,7 +38,7 @@ class Mark:
     job: int | None = None
     what: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {k: v for k, v in vars(self).items() if v not in ("", None)}
 
 
@@ -66,7 +70,7 @@ class Result:
         object.__setattr__(self, "jobs", tuple(sorted(set(self.jobs))))
         object.__setattr__(self, "evidence", " ".join(str(self.evidence).splitlines()))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         out = {"status": self.status, "count": self.count, "jobs": list(self.jobs), "evidence": self.evidence}
         if self.cause:
             out["caused_by"] = self.cause
@@ -173,7 +177,9 @@ def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],
                 describe: Callable[[int, int, int], str]) -> tuple[list[str], list[int], list[int]]:
     """Per job, in id order: a line for every count above its limit, the offending jobs, and the
     jobs with no limit to compare against (the caller decides: unknown)."""
-    lines, jobs, missing = [], [], []
+    lines = []
+    jobs = []
+    missing = []
     for job, n in sorted(counts.items()):
         limit = limit_of(job)
         if limit is None:
@@ -184,7 +190,7 @@ def over_limits(counts: dict[int, int], limit_of: Callable[[int], int | None],
     return lines, jobs, missing
 
 
-def is_empty(history) -> bool:
+def is_empty(history: History) -> bool:
     """No jobs table and no execution: nothing any property can decide from."""
     return not history.jobs and not history.executions()
 
@@ -197,15 +203,18 @@ class Property:
     name: str
     group: str
     position: int
-    check: Callable[..., Result]
+    check: Callable[[History], Result]
 
+
+Check = Callable[[History, str], Result]
+"""A property's function, ``fn(history, name)``, as :func:`decides` registers it."""
 
 REGISTRY: dict[str, Property] = {}
 """Every property, by name, as :func:`decides` registered it (in import order: ``properties/__init__``
 imports every property module and orders them by ``position``)."""
 
 
-def decides(name: str, *, group: str, position: int) -> Callable:
+def decides(name: str, *, group: str, position: int) -> Callable[[Check], Callable[[History], Result]]:
     """Register the function as the property *name* of *group*, at *position* in the design's table.
 
     The function is called as ``fn(history, name)``: the name it puts on its results is the one given
@@ -213,7 +222,7 @@ def decides(name: str, *, group: str, position: int) -> Callable:
     :class:`ValueError` at registration.
     """
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Check) -> Callable[[History], Result]:
         where = f"{fn.__module__}.{fn.__qualname__}"
         if not name or not group:
             raise ValueError(f"{where}: a property needs a name and a group")
@@ -225,7 +234,7 @@ def decides(name: str, *, group: str, position: int) -> Callable:
             raise ValueError(f"property {name!r} ({where}) takes position {position} of {same[0].name!r}")
 
         @functools.wraps(fn)
-        def check(history) -> Result:
+        def check(history: History) -> Result:
             if is_empty(history):
                 return unknown(name, "empty history: no jobs and no executions")
             return fn(history, name)

@@ -46,7 +46,10 @@ def at_most_once_effects(h: History, name: str) -> Result:
     effects = h.effects()
     keyed = _keyed_by_job(effects)
     execs_by_job = by_job(h.executions())
-    lines, jobs, retried, first = [], [], False, None
+    lines = []
+    jobs = []
+    retried = False
+    first = None
     total = repeats = 0
     for job in sorted(set(execs_by_job) | set(keyed)):
         sent = [ex for ex in execs_by_job.get(job, []) if ex.effects]  # the body's own, keyless
@@ -67,7 +70,8 @@ def at_most_once_effects(h: History, name: str) -> Result:
         elif any(overlap(h, a, b) > 0 for a, b in combinations(sent, 2)):
             kind = "overlap: " + ", ".join(who(ex) for ex in sent)
         elif len(sent) > 1:
-            kind, retried = "retry after the effect: " + ", ".join(who(ex) for ex in sent), True
+            kind = "retry after the effect: " + ", ".join(who(ex) for ex in sent)
+            retried = True
         else:
             kind = "one execution: " + ", ".join(who(ex) for ex in sent)
         lines.append(f"job {job} sent {n} effects ({kind})")
@@ -92,7 +96,9 @@ def no_stale_effect(h: History, name: str) -> Result:
     effect prevents; and by every relay delivery of an attempt's effect after a newer attempt of
     the job had started. A retry after the effect is ``at-most-once-effects``' business. Count:
     offending executions and deliveries."""
-    lines, jobs, marks = [], [], []
+    lines = []
+    jobs = []
+    marks = []
     sent = 0
     groups = by_job(h.executions())
     for job, execs in sorted(groups.items()):

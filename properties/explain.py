@@ -17,6 +17,7 @@ library's own record -- found, naming the design (a library's name or your own q
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from ..core.events import EndedBy
 from ..core.history import History
@@ -43,7 +44,7 @@ def _hosted(queue: str) -> str:
             f"unless {queue} commits it with its finish): at-least-once by design, not {queue}'s fence")
 
 
-def _jobs(jobs) -> str:
+def _jobs(jobs: Iterable[int]) -> str:
     return ", ".join(str(j) for j in jobs)
 
 

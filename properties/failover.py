@@ -21,11 +21,6 @@ def replicated(h: History) -> bool:
     return bool(h.schedule.replica or (h.server or {}).get("replica"))
 
 
-def _promotions(h: History) -> list[float]:
-    """When each failover's primary stopped (``faults/failover.py``'s ``primary-stopped``)."""
-    return sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
-
-
 @decides("acknowledged-enqueue", group="safety", position=40)
 def acknowledged_enqueue(h: History, name: str) -> Result:
     """Violated by every job of the schedule (its enqueue committed and was acknowledged before the run)
@@ -35,12 +30,12 @@ def acknowledged_enqueue(h: History, name: str) -> Result:
     rows = job_rows(h)
     gone = [j.id for j in h.schedule.jobs if j.id not in rows]
     if gone:
-        lost = _promotions(h)
+        lost = h.promotions()
         after = f" after {plural(len(lost), 'failover')}" if lost else ""
         return violated(name, [f"job {j} was enqueued (committed, acknowledged) and is not in the final "
                                f"jobs table{after}" for j in gone], gone)
     return held(name, f"all {plural(len(h.schedule.jobs), 'acknowledged enqueue')} in the final jobs table"
-                      + (f" across {plural(len(_promotions(h)), 'failover')}" if _promotions(h) else ""))
+                      + (f" across {plural(len(h.promotions()), 'failover')}" if h.promotions() else ""))
 
 
 @decides("attempts-monotonic", group="safety", position=41)
@@ -54,7 +49,8 @@ def attempts_monotonic(h: History, name: str) -> Result:
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
     rows = job_rows(h)
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for j, execs in sorted(by_job(h.executions()).items()):
         execs = sorted(execs, key=lambda e: e.start)
         bad = None
@@ -78,7 +74,7 @@ def attempts_monotonic(h: History, name: str) -> Result:
     if lines:
         return violated(name, lines, jobs)
     return held(name, "no job's attempt count went down" + (
-        f" across {plural(len(_promotions(h)), 'failover')}" if _promotions(h) else ""))
+        f" across {plural(len(h.promotions()), 'failover')}" if h.promotions() else ""))
 
 
 @decides("failover-recovers", group="liveness", position=42)
@@ -91,7 +87,7 @@ def failover_recovers(h: History, name: str) -> Result:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
-    stops = _promotions(h)
+    stops = h.promotions()
     if not stops:
         return held(name, "vacuous: no failover struck")
     rows = job_rows(h)

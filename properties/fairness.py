@@ -88,7 +88,8 @@ def work(h: History) -> dict[int, float]:
 def fair_finishes(h: History) -> dict[int, float | None]:
     """Per job, its fluid fair finish ``F_j`` in seconds after its enqueue (None: beyond the run's end)."""
     waits = job_waits(h)
-    live, queued = live_workers(h), backlogged(waits, h.t1)
+    live = live_workers(h)
+    queued = backlogged(waits, h.t1)
     times = sorted({h.t0, h.t1, *live.times, *queued.times})
     times = [t for t in times if h.t0 <= t <= h.t1]
     cum = [0.0]  # the integral of W/n from t0 to times[k]
@@ -125,7 +126,8 @@ def overserved(h: History) -> dict[int, tuple[int | None, float, float, int, int
     """Per job that waited too long: (the other tenant served most, the work it was given while the job
     waited, what the bound allowed it, how many of its jobs started meanwhile, how many turns the bound
     allowed it) (the module docstring)."""
-    waits, size = job_waits(h), work(h)
+    waits = job_waits(h)
+    size = work(h)
     live = live_workers(h)
     own: dict[int | None, float] = defaultdict(float)
     turns: dict[int | None, int] = defaultdict(int)  # the tenant's jobs up to and including this one
@@ -166,7 +168,8 @@ def starvation_bound(h: History, name: str) -> Result:
     waits = {w.job: w for w in job_waits(h)}
     found = overserved(h)
     fair = fair_finishes(h)
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for job, (u, given, allowed, ran, turns) in sorted(found.items(), key=lambda kv: kv[1][2] - kv[1][1]):
         w = waits[job]
         waited = "waited" if w.started is not None else "never started in"

@@ -18,13 +18,15 @@ where the library keeps no such record.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.events import LogEvent
 from ..core.history import Execution, History
 from .checks import by_job, job_rows, on_clock, plural, rows_undecidable, server_time, who
 from .core import Mark, Result, decides, held, not_judged, unknown, violated
 
 
-def _statement(change: dict) -> str:
+def _statement(change: dict[str, object]) -> str:
     query = " ".join(str(change.get("query") or "").split())
     return f"`{query[:160]}`" if query else "a statement the log did not keep"
 
@@ -65,11 +67,12 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     failover of a lagging standby) -- a line naming the commit, what the table held instead and the
     run that followed. A done that survived and was turned back is :func:`_table`'s to tell."""
     # a failover's primary stopped (faults/failover.py): the standby's promotion follows it
-    promoted = sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
-    changes: dict[int, list[dict]] = {}
+    promoted = h.promotions()
+    changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for j, execs in sorted(by_job(h.executions()).items()):
         acked = sorted((e for e in execs if e.outcome == "ok" and e.end is not None),
                        key=lambda e: e.end or 0.0)
@@ -81,7 +84,8 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
         if not later:
             continue
         again = later[0]
-        done_at, again_at = _wall(h, ack, LogEvent.FINISHED), _wall(h, again, LogEvent.STARTED)
+        done_at = _wall(h, ack, LogEvent.FINISHED)
+        again_at = _wall(h, again, LogEvent.STARTED)
         log = sorted(changes.get(j, ()), key=lambda c: c["seq"])
         before = [c for c in log if again_at is None or server_time(c["at"]).timestamp() < again_at]
         if any(c["status"] == "done" and (done_at is None or server_time(c["at"]).timestamp() >= done_at - 1)
@@ -99,11 +103,11 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     return lines, jobs
 
 
-def _table(h: History, name: str, done: dict[int, dict]) -> Result:
+def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
     """A design on the harness's jobs table: its committed status changes against its job_runs rows;
     first the successes the workers saw acknowledged that were lost (:func:`acknowledged_lost`)."""
     lost_lines, lost_jobs = acknowledged_lost(h)
-    changes: dict[int, list[dict]] = {}
+    changes: dict[int, list[dict[str, Any]]] = {}
     for c in h.transitions or ():
         changes.setdefault(c["job_id"], []).append(c)
     missing = [j for j in done if j not in changes and j not in lost_jobs]
@@ -111,8 +115,11 @@ def _table(h: History, name: str, done: dict[int, dict]) -> Result:
         return not_judged(name, f"job {missing[0]} committed a success but the harness's jobs table logged "
                                 "no status of it: the design keeps its queue in a table of its own, whose "
                                 "changes nobody records")
-    rows, executions = job_rows(h), by_job(h.executions())
-    lines, jobs, first = list(lost_lines), list(lost_jobs), None
+    rows = job_rows(h)
+    executions = by_job(h.executions())
+    lines = list(lost_lines)
+    jobs = list(lost_jobs)
+    first = None
     for j, run in sorted(done.items()):
         if j in lost_jobs:
             continue
@@ -170,7 +177,8 @@ def _library(h: History, name: str) -> Result:
         return not_judged(name, f"{lib} keeps its job statuses in its own tables, which log no changes, "
                                 "and its design does not say what it accepted: implement accepted_finishes "
                                 f"to have {lib}'s own record of its finishes judged")
-    rows, executions = job_rows(h), by_job(h.executions())
+    rows = job_rows(h)
+    executions = by_job(h.executions())
     lines: list[str] = []
     jobs: list[int] = []
     judged = 0
@@ -217,7 +225,7 @@ def success_final(h: History, name: str) -> Result:
         return undecidable
     if h.hosted:
         return _library(h, name)
-    done: dict[int, dict] = {}
+    done: dict[int, dict[str, Any]] = {}
     for row in sorted(h.runs, key=lambda r: r.get("finished") or ""):
         if row.get("finished") is not None:
             done.setdefault(row["job_id"], row)

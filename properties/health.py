@@ -7,10 +7,10 @@ Pure functions of a :class:`~core.history.History`, like the safety properties i
 from __future__ import annotations
 
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..core.events import EndedBy, LogEvent
-from ..core.history import Execution, History
+from ..core.history import Clock, Execution, History
 from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
 from .core import VIOLATED, Result, decides, held, not_judged, over_limits, unknown, violated
@@ -46,7 +46,8 @@ def progress(h: History, name: str) -> Result:
     clean = [j for j in order if j not in faults]
     if not clean:
         return held(name, "vacuous: every job carries a fault")
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for job in clean:
         row = rows.get(job)
         status = row.get("status") if row else None
@@ -72,7 +73,8 @@ def terminal_states(h: History, name: str) -> Result:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     for row in sorted(h.jobs, key=lambda r: r["id"]):
         status = row.get("status")
         if status in TERMINAL:
@@ -106,7 +108,7 @@ def bounded_blast_radius(h: History, name: str) -> Result:
     # A transient fault (strikes K) kills at most K workers, unless a supervisor fault aims at the job too.
     strikes = h.transient_strikes()
 
-    def limit(job):
+    def limit(job: int) -> int | None:
         most = max_attempts_of(h, job)
         return min(most, strikes[job]) if most is not None and job in strikes else most
 
@@ -146,11 +148,11 @@ def horizon_threshold(h: History) -> Threshold:
         lease = h.schedule.timing.lease
         if lease is None:
             return Threshold(None, "the schedule gives no timing.lease")
-        clock = {"seconds": h.schedule.seconds(lease), "basis": "schedule", "what": "the schedule's lease"}
-    if clock.get("seconds") is None:
-        return Threshold(None, str(clock.get("what")), judged=False)
-    seconds = float(clock["seconds"])
-    whose = "" if clock.get("basis") == "schedule" else f", half of {clock.get('what')} ({seconds:g} s)"
+        clock = Clock(h.schedule.seconds(lease), "schedule", "the schedule's lease")
+    if clock.seconds is None:
+        return Threshold(None, clock.what, judged=False)
+    seconds = float(clock.seconds)
+    whose = "" if clock.basis == "schedule" else f", half of {clock.what} ({seconds:g} s)"
     return Threshold(HORIZON_LEASE_FRACTION * seconds, whose)
 
 
@@ -198,7 +200,7 @@ def horizon(h: History, name: str) -> Result:
     return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
 
 
-def _designs_share(sample: dict, died: dict[str, float]) -> dict:
+def _designs_share(sample: dict[str, Any], died: dict[str, float]) -> dict[str, Any]:
     """*sample* with its transaction's age counted until its worker died, when it was sampled after
     (``after_death``; ``sampled_age`` keeps what the server said). The transaction started at
     ``t - xact_age`` on the one monotonic clock the records and the samples share."""
@@ -210,7 +212,7 @@ def _designs_share(sample: dict, died: dict[str, float]) -> dict:
             "sampled_age": sample["xact_age"], "after_death": True, "judged_at": death}
 
 
-def _longest(h: History, samples: list[dict]) -> str:
+def _longest(h: History, samples: list[dict[str, Any]]) -> str:
     """The longest-open transaction among *samples*, in words: whose, holding what, how long, during
     which job."""
     longest = max(samples, key=lambda s: s["xact_age"])
@@ -240,7 +242,7 @@ def _unsampled(h: History) -> str:
             "(sampled four times a lease): a run whose jobs last longer would be sampled")
 
 
-def _job_at(h: History, executions: list[Execution], sample: dict) -> int | None:
+def _job_at(h: History, executions: list[Execution], sample: dict[str, Any]) -> int | None:
     """The job the sampled session's worker was executing at the sample's time, if any."""
     worker = (sample.get("app") or "").split("/")[0]  # a heartbeat connection is "w1.0/heartbeat"
     t = sample.get("judged_at", sample["t"])  # a dead worker's session: when it died

@@ -21,6 +21,8 @@ been recovered and re-handed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.history import Execution, History
 from .checks import by_job, plural, who
 from .core import Result, decides, held, not_judged, unknown, violated
@@ -43,12 +45,12 @@ def _end(ex: Execution) -> float:
     return ex.end
 
 
-def _at(f: dict, ex: Execution) -> float:
+def _at(f: dict[str, Any], ex: Execution) -> float:
     """When finish *f* was taken: its date, or, undated, the end of *ex*, the execution it is told of."""
     return f["t"] if f.get("t") is not None else _end(ex)
 
 
-def _whose(f: dict, execs: list[Execution], taken: set[int]) -> list[Execution]:
+def _whose(f: dict[str, Any], execs: list[Execution], taken: set[int]) -> list[Execution]:
     """The executions *f* may have come from: the one that returned last before it (dated), or every
     one told the attempt it names (undated). Executions already given a finish are not candidates."""
     ends = ENDS.get(f.get("outcome") or "", ())
@@ -72,7 +74,7 @@ def _newer(ex: Execution, execs: list[Execution], until: float) -> list[Executio
     return sorted((o for o in execs if o is not ex and ex.start < o.start < until), key=lambda o: o.start)
 
 
-def _judge(lib: str, job: int, entry: dict,
+def _judge(lib: str, job: int, entry: dict[str, Any],
            execs: list[Execution]) -> tuple[list[str], str | None, list[str], int]:
     """One job: the violations, why it cannot be decided (None: it can), the stale executions whose
     finish the library did not record, and how many finishes it took from an execution."""
@@ -132,7 +134,10 @@ def library_one_finish(h: History, name: str) -> Result:
     groups = by_job(h.executions())
     ids: set[int] = {row["id"] for row in h.jobs if row.get("id") is not None} | set(groups)
     order = sorted(ids, key=lambda j: (0, j, "") if isinstance(j, int) else (1, 0, str(j)))
-    lines, jobs, refused, undecided = [], [], [], []
+    lines = []
+    jobs = []
+    refused = []
+    undecided = []
     total = 0
     for job in order:
         if job not in entries:

@@ -43,7 +43,8 @@ def done_means_committed(h: History, name: str) -> Result:
         if row.get("finished") is not None:
             committed.setdefault(row["job_id"], set()).add((row.get("worker"), row.get("attempt")))
     executions = by_job(h.executions())
-    lines, jobs = [], []
+    lines = []
+    jobs = []
     done = [j for j, row in sorted(job_rows(h).items(), key=lambda kv: str(kv[0]))
             if row.get("status") == "done"]
     for j in done:
@@ -89,8 +90,11 @@ def transient_recovers(h: History, name: str) -> Result:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
         return undecidable
-    rows, runs = job_rows(h), {job: len(execs) for job, execs in by_job(h.executions()).items()}
-    lines, jobs, undecided = [], [], []
+    rows = job_rows(h)
+    runs = {job: len(execs) for job, execs in by_job(h.executions()).items()}
+    lines = []
+    jobs = []
+    undecided = []
     for j in transient:
         row = rows.get(j.id)
         status = row.get("status") if row else "missing"
@@ -99,7 +103,8 @@ def transient_recovers(h: History, name: str) -> Result:
         if h.ended_by != EndedBy.QUIESCENT:
             undecided.append(j.id)
             continue
-        n, k = runs.get(j.id, 0), strikes[j.id]
+        n = runs.get(j.id, 0)
+        k = strikes[j.id]
         lines.append(f"job {j.id}'s {j.fault} struck only its first {plural(k, 'execution')} "
                      f"of {limit} attempts, yet it ended {status} after {plural(n, 'execution')}"
                      + (": the design never retried it" if n <= k else ""))

@@ -7,11 +7,14 @@ a shrunk schedule replays the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import overload
+
 from hypothesis import strategies as st
 
 from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing, expand_workload
 from ..core.workload import ORDERS, Workload
-from ..faults.catalogue import CATALOGUE, VARIANTS, event_variant
+from ..faults.catalogue import CATALOGUE, VARIANTS, Fault, event_variant
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
 DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)
@@ -30,8 +33,12 @@ FLOOD_SIZES = {"pgqueuer": 30,
 MAX_SMALL_TENANTS = 6
 MAX_SMALL_JOBS = 3
 
+Point = tuple[str, bool]  # a statement point, bound when it belongs to a job (History.statements)
+JobDraw = tuple[str | None, str | None, int | None, float, int | None]  # _job's
+EventDraw = tuple[str, int | None, str, str]  # _event's
 
-def flood(max_flood: int = MAX_FLOOD):
+
+def flood(max_flood: int = MAX_FLOOD) -> st.SearchStrategy[Workload]:
     """A :class:`~core.workload.Workload` of kind flood: the flood shrinks toward one job, the small
     tenants toward one with one job, the order toward the flood first, the work toward 0.05 s."""
     return st.builds(Workload, kind=st.just("flood"), hot_tenant=st.just(1),
@@ -40,7 +47,11 @@ def flood(max_flood: int = MAX_FLOOD):
                      hot_duration=st.sampled_from(DURATIONS), small_duration=st.sampled_from(DURATIONS))
 
 
-def _points(default: str | None, points: tuple[str, ...]) -> list[str | None]:
+@overload
+def _points(default: str, points: tuple[str, ...]) -> list[str]: ...
+@overload
+def _points(default: None, points: tuple[str, ...]) -> list[None]: ...
+def _points(default: str | None, points: tuple[str, ...]) -> list[str] | list[None]:
     """The points a fault with *default* may strike at, the default first (None: the fault has no point)."""
     if default is None:
         return [None]
@@ -53,7 +64,8 @@ def dequeue_budget(jobs: int, max_attempts: int) -> int:
     return 2 * jobs * max_attempts + 10
 
 
-def _job(job_faults, points, max_attempts: int, cut_statements=()):
+def _job(job_faults: Sequence[str], points: tuple[str, ...], max_attempts: int,
+         cut_statements: Sequence[Point] = ()) -> st.SearchStrategy[JobDraw]:
     """(fault, point, tenant, duration, strikes) of one job; the point is None for the fault's
     default, strikes None for a fault on every execution (the simplest), else 1 .. max_attempts - 1
     (a transient fault: more strikes than attempts would be a fault on every execution). A fault that ends
@@ -61,7 +73,7 @@ def _job(job_faults, points, max_attempts: int, cut_statements=()):
     bound = [p for p, b in cut_statements if b]
 
     @st.composite
-    def job(draw):
+    def job(draw: st.DrawFn) -> JobDraw:
         fault = draw(st.sampled_from([None, *job_faults]))
         point = strikes = None
         if fault is not None:
@@ -74,7 +86,8 @@ def _job(job_faults, points, max_attempts: int, cut_statements=()):
     return job()
 
 
-def _event(sup_faults, jobs: int, points, statements=(), cut_statements=()):
+def _event(sup_faults: Sequence[str], jobs: int, points: tuple[str, ...], statements: Sequence[Point] = (),
+           cut_statements: Sequence[Point] = ()) -> st.SearchStrategy[EventDraw]:
     """(fault, job, point, variant) of one supervisor event, on one of the *jobs* jobs that exist: an
     event drawn for a job that is not there would be dropped, and small schedules would lose most.
     *statements*: statement points ``(point, bound)`` it may strike at too (after the named ones); one
@@ -98,7 +111,7 @@ def _event(sup_faults, jobs: int, points, statements=(), cut_statements=()):
                      st.sampled_from(list(VARIANTS)))
 
 
-def _spent(draw, jobs: list[JobSpec], job: int | None, point: str) -> int:
+def _spent(draw: st.DrawFn, jobs: list[JobSpec], job: int | None, point: str) -> int:
     """Executions an event on a job with a transient fault lets pass before it strikes: none (the
     simplest), or -- drawn only for such an event -- the fault's strikes, so that the event strikes the
     execution after the fault stopped (its last attempt, when the fault spent all others). Where the
@@ -113,10 +126,11 @@ def _spent(draw, jobs: list[JobSpec], job: int | None, point: str) -> int:
 
 
 @st.composite
-def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_scale: float = 0.5,
-              workers: int | None = None, max_jobs: int = MAX_JOBS, timing: Timing | None = None,
-              max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS, statements=(),
-              cut_statements=(), workload: str | None = None, max_flood: int | None = None) -> Schedule:
+def schedules(draw: st.DrawFn, *, faults: Sequence[Fault], design: str, tenant_mode: str = "local",
+              time_scale: float = 0.5, workers: int | None = None, max_jobs: int = MAX_JOBS,
+              timing: Timing | None = None, max_attempts: int = 3, points: tuple[str, ...] = JOB_POINTS,
+              statements: Sequence[Point] = (), cut_statements: Sequence[Point] = (),
+              workload: str | None = None, max_flood: int | None = None) -> Schedule:
     """Schedules whose jobs and events carry only the given *faults* (catalogue entries), striking
     only at *points* (the design's: ``core.schedule.JOB_POINTS`` unless it has a relay), and at the
     statement points *statements* (every supervisor fault) and *cut_statements* (a fault that ends or cuts
@@ -140,7 +154,7 @@ def schedules(draw, *, faults, design: str, tenant_mode: str = "local", time_sca
     events = []
     if sup_faults:
         # Several events may fall on one job; the same (job, point) twice strikes its next occurrence.
-        seen: dict[tuple[int, str], int] = {}
+        seen: dict[tuple[int | None, str], int] = {}
         drawing = st.lists(_event(sup_faults, n, points, statements, cut_statements), max_size=MAX_EVENTS)
         for fault, job, point, variant in draw(drawing, label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1

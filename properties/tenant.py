@@ -43,13 +43,15 @@ def _session_user(ex: Execution, executions: list[Execution]) -> str:
         if not before:
             return ""
         last = max(before, key=lambda o: o.start)
-        worker, job, attempt = last.worker, str(last.job), str(last.attempt)
+        worker = last.worker
+        job = str(last.job)
+        attempt = str(last.attempt)
     if worker != ex.worker:
         return f" from another worker's job: {worker}'s job {job} attempt {attempt}{session}"
     return f" from its own worker's job {job} attempt {attempt}{session}"
 
 
-def _wrong(ex: Execution, executions: list[Execution], expected: dict) -> list[str]:
+def _wrong(ex: Execution, executions: list[Execution], expected: dict[str, int]) -> list[str]:
     wrong = []
     if ex.own_tenant and ex.seen_read:
         want = "" if ex.tenant is None else str(ex.tenant)
@@ -109,7 +111,9 @@ def tenant_isolation(h: History, name: str) -> Result:
     if not informed:
         return unknown(name, f"none of {plural(len(executions), 'execution')} recorded its inherited "
                              "tenant, the rows it could see or a statement of its own")
-    lines, jobs, first = [], [], None
+    lines = []
+    jobs = []
+    first = None
     # Another worker's setting (only a pooler hands one over) leads the evidence.
     informed.sort(key=lambda ex: " another worker's" not in _session_user(ex, executions))
     for ex in informed:

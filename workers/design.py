@@ -1,12 +1,17 @@
 """The design boundary: what the harness asks of a design, and the one handle it asks through.
 
-A **design** is any object with the members of :class:`Design` (a built-in design, a hosted library's
-adapter, a worker-contract client, a user's own worker). :func:`~workers.loading.load_design` builds it
-once from its spec and options and returns a :class:`DesignHandle`: every optional member resolved
-to its value or its default, so that the rest of the harness reads attributes and never probes the
-object. Each run goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
+A **design** is any object with the members of :class:`~workers.interface.Design` (a built-in design, a
+hosted library's adapter, a worker-contract client, a user's own worker). The protocol and its small types
+(:data:`~workers.interface.POOL`, :class:`~workers.interface.Origin`, :class:`~core.history.Clock`) live in
+``workers/interface.py``, below the built-in designs and the hosting, which import them;
+this module, above both, is the handle. :func:`~workers.loading.load_design` builds a design once from
+its spec and options and returns a :class:`DesignHandle`: every optional member resolved to its value or
+its default, and the design's :attr:`~DesignHandle.origin` (built-in, library, plug-in) as the loader
+found it, so that the rest of the harness reads attributes and never probes the object nor tells a design
+by its name (only here and in ``workers/loading.py`` is a design's object read by ``getattr``). Each run
+goes through :meth:`DesignHandle.for_run`, a :class:`DesignRun` bound to that run's schedule.
 
-Required (:class:`Design`):
+Required (:class:`~workers.interface.Design`):
 
 ``name`` (str)
     shown in reports.
@@ -26,7 +31,7 @@ Required (:class:`Design`):
     every job's ``id, tenant_id, status, attempts, max_attempts, last_error, lease_expired``.
 
 Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
-:class:`~workers.builtin.base.QueueDesign` declare every one):
+:class:`~workers.builtin.base.QueueDesign` declare nearly every one):
 
 ``points`` (:data:`~core.schedule.JOB_POINTS`)
     the strike points its workers reach; the search draws fault points only from these.
@@ -38,9 +43,13 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     the worker opens the harness's pool before ``run_worker`` (a hosted library's tasks borrow from it).
 ``min_time_scale`` (None)
     below this time scale the design cannot keep its own intervals' ratios.
-``hosted`` (False; True for a :class:`~workers.hosted.HostedDesign` or a design with ``reset``)
+``hosted`` (False; :class:`~workers.hosted.HostedDesign` declares True; True too for a design with ``reset``)
     it hosts a queue library: its finish is the library's, judged by ``library-one-finish``.
-``concurrency`` (``"pool"``: :data:`~workers.hosted.protocol.POOL`)
+``one_host`` (False)
+    the design's client takes one host, not a multi-host DSN (awa's sqlx, DBOS's SQLAlchemy URL,
+    node-postgres: the four adapters declare it): on the replicated back end its workers get the
+    endpoint that follows the primary (``harness/runner.py``).
+``concurrency`` (``"pool"``: :data:`~workers.interface.POOL`)
     a hosted design's bodies at once in one worker by the library's documented default (an int of at
     least 1; None: no limit); the body's pool is sized from it (:meth:`DesignHandle.pool_size`). The
     default: the schedule's ``pool_size`` (a built-in design's worker loop runs one job at a time).
@@ -55,9 +64,14 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     the documented ratios a schedule cannot keep; the article seconds a run's stall limit stretches by.
 ``accepted_finishes(conn)`` (None: cannot tell)
     what the library accepted per job, from its own tables (``workers/hosted/protocol.py``).
-``lease_seconds(schedule)`` (a ``TIMING`` interval anchored to the lease; a built-in's, the schedule's)
+``lease_seconds(schedule)`` (not declared: the design's ``clock``)
     real seconds after which it takes a job back (lease, visibility or lock timeout; None: never):
     ``horizon`` judges half of it, with no verdict without one (:meth:`DesignHandle.clock`).
+``clock(schedule)`` (no lease the harness knows)
+    the same as a :class:`~core.history.Clock` (seconds, basis, what), stated by each design kind:
+    :class:`~workers.builtin.base.QueueDesign`'s is the schedule's lease, a
+    :class:`~workers.hosted.HostedDesign`'s its ``TIMING`` interval anchored to the lease (none without
+    one). A declared ``lease_seconds`` comes first.
 """
 
 from __future__ import annotations
@@ -70,39 +84,17 @@ from typing import Protocol, cast, runtime_checkable
 import psycopg
 
 from ..core.errors import UsageError
-from ..core.schedule import JOB_POINTS, JobSpec, Schedule
+from ..core.schedule import JOB_POINTS, Schedule
 from .body.context import WorkerContext
-from .builtin.base import QueueDesign
-from .hosted import HostedDesign
-from .hosted.protocol import POOL
-from .hosted.timing import FIXED, Intervals
+from .interface import POOL, REQUIRED, Clock, Design, Finishes, Origin, Row
 from .tenant.modes import SETTING
 
-REQUIRED = ("name", "default_restart_delay", "install", "enqueue", "run_worker", "pending", "final_states")
+__all__ = ["OVERLAP_CAP", "POOL", "REQUIRED", "Clock", "Design", "DesignHandle", "DesignRun", "Finishes",
+           "Origin", "Row", "key_of"]
 
-Row = dict[str, object]  # one job's final state, or one finish
 # The most connections a hosted body's pool may open for executions that overlap (a retry started while
 # the previous execution still runs): jobs x max_attempts up to this. Opened as needed, never at start.
 OVERLAP_CAP = 64
-Finishes = dict[int, dict[str, object]]
-
-
-@runtime_checkable
-class Design(Protocol):
-    """The members every design has (the module docstring says what each does)."""
-
-    name: str
-    default_restart_delay: float
-
-    def install(self, conn: psycopg.Connection, *, worker_role: str) -> None: ...
-
-    def enqueue(self, conn: psycopg.Connection, jobs: Iterable[JobSpec], *, max_attempts: int) -> None: ...
-
-    def run_worker(self, ctx: WorkerContext) -> None: ...
-
-    def pending(self, conn: psycopg.Connection) -> int: ...
-
-    def final_states(self, conn: psycopg.Connection) -> list[Row]: ...
 
 
 # The optional methods, one protocol each: ``isinstance`` on them (inside this module only) is how the
@@ -140,6 +132,11 @@ class _Accepts(Protocol):
 @runtime_checkable
 class _Leased(Protocol):
     def lease_seconds(self, schedule: Schedule) -> float | None: ...
+
+
+@runtime_checkable
+class _Clocked(Protocol):
+    def clock(self, schedule: Schedule) -> Clock: ...
 
 
 @dataclass(frozen=True)
@@ -181,6 +178,7 @@ class DesignHandle:
     design: Design
     spec: str  # what was asked for: a built-in's or a library's name, or module:attr / file.py:attr
     options: Mapping[str, str] = field(default_factory=dict)
+    origin: Origin = Origin.PLUGIN  # where it came from (load_design sets it), never told by its name
     name: str = ""
     default_restart_delay: float = 0.0
     points: tuple[str, ...] = JOB_POINTS
@@ -190,10 +188,13 @@ class DesignHandle:
     min_time_scale: float | None = None
     hosted: bool = False
     concurrency: int | str | None = POOL
+    one_host: bool = False
 
     @classmethod
-    def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None) -> DesignHandle:
-        """The handle of an already built *design*; :class:`UsageError` naming what is missing when it
+    def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None, *,
+           origin: Origin = Origin.PLUGIN) -> DesignHandle:
+        """The handle of an already built *design* (from *origin*: :func:`load_design` knows it; a
+        design built elsewhere is a plug-in's); :class:`UsageError` naming what is missing when it
         does not fit :class:`Design`, or when its ``install`` takes no ``worker_role``."""
         label = spec or type(design).__name__
         missing = [m for m in REQUIRED if not hasattr(design, m)]
@@ -217,11 +218,20 @@ class DesignHandle:
             raise UsageError(f"--design {label}: concurrency {concurrency!r}: a whole number of at least 1, "
                              f"None (no limit) or {POOL!r} (the schedule's pool_size)")
         return cls(
-            design=d, spec=spec or d.name, options=dict(options or {}), name=str(d.name),
-            default_restart_delay=float(d.default_restart_delay), points=tuple(points),
-            exit_outcomes=dict(exits), tenant_setting=str(setting),
-            pool_first=bool(getattr(design, "pool_first", False)), min_time_scale=floor or None,
-            hosted=isinstance(design, HostedDesign | _Resets), concurrency=concurrency,
+            design=d,
+            spec=spec or d.name,
+            options=dict(options or {}),
+            origin=origin,
+            name=str(d.name),
+            default_restart_delay=float(d.default_restart_delay),
+            points=tuple(points),
+            exit_outcomes=dict(exits),
+            tenant_setting=str(setting),
+            pool_first=bool(getattr(design, "pool_first", False)),
+            min_time_scale=floor or None,
+            hosted=bool(getattr(design, "hosted", False)) or isinstance(design, _Resets),
+            concurrency=concurrency,
+            one_host=bool(getattr(design, "one_host", False)),
         )
 
     @property
@@ -266,23 +276,23 @@ class DesignHandle:
     def stall_extra(self, schedule: Schedule) -> float:
         return float(self.design.stall_extra(schedule)) if isinstance(self.design, _Stalls) else 0.0
 
-    def clock(self, schedule: Schedule) -> dict[str, object]:
-        """The design's lease in a run of *schedule* (the module docstring's ``lease_seconds``): ``seconds``
-        (real; None: none known), ``basis`` (declared, timing, schedule or None), ``what`` (in words)."""
+    def clock(self, schedule: Schedule) -> Clock:
+        """The design's lease in a run of *schedule* (the module docstring's ``lease_seconds`` and
+        ``clock``): its own ``lease_seconds`` (``basis`` ``declared``) first, else what its kind states
+        (its ``clock``: a hosted library's ``TIMING`` interval, a built-in's schedule lease), else none."""
         if isinstance(self.design, _Leased):
             own = self.design.lease_seconds(schedule)
-            return {"seconds": None if own is None else float(own), "basis": "declared",
-                    "what": f"{self.name}'s own lease (its lease_seconds)"}
-        timing = getattr(self.design, "TIMING", None)
-        if isinstance(timing, Intervals) and (anchor := timing.anchors.get("lease")) is not None:
-            how = "fixed in the library" if timing[anchor].grid == FIXED else "set from the schedule's lease"
-            return {"seconds": timing.values(schedule)[anchor], "basis": "timing",
-                    "what": f"{timing.library}'s {anchor}, {how}"}
-        if isinstance(self.design, QueueDesign):
-            return {"seconds": schedule.seconds(schedule.timing.lease), "basis": "schedule",
-                    "what": "the schedule's lease"}
-        return {"seconds": None, "basis": None, "what": f"{self.name} has no lease the harness sets (not "
-                "built in, no TIMING interval anchored to it) and declares none (lease_seconds)"}
+            return Clock(None if own is None else float(own), "declared",
+                         f"{self.name}'s own lease (its lease_seconds)")
+        if isinstance(self.design, _Clocked):
+            clock = self.design.clock(schedule)
+            if not isinstance(clock, Clock):
+                raise UsageError(f"--design {self.spec}: clock(schedule) returned {clock!r}, not a "
+                                 "workers.interface.Clock")
+            return clock
+        return Clock(None, None, f"{self.name} has no lease the harness sets (not built in, no TIMING "
+                     "interval anchored to it) and declares none (lease_seconds)")
+
 
 def key_of(spec: str, options: Mapping[str, str] | None) -> str:
     return f"{spec}|{sorted((options or {}).items())!r}"

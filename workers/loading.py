@@ -1,5 +1,7 @@
 """Loading a design by name or spec, once: :func:`load_design` returns its
-:class:`~workers.design.DesignHandle`.
+:class:`~workers.design.DesignHandle`, carrying where the design came from
+(:class:`~workers.interface.Origin`: built-in, library, plug-in). This is the one module that knows
+designs by name: every other reads the handle.
 
 A built-in design by name (:data:`BUILTIN`), a hosted library by name (:data:`LIBRARIES`), or a plug-in
 as ``package.module:attr`` or ``path/to/file.py:attr``; the ``--design-option`` strings are the keyword
@@ -25,6 +27,7 @@ from .builtin.lease import Lease, LeaseFenced
 from .builtin.one_transaction import OneTransaction, OneTransactionHandler
 from .builtin.outbox import LeaseOutbox
 from .design import DesignHandle
+from .interface import Origin
 
 BUILTIN: dict[str, type[QueueDesign]] = {
     d.name: d
@@ -76,7 +79,8 @@ def load_design(spec: str, options: Mapping[str, str] | None = None) -> DesignHa
     """
     options = dict(options or {})
     if spec in BUILTIN:
-        return DesignHandle.of(_configured(BUILTIN[spec], spec, options), spec, options)
+        built = _configured(BUILTIN[spec], spec, options)
+        return DesignHandle.of(built, spec, options, origin=Origin.BUILTIN)
     target = LIBRARIES.get(spec, spec)
     if ":" not in target:
         raise UsageError(f"unknown design {spec!r}; built-in designs: {', '.join(BUILTIN)}; libraries: "
@@ -98,7 +102,18 @@ def load_design(spec: str, options: Mapping[str, str] | None = None) -> DesignHa
         obj = getattr(module, attr)
     except AttributeError:
         raise UsageError(f"--design {target}: module {module_name} has no attribute {attr!r}") from None
-    return DesignHandle.of(_configured(obj, target, options), spec, options)
+    return DesignHandle.of(_configured(obj, target, options), spec, options, origin=origin_of(spec))
+
+
+def origin_of(spec: str) -> Origin:
+    """Where the design *spec* names comes from: a built-in design by name; a hosted library's adapter
+    or the worker contract, by name (:data:`LIBRARIES`) or by the ``module:attr`` a name stands for (as
+    ``pg_job_chaos.adapters.awa:Awa``); anything else is a plug-in, the user's code."""
+    if spec in BUILTIN:
+        return Origin.BUILTIN
+    if spec in LIBRARIES or spec in LIBRARIES.values():
+        return Origin.LIBRARY
+    return Origin.PLUGIN
 
 
 def _import(module_name: str) -> ModuleType:

@@ -10,8 +10,10 @@ counter sees the design's transactions and nothing else of ours:
   for ``lease-outbox`` this includes delivering the effect and marking it delivered;
 * **transactions per job**: ``pg_stat_database.xact_commit + xact_rollback`` of the run's database
   over the run, per job, read from a session in *another* database (``postgres``) so that reading
-  it adds nothing. Hazard: a backend reports its counts when it goes idle or exits, so the
-  worker's connections are closed first and the counter is read until it stops moving
+  it adds nothing; less the body pool's checks before lending (its empty statement is a transaction
+  of its own, one per borrow, the same for every design: ``TenantMode.pool``), counted by the pool.
+  Hazard: a backend reports its counts when it goes idle or exits, so the worker's connections are
+  closed first and the counter is read until it stops moving
   (:data:`SETTLE_READS`). Autovacuum may add a few.
 """
 
@@ -103,6 +105,8 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
             psycopg.connect(make_conninfo(admin_dsn, dbname="postgres"), autocommit=True) as counter:
         before = _settled(counter, db)
         run.run_worker(ctx)
+        # each borrow's check is one transaction of the pool's (an empty statement), not the design's
+        checks = ctx.pool.get_stats().get("requests_num", 0) if ctx.pool is not None else 0
         ctx.close()  # Hazard (SETTLE_READS): the counter moves once the worker's sessions are closed
         after = _settled(counter, db)
         logged = records(ctx)
@@ -111,7 +115,7 @@ def design_cost(runner, admin_dsn: str, worker_dsn: str, design_name: str, *, jo
     done = len(ends)
     return {"jobs": done, "latency_ms": (max(ends) - min(starts)) / max(1, done) * 1000,
             "execution_ms": statistics.median(e - s for s, e in zip(starts, ends, strict=False)) * 1000,
-            "transactions": (after - before) / max(1, done)}
+            "transactions": (after - before - checks) / max(1, done)}
 
 
 def bare_loop(dsn: str, jobs: int, lease: float, **connect) -> float:
@@ -138,7 +142,8 @@ def per_job_ratio(runner, database, sched: Schedule, out, pairs: int = 5) -> Non
     from the reaped children's rusage) against the bare loop's -- which the scheduler's placement of
     client and backend on 2 vCPUs does not move by +-20% as it does the wall clock."""
     jobs = len(sched.jobs)
-    ratios, cpu = [], []
+    ratios = []
+    cpu = []
     for _ in range(pairs):  # alternate, and take the median: this machine is noisy
         c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         h = runner.run(sched)

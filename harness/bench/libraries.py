@@ -24,7 +24,9 @@ from ..engine.search import search
 
 BASELINE = "lease-heartbeat"
 FAULT_CLASSES = ("raise", "crash", "overrun", "pause")  # one fault of each class the hosted tests cover
-JOBS, WORKERS, REPEATS = 20, 2, 3
+JOBS = 20
+WORKERS = 2
+REPEATS = 3
 
 
 def installed(out) -> list[DesignHandle]:
@@ -63,7 +65,8 @@ def figures(runner, libraries: list[DesignHandle], out, *, examples: int, quick:
         for _ in range(1 if quick else REPEATS):
             for n in costs:
                 costs[n].append(per_job(runner, n, scale))
-        base, own = statistics.median(costs[BASELINE]), statistics.median(costs[d.spec])
+        base = statistics.median(costs[BASELINE])
+        own = statistics.median(costs[d.spec])
         print(f"  {d.name} at time scale {scale:g}: {own * 1000:.2f} ms per fault-free job, {BASELINE} "
               f"{base * 1000:.2f} ms ({own / base:.2f}x; {JOBS} jobs, {WORKERS} workers, median of "
               f"{len(costs[BASELINE])})", file=out, flush=True)

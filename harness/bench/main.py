@@ -53,7 +53,8 @@ def proxy_overhead(runner, database, jobs: int, lease: float, out) -> None:
 
     target = conninfo.conninfo_to_dict(database.worker_dsn)
     # a parsed DSN's values are text (conninfo_to_dict types them as it takes them: str | int | None)
-    host, port = str(target.get("host", "127.0.0.1")), int(str(target.get("port", 5432)))
+    host = str(target.get("host", "127.0.0.1"))
+    port = int(str(target.get("port", 5432)))
     proxies = Proxies(host, port, 1)
     via = conninfo.make_conninfo(database.worker_dsn, host="127.0.0.1", port=str(proxies.ports[1]))
     unprepared = {"prepare_threshold": None} if database.pooler else {}
@@ -93,7 +94,7 @@ def pooler_overhead(runner, database, jobs: int, lease: float, out) -> None:
 
 
 def add_parser(sub, parents) -> None:
-    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli.main`)."""
+    """``run.py bench``: the subcommand's arguments (see :mod:`harness.cli.parser`)."""
     p = sub.add_parser("bench", parents=parents, help="print the figures the issues ask for",
                        description="Benchmarks: printed, never asserted.")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, no search cases")
@@ -193,7 +194,8 @@ def _parallel_figures(database, out, scale: float, *, quick: bool) -> None:
     handle = load_design(design)  # built once; each slot inherits it
     print(f"\nparallel examples: the small-scope pass of {design} under {faults} (time scale {scale:g})",
           file=out)
-    baseline, base_rate = None, None
+    baseline = None
+    base_rate = None
     for n in (1, 2) if quick else (1, 2, 4, 8):
         with Slots(database, n, [handle]) as slots, Runner(database, [handle]) as runner:
             t0 = time.perf_counter()

@@ -45,7 +45,8 @@ def run_group(scale: float, names: list[str], out_dir: Path, *, examples: int, s
     this directory already holds complete (``group.json`` names the same designs and faults) is read,
     not run again: an interrupted matrix resumes where it stopped."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    target, done = out_dir / "matrix.json", out_dir / "group.json"
+    target = out_dir / "matrix.json"
+    done = out_dir / "group.json"
     wanted = {"designs": [*BASELINES, *names], "faults": faults, "examples": examples, "seed": seed}
     if done.exists() and target.exists():
         saved = json.loads(done.read_text())
@@ -104,7 +105,8 @@ def figures(libs, out, *, root: Path, examples: int, seed: int = 1, budget: floa
     if not libs:
         raise UsageError("no hosted library imports here: nothing to compare (pip install -e '.[libraries]')")
     plan = groups(libs)
-    results, times = {}, {}
+    results = {}
+    times = {}
     for scale, names in plan.items():
         print(f"  compare at time scale {scale:g}: {', '.join([*BASELINES, *names])} ...", file=out,
               flush=True)

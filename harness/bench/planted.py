@@ -223,8 +223,6 @@ class WorkInTransaction(LeaseHeartbeat):
         ex.finished()
 
 
-
-
 class SweepWritesBackStale(LeaseHeartbeat):
     """Its claim takes queued jobs only; when idle, a sweep puts back every job whose lease expired --
     queued while attempts remain, dead at the last -- but it reads the expired rows, decides in Python, and

@@ -40,7 +40,8 @@ def phases(steps: dict[str, float], records: list[dict], end: float) -> dict[str
         return min(ts) if ts else None
 
     finished = [r["t"] for r in records if r.get("event") == LogEvent.FINISHED]
-    start, connect = first(LogEvent.WORKER_START), first(LogEvent.CONNECT)
+    start = first(LogEvent.WORKER_START)
+    connect = first(LogEvent.CONNECT)
     connected = max(start, connect) if start is not None and connect is not None else None
     points = [steps.get("begin"), steps.get("prepared"), steps.get("admin"), start,
               connected, first(LogEvent.STARTED), max(finished) if finished else None,

@@ -84,11 +84,11 @@ def plan(spec: str, design, options: dict[str, str], scale: float) -> list[tuple
         point = fault.point if fault.point is not None and fault.point in points else points[0]
         events: tuple[Event, ...]
         if fault.kind == "job":
-            jobs, events = ((JobSpec(1, tenant=1, fault=name, point=point, strikes=1),
-                             JobSpec(2, tenant=None)), ())
+            jobs = (JobSpec(1, tenant=1, fault=name, point=point, strikes=1), JobSpec(2, tenant=None))
+            events = ()
         else:
-            jobs, events = ((JobSpec(1, tenant=1), JobSpec(2, tenant=None)),
-                            (Event(fault=name, job=1, point=point),))
+            jobs = (JobSpec(1, tenant=1), JobSpec(2, tenant=None))
+            events = (Event(fault=name, job=1, point=point),)
         out.append((f"{name} at {point} on job 1; 2 jobs, 2 workers", make(jobs, 2, events)))
     return out
 
@@ -123,7 +123,8 @@ def checks(schedule: Schedule, history) -> list[tuple[bool, str, str]]:
     fault_free = not schedule.faults()
     out = []
 
-    missing, strange = [i for i in ids if i not in rows], [i for i in rows if i not in ids]
+    missing = [i for i in ids if i not in rows]
+    strange = [i for i in rows if i not in ids]
     unmapped = {i: s for i, s in status.items() if s not in STATES}
     if missing:
         problems.append(f"no row for job {_ids(missing)}")
@@ -175,12 +176,14 @@ def _struck(schedule: Schedule, history, job: int) -> tuple[bool, str, str]:
     point: str | None
     if schedule.events:
         e = schedule.events[0]
-        name, point = e.fault, e.point
+        name = e.fault
+        point = e.point
         hit = [x for x in history.injected
                if (x.get("fault"), x.get("job"), x.get("point")) == (name, job, point)]
         where = "the supervisor's injected list"
     else:
-        name, point = schedule.jobs[0].fault, schedule.jobs[0].point
+        name = schedule.jobs[0].fault
+        point = schedule.jobs[0].point
         hit = [r for r in history.records if r.get("event") == LogEvent.FAULT
                and (r.get("fault"), r.get("job"), r.get("point")) == (name, job, point)]
         where = "the execution log"

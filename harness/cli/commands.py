@@ -1,4 +1,4 @@
-"""What ``search``, ``replay`` and ``compare`` do, given parsed arguments (see :mod:`harness.cli.main`).
+"""What ``search``, ``replay`` and ``compare`` do, given parsed arguments (see :mod:`harness.cli.parser`).
 
 Every check of the user's input happens before anything is started. Each command builds one
 :class:`~harness.report.result.Report` (as the pytest plugin does), prints it, writes the files asked
@@ -107,7 +107,8 @@ def replay(args, progress) -> int:
         server = dataclasses.replace(server, replica=schedule.replica)
     changes = {}
     if args.design:
-        changes["design"], changes["design_options"] = args.design, {}
+        changes["design"] = args.design
+        changes["design_options"] = {}
     if args.design_option:
         changes["design_options"] = parse_options(args.design_option)
     if args.tenant_mode:

@@ -47,7 +47,9 @@ def not_lost() -> Iterator[None]:
     main thread (``signal.pthread_kill`` from a short timer thread: never from inside the hook, where
     its handler would run at once and be lost again; a real signal, so a blocking call returns), and
     its handler raises it in ordinary code; one lost again is sent again."""
-    pid, previous, timers = os.getpid(), sys.unraisablehook, []
+    pid = os.getpid()
+    previous = sys.unraisablehook
+    timers = []
     main_thread = threading.main_thread().ident
 
     def unraisable(args) -> None:

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import PROPERTIES, VIOLATED, aggregate, check, violated_names
 from ...workers.design import DesignHandle
 from .outcome import Run, SearchOutcome
-from .search import search
+from .search import RunOne, search
 
 
 @dataclass
@@ -38,7 +37,7 @@ class Comparison:
     schedules: list[Deciding] = field(default_factory=list)
 
 
-def compare(run: Callable[[Schedule], History], *, designs: list[DesignHandle], faults, tenant_mode: str,
+def compare(run: RunOne, *, designs: list[DesignHandle], faults, tenant_mode: str,
             examples: int, seed: int | None, time_scale: float, workers: int | None = None,
             budget: float | None = None, progress: Callable[[str], None] = lambda s: None,
             **search_options) -> Comparison:
@@ -69,7 +68,8 @@ def compare(run: Callable[[Schedule], History], *, designs: list[DesignHandle], 
         todo = [(i, x.schedule.replace(design=d, design_options=dict(handle.options)))
                 for i, x in enumerate(c.schedules) if x.schedule.design != d]
         progress(f"compare: {len(todo)} counterexamples of other designs on {d}")
-        histories = run_many([s for _, s in todo]) if run_many and todo else [run(s) for _, s in todo]
+        histories = (run_many([s for _, s in todo]) if run_many and todo
+                     else [run(s, design=handle) for _, s in todo])
         for (i, _), history in zip(todo, histories, strict=True):
             runs.append((_Replayed(check(history)), i))
         c.results[d] = aggregate([r.results for r, _ in runs])

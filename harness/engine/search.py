@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import Phase as HypothesisPhase
@@ -36,7 +37,7 @@ from ..progress import step
 from . import shrink, smallscope
 from .outcome import ExitReason, Phase, Run, SearchOutcome
 
-__all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_schedules", "search"]
+__all__ = ["ExitReason", "Phase", "Run", "RunOne", "Search", "SearchOutcome", "sample_schedules", "search"]
 
 # ONE shrink budget per search: new runs spent shrinking, Hypothesis's and every property's together;
 # then candidates are not run (treated as passing). Hypothesis's shrinking may spend 40 of it, as before
@@ -44,6 +45,13 @@ __all__ = ["ExitReason", "Phase", "Run", "Search", "SearchOutcome", "sample_sche
 SHRINK_RUNS = 60
 HYPOTHESIS_SHRINK = 40
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pg-job-chaos"
+
+
+class RunOne(Protocol):
+    """What runs one schedule of a search (``Runner.run``): given the design's handle the search was
+    given, never left to find it again by the schedule's design name."""
+
+    def __call__(self, schedule: Schedule, *, design: DesignHandle) -> History: ...
 
 
 class Violation(AssertionError):
@@ -58,21 +66,32 @@ class Search:
     """One search of one design (see :func:`search` for the arguments). :meth:`run` goes through the
     phases once and returns the :class:`SearchOutcome`. *design* is the handle the caller built
     (:func:`workers.load_design`): its spec and options go into every schedule, its points are where
-    faults may strike."""
+    faults may strike, and every run of this process is given it (*run_many*'s slots, in their own
+    processes, find theirs by the schedule's spec and options: the caller gave them the same handle)."""
 
-    def __init__(self, run: Callable[[Schedule], History], *, faults, design: DesignHandle, tenant_mode: str,
+    def __init__(self, run: RunOne, *, faults, design: DesignHandle, tenant_mode: str,
                  examples: int, seed: int | None, time_scale: float, workers: int | None = None,
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
                  gate: tuple[str, ...] | None = None, workload: str | None = None):
         self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
-        self._run, self._run_many, self.progress = run, run_many, progress
+        self._run = run
+        self._run_many = run_many
+        self.progress = progress
         # the properties whose violation fails a run (--fail-on/--allow): what is shrunk and kept
         self.gate = tuple(gate) if gate is not None else tuple(PROPERTIES)
-        self.faults, self.design, self.tenant_mode = faults, design.spec, tenant_mode
-        self.examples, self.seed, self.time_scale, self.workers = examples, seed, time_scale, workers
-        self.small_scope, self.budget, self.database = small_scope, budget, database
+        self.faults = faults
+        self.design = design.spec
+        self.handle = design  # what each run is given (the schedules carry its spec and options)
+        self.tenant_mode = tenant_mode
+        self.examples = examples
+        self.seed = seed
+        self.time_scale = time_scale
+        self.workers = workers
+        self.small_scope = small_scope
+        self.budget = budget
+        self.database = database
         self.index, self.shards = shard or (0, 1)
         self.width = parallel if run_many is not None and parallel > 1 else 1
         self.design_options = dict(design.options)
@@ -117,7 +136,7 @@ class Search:
         key = schedule.to_json()
         if key not in self._cache:
             t = time.monotonic()
-            self._record(schedule, self._run(schedule), time.monotonic() - t, label)
+            self._record(schedule, self._run(schedule, design=self.handle), time.monotonic() - t, label)
         return self._cache[key]
 
     def _execute_all(self, batch: list[tuple[str, Schedule]]) -> int:
@@ -211,7 +230,8 @@ class Search:
             if self._last_failing is None:
                 self._generated += 1
             if r.failing(self.gate):
-                self._last_failing, self.phase = r, Phase.SHRINK
+                self._last_failing = r
+                self.phase = Phase.SHRINK
                 raise Violation(", ".join(r.failing(self.gate)))
 
         if self.seed is not None:
@@ -245,7 +265,7 @@ class Search:
     def _replay(self, ce: Run) -> None:
         self.phase = Phase.REPLAY
         self.progress("replaying the counterexample once more")
-        history = self._run(ce.schedule)
+        history = self._run(ce.schedule, design=self.handle)
         self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
         self.out.runs.append(self.out.replayed)
         if not set(ce.failing(self.gate)) & set(self.out.replayed.failing(self.gate)):
@@ -257,8 +277,9 @@ class Search:
         return ExitReason.BUDGET if self.out.budget_spent else ExitReason.EXAMPLES
 
 
-def search(run: Callable[[Schedule], History], **kwargs) -> SearchOutcome:
-    """Search for a schedule that violates a property. *run* executes one schedule.
+def search(run: RunOne, **kwargs) -> SearchOutcome:
+    """Search for a schedule that violates a property. *run* executes one schedule with the design's
+    handle (:class:`RunOne`: ``Runner.run``).
 
     First the small-scope pass (:mod:`harness.engine.smallscope`, outside the example budget), then
     *examples* random schedules from Hypothesis, shrinking the first violation it finds (with a
@@ -289,7 +310,8 @@ def sample_schedules(*, faults, design: str, tenant_mode: str, count: int, seed:
         drawn.append(schedule)
 
     hypothesis_seed(seed if seed is not None else 0)(draw)()
-    seen, unique = set(), []
+    seen = set()
+    unique = []
     for s in drawn:
         if s.to_json() not in seen:
             seen.add(s.to_json())

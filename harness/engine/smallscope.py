@@ -117,7 +117,8 @@ def schedules(*, faults, design: str, tenant_mode: str, time_scale: float, worke
     out = []
     for label, fault, point, variant in _cases(faults, points):
         for shape, n, w in _shapes(workers):
-            jobs, events = [], []
+            jobs = []
+            events = []
             for i in range(1, n + 1):
                 job_fault = fault if (i == 1 and fault and kinds[fault] == "job") else None
                 tenant = 1 if i == 1 else None  # the later jobs system jobs: see the module docstring
@@ -212,7 +213,8 @@ def last_attempt_schedules(statements, *, faults, design: str, tenant_mode: str,
     spenders = [f for f in faults if f.kind == "job" and f.name in SPENDING]
     if k < 1 or not spenders:
         return []
-    mid, lease = JOB_POINTS.index("mid-work"), Timing().lease
+    mid = JOB_POINTS.index("mid-work")
+    lease = Timing().lease
     out = []
     for spend in spenders:
         job = JobSpec(id=1, tenant=1, fault=spend.name, strikes=k)

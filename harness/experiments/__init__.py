@@ -14,11 +14,15 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...core.errors import UsageError
 from .. import scales
 from ..progress import step
 from .common import Context, print_to_stderr, table
+
+if TYPE_CHECKING:
+    from ..postgres import Database
 
 NAMES: tuple[str, ...] = ("leak", "reset-cost", "poison", "crash", "overrun", "vacuum", "horizon",
                           "rls-queue", "failover", "noisy-neighbour")
@@ -41,8 +45,9 @@ DIRECT = ("vacuum", "horizon", "rls-queue")  # measure the server itself: never 
 __all__ = ["NAMES", "add_parser", "command", "render", "run_experiment"]
 
 
-def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None, plot_dir: Path | None = None,
-                   progress=print_to_stderr, time_scale: float | None = None) -> dict:
+def run_experiment(name: str, database: Database, *, quick: bool, jobs: int | None = None,
+                   plot_dir: Path | None = None, progress=print_to_stderr,
+                   time_scale: float | None = None) -> dict:
     """Run one experiment against a provisioned database; a JSON-serialisable result."""
     if name not in _RUNNERS:
         raise UsageError(f"unknown experiment {name!r}; experiments: {', '.join(NAMES)}, all")
@@ -54,9 +59,9 @@ def run_experiment(name: str, database, *, quick: bool, jobs: int | None = None,
     result = fn(ctx)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     result["quick"] = quick
-    result["server_version"] = getattr(database, "server_version", None)
-    result["server"] = getattr(database, "server", None)
-    if getattr(database, "pooler", None) and name in DIRECT:
+    result["server_version"] = database.server_version
+    result["server"] = database.server
+    if database.pooler and name in DIRECT:
         result["note"] = ((result.get("note") or "") + f" (measured straight to the server, not through "
                           f"{database.pooler}: it measures PostgreSQL itself)").strip()
     return result
@@ -81,7 +86,7 @@ def render(result: dict) -> str:
 
 
 def add_parser(sub, parents) -> None:
-    """``run.py experiment NAME``: the subcommand's arguments (see :mod:`harness.cli.main`)."""
+    """``run.py experiment NAME``: the subcommand's arguments (see :mod:`harness.cli.parser`)."""
     p = sub.add_parser("experiment", parents=parents, help="reproduce one of the article's measurements",
                        description="Reproduce one of the article's measurements (or all).")
     p.add_argument("name", metavar="NAME", choices=(*NAMES, "all"), help=f"one of: {', '.join(NAMES)}, all")

@@ -35,7 +35,7 @@ def _one(h) -> dict:
     execs: dict[int, int] = {}
     for e in h.executions():
         execs[e.job] = execs.get(e.job, 0) + 1
-    stops = sorted(i["t"] for i in h.injected if i.get("fault") == "primary-stopped" and "t" in i)
+    stops = h.promotions()
     starts = sorted(e.start for e in h.executions())
     recover = next((s - stops[0] for s in starts if stops and s > stops[0]), None)
     return {"lost": lost, "twice": sum(n > 1 for n in execs.values()),
@@ -45,7 +45,8 @@ def _one(h) -> dict:
 
 def failover(ctx: Context) -> dict:
     repeats = ctx.pick(3, 1)
-    rows, resets = [], []
+    rows = []
+    resets = []
     for mode in ("async", "sync"):
         with provision(ServerSpec(replica=mode)) as db, Runner(db) as runner:
             for _, fault, variant, label in (s for s in SCENARIOS if s[0] == mode):
@@ -65,8 +66,10 @@ def failover(ctx: Context) -> dict:
                                  "stuck": sum(r["stuck"] for r in runs),
                                  "recover_s": round(statistics.median(waits), 3) if waits else None,
                                  "article": ARTICLE})
-            db.replica.settle()  # the last run's reset, measured like the others
-            resets += db.replica.resets
+            pair = db.replica
+            assert pair is not None  # provisioned with a replica
+            pair.settle()  # the last run's reset, measured like the others
+            resets += pair.resets
     result = {"experiment": "failover", "rows": rows, "article": ARTICLE,
               "reset_after_promotion_median_s": round(statistics.median(resets), 3) if resets else None,
               "resets": len(resets),

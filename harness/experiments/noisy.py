@@ -85,12 +85,14 @@ def _ms(seconds: float | None) -> float | None:
 
 def noisy_neighbour(ctx: Context) -> dict:
     flood = ctx.jobs or ctx.pick(10_000, 200)
-    small, per_small = ctx.pick(10, 4), ctx.pick(20, 5)
+    small = ctx.pick(10, 4)
+    per_small = ctx.pick(20, 5)
     jobs = schedule_jobs(flood, small, per_small)
     tenant_of = {j.id: j.tenant for j in jobs}
     # the run must never end by its deadline: far beyond what the flood needs at one job per worker
     timing = Timing(deadline=max(60.0, len(jobs) * 0.05))
-    rows, series = [], {}
+    rows = []
+    series = {}
     with Runner(ctx.database) as runner:
         for design in DESIGNS:
             options = {"cap": str(CAP)} if design == "lease-tenant-cap" else {}

@@ -33,7 +33,9 @@ def _look(ctx: Context, tenant: int | None) -> dict:
             row = conn.execute(LEASE.claim, {"lease": 1.0}).fetchone()
             error = None
         except psycopg.Error as exc:
-            visible, row, error = None, None, str(exc).strip().splitlines()[0]
+            visible = None
+            row = None
+            error = str(exc).strip().splitlines()[0]
         finally:
             conn.rollback()
     return {"jobs_visible": f"{visible} of {N_JOBS}" if visible is not None else None,

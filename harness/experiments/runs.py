@@ -11,7 +11,8 @@ from ...workers.builtin.lease import Q as LEASE
 from ..runner import Runner
 from .common import Context
 
-POISON, HEALTHY = 1, 2
+POISON = 1
+HEALTHY = 2
 
 
 def _job(history, job_id: int) -> dict:
@@ -39,7 +40,8 @@ def poison(ctx: Context) -> dict:
             ctx.progress(f"poison: {design}")
             h = runner.run(schedule)
             dequeues = len(h.executions())
-            bad, good = _job(h, POISON), _job(h, HEALTHY)
+            bad = _job(h, POISON)
+            good = _job(h, HEALTHY)
             rows.append({"design": design, "picked": f"{len(_executions(h, POISON))} of {dequeues}",
                          "attempts_counted": bad["attempts"], "job_runs_rows": _runs(h, POISON),
                          "poison_state": bad["status"], "healthy_job": good["status"],
@@ -63,7 +65,8 @@ def crash(ctx: Context) -> dict:
                                 restarts=restarts, time_scale=ctx.scale)
             ctx.progress(f"crash: {design} (restart budget {restarts})")
             h = runner.run(schedule)
-            bad, good = _job(h, POISON), _job(h, HEALTHY)
+            bad = _job(h, POISON)
+            good = _job(h, HEALTHY)
             row = {"design": design, "workers_killed": sum(1 for x in h.exits if x.outcome == "exit 1"),
                    "executions": len(_executions(h, POISON)), "attempts": bad["attempts"],
                    "final_state": bad["status"], "lease_expired": bad["lease_expired"],

@@ -1,7 +1,7 @@
 """Experiments 1 and 2: tenant context on a pooled connection (leak) and what resetting costs.
 
 Both use the tenant modes exactly as a worker does (``workers.tenant.modes.MODES[..].pool(...)``) and
-the job body's own statements (``workers/body/execution.sql``).
+the job body's own statements (``workers/body/body.sql``).
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ class _Count(logging.Handler):
 @contextlib.contextmanager
 def _pool_warnings():
     logger = logging.getLogger("psycopg.pool")
-    counter, propagate = _Count(), logger.propagate
+    counter = _Count()
+    propagate = logger.propagate
     logger.addHandler(counter)
     logger.propagate = False
     try:
@@ -137,7 +138,9 @@ def _reset_jobs(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
     pool = mode.pool(ctx.database.worker_dsn, size=1, name=f"exp-reset-{mode_name}",
                      application_name="pg-job-chaos/exp-reset")
     times: list[float] = []
-    errors, first_error, failed_at = 0, None, None
+    errors = 0
+    first_error = None
+    failed_at = None
     try:
         for i in range(1, jobs + 1):
             tenant = (i - 1) % 100 + 1
@@ -149,7 +152,8 @@ def _reset_jobs(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
             except psycopg.Error as exc:
                 errors += 1
                 if failed_at is None:
-                    failed_at, first_error = i, str(exc).strip().splitlines()[0]
+                    failed_at = i
+                    first_error = str(exc).strip().splitlines()[0]
                 continue
             if i > skip:
                 times.append(time.perf_counter() - t0)
@@ -163,8 +167,10 @@ def _reset_jobs(ctx: Context, mode_name: str, jobs: int, skip: int) -> dict:
 
 
 def reset_cost(ctx: Context) -> dict:
-    jobs, skip = ctx.pick(2000, 300), ctx.pick(200, 30)
-    slow_jobs, slow_skip = ctx.pick(300, 60), ctx.pick(200, 20)
+    jobs = ctx.pick(2000, 300)
+    skip = ctx.pick(200, 30)
+    slow_jobs = ctx.pick(300, 60)
+    slow_skip = ctx.pick(200, 20)
     series: dict[str, list[dict]] = {v: [] for v in RESET_VARIANTS}
     for run in (1, 2):
         for variant in RESET_VARIANTS:

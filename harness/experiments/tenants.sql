@@ -1,4 +1,4 @@
--- The tenant experiments (harness/experiments/tenants.py). The job itself uses workers/body/execution.sql
+-- The tenant experiments (harness/experiments/tenants.py). The job itself uses workers/body/body.sql
 -- (set_tenant, read_invoices); these are the borrower's count, the failure and the timed query.
 
 -- name: count_invoices

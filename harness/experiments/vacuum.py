@@ -38,8 +38,11 @@ class LongJob(threading.Thread):
 
     def __init__(self, dsn: str, way: str, seconds: float):
         super().__init__(daemon=True, name=f"exp-vacuum-{way}")
-        self.dsn, self.way, self.seconds = dsn, way, seconds
-        self.ready, self.done = threading.Event(), threading.Event()
+        self.dsn = dsn
+        self.way = way
+        self.seconds = seconds
+        self.ready = threading.Event()
+        self.done = threading.Event()
         self.error: str | None = None
         self.held_s = 0.0
 

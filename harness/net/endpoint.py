@@ -30,7 +30,10 @@ class Endpoint:
             self._proxy = Proxies(HOST, port, 1)
         except RuntimeError as exc:
             raise HarnessError(f"the endpoint that follows the primary: {exc}") from None
-        self.port, self.target, self.janitor, self._key = self._proxy.ports[1], port, janitor, None
+        self.port = self._proxy.ports[1]
+        self.target = port
+        self.janitor = janitor
+        self._key = None
         if janitor is not None:
             pid = self._proxy.proc.pid
             self._key = janitor.register("kill", pid=pid, start=process_start_time(pid))

@@ -55,7 +55,8 @@ class ServerStream:
         if self._held and not armed:  # disarmed meanwhile (another connection of the slot struck)
             out += self._held
             self._held.clear()
-        i, n = 0, len(data)
+        i = 0
+        n = len(data)
         while i < n:
             if self.phase == "opaque":
                 self._release(out)
@@ -96,7 +97,8 @@ class ServerStream:
 
     def _message(self, out: bytearray, armed: bool) -> bool:
         """``_part`` holds a header or a whole message we read; True: strike now."""
-        kind, length = self._part[0], int.from_bytes(self._part[1:5], "big")
+        kind = self._part[0]
+        length = int.from_bytes(self._part[1:5], "big")
         if len(self._part) == 5:
             if length < 4 or (kind in READ and length > MAX_READ):
                 self.phase = "opaque"  # not the protocol we read: forward the rest untouched

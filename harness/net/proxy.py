@@ -41,7 +41,8 @@ ANY = None  # a lose-commit-reply that strikes the slot's next commit, whichever
 
 class _Server:
     def __init__(self, target: tuple[str, int], slots: int):
-        self.target, self.slots = target, slots
+        self.target = target
+        self.slots = slots
         self.latency: dict[int, float] = defaultdict(float)
         self.open: dict[int, set[asyncio.StreamWriter]] = defaultdict(set)
         self.ports: dict[int, int] = {}
@@ -166,7 +167,8 @@ class Proxies:
                                      # asyncio's shutdown reports the connections it cancels at exit
                                      stderr=subprocess.DEVNULL, start_new_session=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None  # stdin=PIPE, stdout=PIPE
-        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
+        self._stdin = self.proc.stdin
+        self._stdout = self.proc.stdout
         first = self._stdout.readline().split()
         if len(first) != slots:
             self.close()

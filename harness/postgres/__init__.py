@@ -12,11 +12,12 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...core.cleanup import Cleanup
 from ...core.db import one
 from ...core.errors import HarnessError
+from ...core.server import Replicated, Restartable
 from ..janitor import Janitor
 from . import dataset as db
 from . import dsn as dsn_backend
@@ -51,9 +52,12 @@ class Database:
     settings: dict[str, str] = field(default_factory=dict)
     pooler: str | None = None  # "pgbouncer:transaction" when worker_dsn goes through a pooler
     direct_worker_dsn: str = ""  # the worker role straight to the server (== worker_dsn without a pooler)
-    control: Any = None  # the local server (crash(), start_again()): what the restart fault needs
+    # The back end's capabilities (core/server.py), None where it lacks one. control: the local server
+    # (or the replicated pair) the restart fault stops and starts; replica: the replicated back end's
+    # pair (harness.postgres.replica.Pair), settled before each run, which the failover faults drive.
+    control: Restartable | None = None
     spec: ServerSpec | None = None  # what it was provisioned from
-    replica: Any = None  # the replicated back end's Pair (harness.postgres.replica): settled before each run
+    replica: Replicated | None = None
 
     @property
     def major(self) -> int:
@@ -85,23 +89,32 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         spec = ServerSpec(spec, **fields)
     elif fields:
         raise TypeError(f"provision: a ServerSpec and its fields given apart ({', '.join(fields)}): give one")
-    kind, arg, pooler = spec.kind, spec.target, spec.pooler
+    kind = spec.kind
+    arg = spec.target
+    pooler = spec.pooler
     if pooler is not None:
         pgbouncer.find()  # not installed: say so before a server is started
     janitor = Janitor()
     with Cleanup(log) as cleanup:
         cleanup.push("closing the janitor", janitor.close)
         server: LocalServer | DockerServer | Pair | None
+        control: Restartable | None = None  # what the back end can do (core/server.py)
+        pair: Replicated | None = None
         if kind == "local" and spec.replica is not None:
-            from . import replica_start
+            from . import replica
 
-            server = replica_start.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
-                                         janitor=janitor, extra=dict(spec.settings), progress=progress)
+            started = replica.start(spec.replica, pg_bin=spec.pg_bin, pg_version=spec.pg_version,
+                                    janitor=janitor, extra=dict(spec.settings), progress=progress)
+            server = started
+            control = started  # the restart fault's stop and start are a failover's
+            pair = started
         elif kind == "local":
             from . import local
 
-            server = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
-                                 settings=dict(spec.settings), progress=progress)
+            alone = local.start(pg_bin=spec.pg_bin, pg_version=spec.pg_version, janitor=janitor,
+                                settings=dict(spec.settings), progress=progress)
+            server = alone
+            control = alone
         elif kind == "docker":
             from . import docker
 
@@ -111,12 +124,16 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
             server = None
         if server is not None:
             cleanup.push("stopping the server", lambda: server.stop(janitor))
-            base_dsn, where = server.admin_dsn, server.describe()
+            base_dsn = server.admin_dsn
+            where = server.describe()
         else:
             assert arg is not None  # parse_spec: a connection string is its own argument
-            base_dsn, where = arg, f"PostgreSQL at {dsn_backend.where(arg)}"
+            base_dsn = arg
+            where = f"PostgreSQL at {dsn_backend.where(arg)}"
         suffix = secrets.token_hex(4)
-        database, role, password = f"pgjc_{suffix}", f"pgjc_{suffix}_worker", secrets.token_hex(16)
+        database = f"pgjc_{suffix}"
+        role = f"pgjc_{suffix}_worker"
+        password = secrets.token_hex(16)
         # Registered before it exists: dropping what does not exist is harmless, missing it is not.
         drop_key = janitor.register("dropdb", dsn=base_dsn, database=database, role=role)
 
@@ -148,7 +165,7 @@ def provision(spec: ServerSpec | str = "local", *, progress=None, **fields):
         if pooler is not None:
             bouncer = pgbouncer.start(pooler, server_dsn=admin_dsn, worker_dsn=direct, janitor=janitor)
             cleanup.push("stopping PgBouncer", lambda: bouncer.stop(janitor))  # before the drop: LIFO
-            worker_dsn, where = bouncer.dsn(direct), f"{where}; workers through {bouncer.describe()}"
+            worker_dsn = bouncer.dsn(direct)
+            where = f"{where}; workers through {bouncer.describe()}"
         yield Database(admin_dsn, worker_dsn, database, role, where, version, janitor, reported, pooler,
-                       direct, control=server if kind == "local" else None, spec=spec,
-                       replica=server if spec.replica is not None else None)
+                       direct, control=control, spec=spec, replica=pair)

@@ -34,7 +34,8 @@ def client():
     """A Docker client whose engine answered a ping, or :class:`HarnessError`."""
     import docker
 
-    c, reason = None, None
+    c = None
+    reason = None
     try:
         c = docker.from_env(timeout=10)
         c.ping()

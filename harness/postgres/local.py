@@ -28,6 +28,7 @@ import psycopg
 
 from ...core.errors import HarnessError
 from ...core.procs import die_with_parent, process_start_time, stop_server
+from ...core.server import Janitor
 from . import binaries
 
 RUNS_DIR = Path(tempfile.gettempdir()) / "pg-job-chaos"
@@ -119,7 +120,8 @@ def _tie_to_parent(parent: int):
 
 @dataclass
 class LocalServer:
-    """A running local server. Use :func:`start` to make one; :meth:`stop` is idempotent."""
+    """A running local server. Use :func:`start` to make one; :meth:`stop` is idempotent. It is the
+    back end's :class:`core.server.Restartable` capability (:meth:`crash`, :meth:`start_again`)."""
 
     binaries: binaries.Binaries
     run_dir: Path
@@ -139,7 +141,7 @@ class LocalServer:
         return (f"local PostgreSQL {self.binaries.version} on 127.0.0.1:{self.port}{who} "
                 f"({self.binaries.source})")
 
-    def crash(self, janitor=None) -> None:
+    def crash(self, janitor: Janitor | None = None) -> None:
         """Stop in immediate mode (SIGQUIT), as a crash does: every session cut, no checkpoint; the
         next start replays the WAL. The data directory stays."""
         if self.proc.poll() is None:
@@ -151,7 +153,7 @@ class LocalServer:
         if janitor is not None and self.janitor_keys:
             janitor.forget(self.janitor_keys[0])
 
-    def start_again(self, janitor=None) -> None:
+    def start_again(self, janitor: Janitor | None = None) -> None:
         """Start the same data directory on the same port, as before; :class:`HarnessError` when it
         does not accept connections again (crash recovery included) within :data:`READY_TIMEOUT`."""
         log = self.run_dir / "postgres.log"
@@ -210,7 +212,8 @@ def chown(path: Path, user: str | None) -> None:
 
 
 def _init_and_start(bins, run_dir: Path, user, janitor, keys, extra: dict[str, str]) -> LocalServer:
-    data, sock = run_dir / "data", run_dir / "sock"
+    data = run_dir / "data"
+    sock = run_dir / "sock"
     for d in (data, sock):
         d.mkdir(mode=0o700)
         chown(d, user)

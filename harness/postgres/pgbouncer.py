@@ -147,7 +147,8 @@ def start(spec: str, *, server_dsn: str, worker_dsn: str, janitor=None) -> Bounc
     role. Raises :class:`HarnessError` when it is not installed or does not start."""
     mode, size = _mode_and_size(spec)
     binary = find()
-    server, worker = conninfo.conninfo_to_dict(server_dsn), conninfo.conninfo_to_dict(worker_dsn)
+    server = conninfo.conninfo_to_dict(server_dsn)
+    worker = conninfo.conninfo_to_dict(worker_dsn)
     user = local.run_as_user()
     local.RUNS_DIR.mkdir(parents=True, exist_ok=True)
     os.chmod(local.RUNS_DIR, 0o1777)

@@ -8,23 +8,27 @@ connection finds the new primary. Both nodes run on durable settings (``fsync``,
 on; ``synchronous_commit`` on, ``remote_apply`` for ``sync``) with ``wal_log_hints`` and
 ``wal_keep_size`` so that the old primary can be rewound.
 
-:mod:`harness.postgres.replica_start` starts it. The failover fault (``faults/failover.py``)
-drives the pair through the supervisor's server interface (:meth:`crash` stops the primary,
-:meth:`start_again` promotes the standby, as the restart fault's stop and start) and :meth:`action`
-(cut the standby's WAL receiver, arm a switchover, cancel commits waiting for the standby). Before
-each run the runner calls :meth:`settle`: the old primary is rewound with ``pg_rewind`` and started
+:func:`start` starts it: the primary as the local server starts one, with the pair's settings also
+kept in its data directory; a standby base-backed up from it into the run directory's ``standby/``,
+started on a free port and streaming; then the pair settled. The pair is the back end's
+:class:`core.server.Replicated` capability: the failover fault (``faults/failover.py``) drives it
+through the supervisor (:meth:`Pair.crash` stops the primary, :meth:`Pair.start_again` promotes the
+standby, as the restart fault's stop and start; :meth:`Pair.cut_standby`,
+:meth:`Pair.arm_switchover`, :meth:`Pair.cancel_commit_waits`, :meth:`Pair.last_promotion`). Before
+each run the runner calls :meth:`Pair.settle`: the old primary is rewound with ``pg_rewind`` and started
 as the new standby (never rebuilt), a cut receiver reconnected, and the run starts only once the
 standby has replayed everything the primary has (lag is only what a fault makes).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -32,6 +36,8 @@ from psycopg import sql
 from ...core import sqlfile
 from ...core.errors import HarnessError
 from ...core.procs import killpg
+from ...core.server import Cut, Janitor, Promotion
+from ..net.endpoint import Endpoint
 from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
@@ -58,12 +64,13 @@ def _one(node: LocalServer, query, params=None):
 
 @dataclass
 class Pair:
-    """A running pair. ``nodes[0]`` is the primary, ``nodes[1]`` the standby (None while a failover's
-    old primary waits in :attr:`down` for :meth:`settle`). :meth:`stop` is idempotent."""
+    """A running pair: the back end's :class:`core.server.Replicated` capability. ``nodes[0]`` is the
+    primary, ``nodes[1]`` the standby (None while a failover's old primary waits in :attr:`down` for
+    :meth:`settle`). :meth:`stop` is idempotent."""
 
     mode: str
     nodes: list[LocalServer | None]
-    janitor: Any = None  # harness.janitor.Janitor
+    janitor: Janitor | None = None
     down: LocalServer | None = None  # the primary a failover stopped, to be rewound
     cut: bool = False  # the standby's WAL receiver is cut
     switchover: bool = False  # the next crash() is a clean (fast) stop: the standby gets everything
@@ -75,7 +82,7 @@ class Pair:
     rewinding: subprocess.Popen | None = None
     checkpointed: bool = False  # settle() made a checkpoint since the data was loaded
     # the endpoint that follows the primary (harness.net.endpoint), for clients that take one host
-    endpoint: Any = None
+    endpoint: Endpoint | None = None
     _rewind_key: str | None = None
 
     @property
@@ -91,7 +98,8 @@ class Pair:
     @property
     def admin_dsn(self) -> str:
         """Both nodes, the read-write one wins: what every client of the harness's connects with."""
-        a, b = self.primary, self.standby or self.down
+        a = self.primary
+        b = self.standby or self.down
         ports = f"{a.port},{b.port}" if b is not None else str(a.port)
         hosts = ",".join(["127.0.0.1"] * len(ports.split(",")))
         return (f"host={hosts} port={ports} user={ADMIN} password={a.password} dbname=postgres "
@@ -115,42 +123,49 @@ class Pair:
             conn.execute(sql.SQL(template).format(**{k: sql.Literal(v) for k, v in values.items()}))
             conn.execute(Q.reload)
 
-    # --- the failover fault's side (the supervisor's Strikes calls these) --------------------------
-    def action(self, name: str) -> dict:
-        """``cut``: the standby stops receiving WAL (returns once its receiver is gone); ``switchover``:
-        the next :meth:`crash` is a clean stop, so the standby receives everything first;
-        ``cancel-waits``: cancel every commit waiting for the standby (their pids). Returns what it did;
-        ``{"standby": False}`` when there is no standby to fail over to (a second failover in a run)."""
+    # --- the failover fault's side (core.server.Replicated; the supervisor's Strikes calls these) ------
+    def cut_standby(self) -> Cut | None:
+        """The standby stops receiving WAL (returns once its receiver is gone); it keeps what it has.
+        None when there is no standby to fail over to (a second failover in a run)."""
         s = self.standby
-        if name == "last-promotion":
-            return {"standby": s is not None, "seconds": self.promotions[-1] if self.promotions else None}
         if s is None:
-            return {"standby": False}
-        if name == "cut":
-            lsn = _one(self.primary, Q.current_lsn)[0]
-            self._set(s, Q.set_conninfo, conninfo="")
-            deadline = time.monotonic() + CATCH_UP_TIMEOUT
-            while _one(s, Q.receivers)[0]:
-                if time.monotonic() > deadline:
-                    raise HarnessError("the standby's WAL receiver did not stop after its conninfo was cut")
-                time.sleep(0.01)
-            self.cut = True
-            return {"standby": True, "primary_lsn": lsn}
-        if name == "switchover":
-            self.switchover = True
-            return {"standby": True}
-        if name == "cancel-waits":
-            try:
-                with psycopg.connect(self.primary.admin_dsn, autocommit=True, connect_timeout=1) as conn:
-                    pids = [r[0] for r in conn.execute(Q.cancel_sync_waits)]
-            except psycopg.Error:  # the primary already stopped: nothing waits any more
-                pids = []
-            return {"standby": True, "cancelled": pids}
-        raise HarnessError(f"unknown replica action {name!r}")
+            return None
+        lsn = _one(self.primary, Q.current_lsn)[0]
+        self._set(s, Q.set_conninfo, conninfo="")
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT
+        while _one(s, Q.receivers)[0]:
+            if time.monotonic() > deadline:
+                raise HarnessError("the standby's WAL receiver did not stop after its conninfo was cut")
+            time.sleep(0.01)
+        self.cut = True
+        return Cut(primary_lsn=str(lsn))
 
-    def crash(self, janitor=None) -> None:
+    def arm_switchover(self) -> bool:
+        """The next :meth:`crash` is a clean stop, so the standby receives everything first. False when
+        there is no standby."""
+        if self.standby is None:
+            return False
+        self.switchover = True
+        return True
+
+    def cancel_commit_waits(self) -> tuple[int, ...]:
+        """Cancel every commit waiting for the standby; their backends. Empty when there is no standby,
+        or the primary already stopped (nothing waits any more)."""
+        if self.standby is None:
+            return ()
+        try:
+            with psycopg.connect(self.primary.admin_dsn, autocommit=True, connect_timeout=1) as conn:
+                return tuple(r[0] for r in conn.execute(Q.cancel_sync_waits))
+        except psycopg.Error:  # the primary already stopped: nothing waits any more
+            return ()
+
+    def last_promotion(self) -> Promotion | None:
+        """The newest promotion (:attr:`promotions`); None before the first."""
+        return Promotion(seconds=self.promotions[-1]) if self.promotions else None
+
+    def crash(self, janitor: Janitor | None = None) -> None:
         """Stop the primary: immediate (a crash: what the standby has not received is lost), or fast
-        after a ``switchover`` action (PostgreSQL sends the standby all WAL before it exits)."""
+        after :meth:`arm_switchover` (PostgreSQL sends the standby all WAL before it exits)."""
         if self.standby is None:
             return
         old = self.primary
@@ -162,9 +177,10 @@ class Pair:
                 janitor.forget(old.janitor_keys[0])
         else:
             old.crash(janitor)
-        self.down, self.nodes = old, [None, self.standby]
+        self.down = old
+        self.nodes = [None, self.standby]
 
-    def start_again(self, janitor=None) -> None:
+    def start_again(self, janitor: Janitor | None = None) -> None:
         """Promote the standby (the other half of a failover); :class:`HarnessError` if it does not. With
         the primary still up (a run that ended between a cut and its promotion) the standby streams
         again instead: a sync primary's commits would otherwise wait for it forever."""
@@ -204,7 +220,9 @@ class Pair:
             old = self.down
             self._rewind(old)
             old.start_again(self.janitor)
-            self.nodes, self.down, rewound = [self.primary, old], None, True
+            self.nodes = [self.primary, old]
+            self.down = None
+            rewound = True
         elif self.cut and self.standby is not None:
             self._set(self.standby, Q.set_conninfo, conninfo=self._conninfo(self.primary))
             self.cut = False
@@ -250,7 +268,8 @@ class Pair:
             self._rewind_key = self.janitor.register("killpg", pgid=self.rewinding.pid)
 
     def _end_rewind(self, *, kill: bool = False) -> int | None:
-        proc, self.rewinding = self.rewinding, None
+        proc = self.rewinding
+        self.rewinding = None
         if proc is None:
             return None
         if kill and proc.poll() is None:
@@ -275,7 +294,7 @@ class Pair:
         """*dsn* for a client that takes one host: through :attr:`endpoint`, else *dsn* unchanged."""
         return self.endpoint.dsn(dsn) if self.endpoint is not None else dsn
 
-    def stop(self, janitor=None) -> None:
+    def stop(self, janitor: Janitor | None = None) -> None:
         self._end_rewind(kill=True)
         if self.endpoint is not None:
             self.endpoint.close()
@@ -292,3 +311,76 @@ def make_standby(data: Path, conninfo: str, user: str | None) -> None:
     chown(signal_file, user)
     with open(data / "postgresql.auto.conf", "a") as f:
         f.write(f"primary_conninfo = '{conninfo}'\n")
+
+
+# --- starting the pair ---------------------------------------------------------------------------------
+def _standby_args(primary: LocalServer, data: Path, port: int, sock: Path) -> tuple[str, ...]:
+    """The primary's command line with the standby's data directory, port and socket directory."""
+    args = list(primary.args)
+    args[args.index("-D") + 1] = str(data)
+    for i, a in enumerate(args):
+        if a.startswith("port="):
+            args[i] = f"port={port}"
+        elif a.startswith("unix_socket_directories="):
+            args[i] = f"unix_socket_directories={sock}"
+    return tuple(args)
+
+
+def start(mode: str, *, pg_bin: str | None = None, pg_version: int | None = None,
+          janitor: Janitor | None = None, extra: dict[str, str] | None = None, progress=None) -> Pair:
+    """Start the primary (:func:`harness.postgres.local.start`), base-back it up into a standby in its
+    run directory and start that, streaming. :class:`HarnessError` when either cannot start."""
+    primary = local.start(pg_bin=pg_bin, pg_version=pg_version, janitor=janitor,
+                          settings=settings(mode, extra), progress=progress)
+    try:
+        with psycopg.connect(primary.admin_dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            for k, v in {**DURABLE_SETTINGS, **REPLICATION}.items():
+                conn.execute(sql.SQL(Q.persist).format(name=sql.Identifier(k), value=sql.Literal(v)))
+        standby = _start_standby(primary, janitor)
+    except BaseException:
+        primary.stop(janitor)
+        raise
+    pair = Pair(mode, [primary, standby], janitor)
+    try:
+        pair.endpoint = Endpoint(primary.port, janitor)
+        pair.settle()
+    except BaseException:
+        pair.stop(janitor)
+        raise
+    return pair
+
+
+def _start_standby(primary: LocalServer, janitor: Janitor | None) -> LocalServer:
+    run_dir = primary.run_dir / "standby"
+    run_dir.mkdir(mode=0o755)
+    sock = run_dir / "sock"
+    sock.mkdir(mode=0o700)
+    for d in (run_dir, sock):
+        chown(d, primary.user)
+    data = run_dir / "data"
+    env = {**os.environ, "PGPASSWORD": primary.password}
+    out = subprocess.run([primary.binaries.tool("pg_basebackup"), "-D", str(data), "-X", "stream", "-c",
+                          "fast", "--no-sync", "-h", "127.0.0.1", "-p", str(primary.port), "-U", ADMIN],
+                         user=primary.user, capture_output=True, text=True, timeout=300, cwd=run_dir, env=env)
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise HarnessError(f"pg_basebackup of the primary failed: {tail[0]}")
+    make_standby(data, f"host=127.0.0.1 port={primary.port} user={ADMIN} password={primary.password} "
+                        "application_name=pgjc_standby", primary.user)
+    log = run_dir / "postgres.log"
+    log.touch()
+    chown(log, primary.user)
+    for attempt in range(3):  # a free port can be taken between our check and the bind
+        port = local.free_port()
+        node = LocalServer(primary.binaries, run_dir, port, primary.password, primary.proc, primary.user,
+                           args=_standby_args(primary, data, port, sock))
+        try:
+            node.start_again(janitor)
+            return node
+        except HarnessError:
+            if node.proc is not primary.proc and node.proc.poll() is None:
+                local.stop_server(node.proc.pid)
+            if attempt == 2 or "could not bind" not in log.read_text(errors="replace"):
+                shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+    raise AssertionError("unreachable")

@@ -53,7 +53,8 @@ def timeline_data(h: History) -> dict:
     for x in h.exits:
         lanes.setdefault(x.worker, {"worker": x.worker, "pid": None, "outcome": None}).update(
             pid=x.pid, outcome=x.outcome)
-    bars, marks = [], []
+    bars = []
+    marks = []
     for ex in h.executions():
         rec = {k: v for k, v in vars(ex).items() if v not in (None, [], False)}
         bars.append({"lane": lane(ex.worker), "start": _rel(ex.start, t0), "end": _rel(ex.end, t0),

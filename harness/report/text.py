@@ -136,7 +136,8 @@ def timeline(h: History, *, limit: int = 200, marks=()) -> str:
     t0 = h.t0
     lines: list[tuple[float, str, str]] = [(m.t, m.worker, f">>> {n}: {m.what or m.kind}") for n, m in marks]
     for r in h.records:
-        ev, w = r.get("event"), r.get("worker", "")
+        ev = r.get("event")
+        w = r.get("worker", "")
         what = f"job {r.get('job')} attempt {r.get('attempt')}" if "job" in r else ""
         if ev == LogEvent.STARTED:
             carries = f", carries {r['fault']}" if r.get("fault") else ""

@@ -16,24 +16,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ...core import execlog, logs
+from ...core import execlog, idlemark, logs
 from ...core.cleanup import Cleanup
 from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
 from ...core.history import TERMINAL_EVENTS
 from ...core.schedule import Schedule
+from ...core.server import Replicated, Restartable
 from ...faults.catalogue import entries
 from ...workers.body.execution import WorkerSpec
 from ...workers.design import DesignRun
+from ..janitor import Janitor
 from ..net.network import Network
 from ..postgres import pgbouncer
 from . import process
 from .admin import Admin
-from .idle import LookedAgain
 from .process import client_timeouts
 from .result import SupervisorResult
+from .server_state import ServerState
 from .standby import Standby
 from .strikes import Strikes
 from .wake import Waker
@@ -51,29 +53,43 @@ LOG_MERGE_EVERY = 0.1  # seconds between forwarding the workers' log lines (core
 # PgBouncer, add its server_login_retry: a worker waits that long if its first try after the restart failed).
 POOL_RECOVERY = 8.0
 
+
 class Supervisor:
     def __init__(self, schedule: Schedule, design: DesignRun, *, admin_dsn: str, worker_dsn: str,
-                 run_dir: Path, janitor=None, server=None, admin: Admin | None = None,
+                 run_dir: Path, janitor: Janitor | None = None, server: Restartable | None = None,
+                 replica: Replicated | None = None, admin: Admin | None = None,
                  standby: Standby | None = None):
-        """*admin*: a session of the caller's to use (kept open across runs: a connect less per run);
-        None: one of the run's own, closed at its end. *standby*: the caller's workers forked ahead
-        (``standby.py``): this run takes what fits it and arms it for the next."""
-        self.s, self.design = schedule, design
-        self.lent_admin, self.standby, self._armed = admin, standby, False
+        """*server*, *replica*: the back end's capabilities the faults use (``Database.control``,
+        ``Database.replica``). *admin*: a session of the caller's to use (kept open across runs: a
+        connect less per run); None: one of the run's own, closed at its end. *standby*: the caller's
+        workers forked ahead (``standby.py``): this run takes what fits it and arms it for the next."""
+        self.s = schedule
+        self.design = design
+        self.lent_admin = admin
+        self.standby = standby
+        self._armed = False
         self._ending: tuple[float, list[process.WorkerProcess]] | None = None  # (when, whom) it killed
-        self.admin_dsn, self.worker_dsn = admin_dsn, worker_dsn
-        self.run_dir, self.janitor, self.server = Path(run_dir), janitor, server
+        self.admin_dsn = admin_dsn
+        self.worker_dsn = worker_dsn
+        self.run_dir = Path(run_dir)
+        self.janitor = janitor
+        self.server = server
+        self.replica = replica
+        self.server_state = ServerState()  # the server as the strikes leave it; the loop reads it
         self.uses_network = any(f.needs_network for f in entries(e.fault for e in schedule.events))
         self.net: Network | None = None
-        self.declared, self.workers = dict(design.handle.exit_outcomes), dict[str, process.WorkerProcess]()
+        self.declared = dict(design.handle.exit_outcomes)
+        self.workers = dict[str, process.WorkerProcess]()
         self.records: list[dict] = []
         self.samples: list[dict] = []
         self.notes: list[str] = []
         self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
-        self._restarts_used, self._janitor_keys = 0, dict[str, str]()
+        self._restarts_used = 0
+        self._janitor_keys = dict[str, str]()
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
-        self.looked_again = LookedAgain(self.run_dir)  # the sooner end (idle.py)
-        self.next_sample, self._sampled_a_job = 0.0, False  # when to sample pg_stat_activity next
+        self.looked_again = LookedAgain(self.run_dir)  # the sooner end (below)
+        self.next_sample = 0.0  # when to sample pg_stat_activity next
+        self._sampled_a_job = False
         self.watch = frozenset((e.job, e.point) for e in schedule.events)
         delay = schedule.timing.restart_delay
         self.restart_delay = schedule.seconds(design.handle.default_restart_delay if delay is None else delay)
@@ -104,9 +120,10 @@ class Supervisor:
             if self.uses_network:
                 self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
                 cleanup.push("ending the network faults", self.net.close)
-            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, janitor=self.janitor,
-                                   network=self.net)
-            tail, merger = execlog.Tail(self.run_dir), logs.Merger(self.run_dir)
+            self.strikes = Strikes(self.s, self.workers, admin, server=self.server, replica=self.replica,
+                                   janitor=self.janitor, network=self.net, state=self.server_state)
+            tail = execlog.Tail(self.run_dir)
+            merger = logs.Merger(self.run_dir)
             self.waker = Waker(self.run_dir)
             cleanup.push("closing the run directory's watch", self.waker.close)
             cleanup.push("forwarding the last worker log lines", lambda: merger.poll(final=True))
@@ -130,8 +147,10 @@ class Supervisor:
                                 self.samples, ended_by, t0, t1, self.notes, steps, found)
 
     def _loop(self, t0: float, admin: Admin, tail: execlog.Tail, merger: logs.Merger) -> EndedBy:
-        limit, quiet = self.s.timing.deadline + self.extra, self.s.stall + self.extra  # article seconds
-        deadline, stall = t0 + self.s.seconds(limit), self.s.seconds(quiet)
+        limit = self.s.timing.deadline + self.extra  # article seconds
+        quiet = self.s.stall + self.extra  # article seconds
+        deadline = t0 + self.s.seconds(limit)
+        stall = self.s.seconds(quiet)
         next_merge = last_activity = t0
         # Not at t0 (no worker session yet, the queue full): the first job's start samples (_on_record)
         next_check = t0 + self.poll
@@ -147,7 +166,7 @@ class Supervisor:
             self._reap(now)
             self.strikes.run_due(now)
             self._restart_due(now)
-            down = self.strikes.server_down  # a restart: nothing to sample, nothing is quiet
+            down = self.server_state.down  # a restart, a failover: nothing to sample, nothing is quiet
             if now >= self.next_sample and not down:
                 self.samples += admin.sample(time.monotonic(), self.workers)  # when taken, not when woken
                 self.next_sample = now + self.sample_every
@@ -166,12 +185,12 @@ class Supervisor:
             if (not any(w.alive for w in self.workers.values()) and not self._restarts_due
                     and not self.strikes.pending):
                 return EndedBy.WORKERS_EXHAUSTED
-            recovering = now - self.strikes.server_started_at < self.recovery
+            recovering = self.server_state.recovering(now, self.recovery)
             if now - last_activity >= stall and not self.strikes.pending and not recovering:
                 self.notes.append(f"nothing happened for {quiet:g} article seconds{self._stretched()}")
                 return EndedBy.STALLED
             # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
-            if now >= deadline + self.strikes.restarts * self.recovery + self.strikes.downtime:
+            if now >= deadline + self.server_state.deadline_extension(self.recovery):
                 self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
                 return EndedBy.DEADLINE
             self.waker.wait(TICK, [w.proc.sentinel for w in self.workers.values() if w.alive])
@@ -273,7 +292,8 @@ class Supervisor:
             return
         if ev == LogEvent.STARTED:
             if not self._sampled_a_job:  # the first job under way: sample at once
-                self._sampled_a_job, self.next_sample = True, 0.0
+                self._sampled_a_job = True
+                self.next_sample = 0.0
             w.current[r["job"]] = r.get("attempt")
             w.job_pids[r["job"]] = r.get("pid")
         elif ev in TERMINAL_EVENTS:
@@ -297,3 +317,70 @@ class Supervisor:
                 any(w.alive and w.current for w in self.workers.values()):
             return False
         return admin.pending(self.design) == 0
+
+
+# Records about a statement, not a step of a job or a worker: a job's statements come between its started
+# and its end (in flight), a job-less one is part of a look for work (an idle mark follows it); the empty
+# look after a job logs the claim once more under that job (workers/body/statements.py keeps the last job).
+NOT_ACTIVITY = frozenset({LogEvent.STATEMENT, LogEvent.TENANT_STATEMENT})
+
+
+class LookedAgain:
+    """The sooner end of a run: every live worker has looked for work again since the last record.
+
+    The supervisor's timed rule ends a run once nothing is pending and nothing is in flight for
+    :data:`SETTLE_POLLS` poll intervals. :meth:`over` ends it as soon as every live worker's idle mark
+    (``core/idlemark.py``: when its last look for work that found nothing began, written after that
+    look's sweep) is newer than the newest execution-log record, nothing is in flight, and the design's
+    pending count, asked after the marks were read, is 0. A worker that writes no mark (a hosted
+    library's loop, a user's) keeps it from deciding: the timed rule alone ends such a run.
+    :meth:`sleepers` names the workers asleep between two empty looks, for the supervisor to wake.
+    """
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.last_record_t = float("-inf")  # the newest activity record's t (monotonic, any worker)
+        self._own_t: dict[str, float] = {}  # each worker's newest activity record's t
+        self._woken: object = None  # the newest activity the sleepers were last woken after
+        self._tried: dict[str, float] | None = None  # the marks a pending query last found busy
+
+    def saw(self, record: dict) -> None:
+        """An execution-log record read: activity unless it is about a statement."""
+        if record.get("event") not in NOT_ACTIVITY and isinstance(t := record.get("t"), float | int):
+            self.last_record_t = max(self.last_record_t, float(t))
+            if isinstance(who := record.get("worker"), str):
+                self._own_t[who] = max(self._own_t.get(who, float("-inf")), float(t))
+
+    def over(self, live: Iterable, quiet: Callable[[], bool]) -> bool:
+        """Whether the run is over by the marks of *live* (the live workers); *quiet* is the
+        supervisor's own check (nothing in flight, nothing stopped, nothing pending), asked once per
+        new set of marks."""
+        marks = {}
+        for w in live:
+            if w.current:
+                return False
+            mark = idlemark.read(self.run_dir, w.identity)
+            if mark is None or mark <= self.last_record_t:
+                return False
+            marks[w.identity] = mark
+        if not marks or marks == self._tried:
+            return False
+        self._tried = marks
+        return quiet()
+
+    def sleepers(self, live: Iterable, quiet: Callable[[], bool]) -> list:
+        """The live workers to wake now: none unless no worker is in a job, each writes marks, some
+        mark is older than the newest activity record and *quiet* (asked at most once per newest
+        record) says the run is quiet; then those whose mark is older than that record but newer
+        than their own last activity record -- between two looks, asleep."""
+        marks = []
+        for w in live:
+            mark = idlemark.read(self.run_dir, w.identity)
+            if w.current or mark is None:
+                return []
+            marks.append((w, mark))
+        asleep = [w for w, m in marks if self._own_t.get(w.identity, float("-inf")) < m <= self.last_record_t]
+        if not asleep or self._woken == self.last_record_t:
+            return []
+        self._woken = self.last_record_t
+        return asleep if quiet() else []

@@ -45,11 +45,12 @@ from ...faults.catalogue import entries
 from ...workers.body.context import ConnectRecorder, job_pool
 from ...workers.body.execution import WorkerSpec
 from ...workers.design import DesignHandle
-from ...workers.loading import BUILTIN
+from ...workers.interface import Origin
 from ...workers.tenant.modes import MODES
 from . import process
 
-CONNECT, GO = "connect", "go"
+CONNECT = "connect"
+GO = "go"
 SESSIONS_WAIT = 5.0  # seconds a told standby has to say its sessions (a connect's own timeout)
 
 
@@ -66,7 +67,7 @@ class _Waiting:
 def eligible(handle: DesignHandle) -> bool:
     """Whether *handle*'s workers may be forked ahead: a built-in design, whose code before its pool opens
     is the harness's own (a user's may set what a connect reads first: ``PGOPTIONS``, adapters)."""
-    return handle.spec in BUILTIN  # never hosted, never pool_first
+    return handle.origin is Origin.BUILTIN  # never hosted, never pool_first
 
 
 def _key(handle: DesignHandle, dsn: str, schedule: Schedule) -> tuple:

@@ -16,13 +16,16 @@ import time
 from collections.abc import Callable, Mapping
 
 from ...core.errors import HarnessError
+from ...core.events import FaultStep
 from ...core.schedule import Event, Schedule
+from ...core.server import Cut, Janitor, Promotion, Replicated, Restartable
 from ...faults.api import Holder as HolderAPI
 from ...faults.api import Stop
 from ...faults.catalogue import CATALOGUE
-from ..net.network import check_action
+from ..net.network import Network
 from .admin import Admin, Holder
 from .process import WorkerProcess
+from .server_state import ServerState
 
 log = logging.getLogger("pgjc.supervisor")
 
@@ -31,13 +34,18 @@ class Strikes:
     """What faults may do to the run, and the timers they leave behind (``later``)."""
 
     def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin, *,
-                 server=None, janitor=None, network=None):
-        self.server, self.janitor = server, janitor  # server: the local server's crash()/start_again()
-        self.net = network  # harness.supervisor.network.Network, when the schedule has network faults
-        self.server_down = False
-        self.server_started_at = float("-inf")  # monotonic time of the last restart's start
-        self.restarts, self.downtime = 0, 0.0  # restarts so far; real seconds the server was down in all
-        self._stopped_at = 0.0
+                 server: Restartable | None = None, replica: Replicated | None = None,
+                 janitor: Janitor | None = None, network: Network | None = None,
+                 state: ServerState | None = None):
+        """*server*: the back end the restart fault stops and starts (the replicated one's pair too);
+        *replica*: the replicated back end's pair, which the failover faults drive; *network*: the run's
+        proxies, when the schedule has network faults; *state*: the supervisor's record of the server,
+        which the strikes keep (a new one when not given)."""
+        self.server = server
+        self.replica = replica
+        self.janitor = janitor
+        self.net = network
+        self.state = state if state is not None else ServerState()
         self.s = schedule
         self.workers = workers
         self.admin = admin
@@ -49,10 +57,11 @@ class Strikes:
         self.stopped: set[str] = set()  # workers a pause stopped (SIGSTOP) and has not resumed yet
 
     # --- faults.api.SupervisorAPI -------------------------------------------------------------------
-    def record(self, fault: str, event: Event, stop: Stop, **fields) -> None:
-        self.injected.append({"t": time.monotonic(), "fault": fault, "job": stop.job, "attempt": stop.attempt,
+    def record(self, step: FaultStep, event: Event, stop: Stop, **fields) -> None:
+        name = FaultStep(step)  # a ValueError for a name the registry lacks: refused where it is written
+        self.injected.append({"t": time.monotonic(), "fault": name, "job": stop.job, "attempt": stop.attempt,
                               "worker": stop.worker, "point": stop.point, **fields})
-        log.info("%s %s at job %s attempt %s (%s)", fault, stop.worker, stop.job, stop.attempt, stop.point)
+        log.info("%s %s at job %s attempt %s (%s)", name, stop.worker, stop.job, stop.attempt, stop.point)
 
     def event_seconds(self, event: Event) -> float:
         d = event.duration if event.duration is not None else 2 * self.s.timing.lease
@@ -89,38 +98,65 @@ class Strikes:
     def latency_seconds(self) -> float:
         return self.s.seconds(self.s.timing.latency)
 
-    def network(self, worker: str, action: str, seconds: float = 0.0, *, backend: int | None = None) -> None:
-        check_action(action)  # an unknown action is an error, not a no-op
+    def _network(self, worker: str) -> tuple[Network, int]:
         if self.net is None:
             raise HarnessError("a network fault without the run's network (the schedule names none?)")
-        self.net.apply(self.workers[worker].slot, action, seconds, backend)
+        return self.net, self.workers[worker].slot
+
+    def add_latency(self, worker: str, seconds: float) -> None:
+        net, slot = self._network(worker)
+        net.latency(slot, seconds)
+
+    def reset_connections(self, worker: str) -> None:
+        net, slot = self._network(worker)
+        net.reset(slot)
+
+    def partition(self, worker: str) -> None:
+        net, slot = self._network(worker)
+        net.partition(slot)
+
+    def heal(self, worker: str) -> None:
+        net, slot = self._network(worker)
+        net.heal(slot)
+
+    def lose_commit_reply(self, worker: str, backend: int | None) -> None:
+        net, slot = self._network(worker)
+        net.lose_commit_reply(slot, backend)
 
     def stop_server(self) -> None:
         if self.server is None:  # the command line refuses restart without a local server; a schedule
             raise HarnessError("the restart fault needs the local server (--postgres local)")
-        self.server_down = True
-        self.restarts += 1
-        self._stopped_at = time.monotonic()
+        self.state.stopping(time.monotonic())
         self.server.crash(self.janitor)
 
     def start_server(self) -> None:
-        if not self.server_down:
+        if not self.state.down:
             return
-        self.server.start_again(self.janitor)
-        self.server_down = False
-        self.server_started_at = time.monotonic()
-        self.downtime += self.server_started_at - self._stopped_at
+        if self.server is not None:  # always, once down: a stop needs it, and a cut's pair is it
+            self.server.start_again(self.janitor)
+        self.state.started(time.monotonic())
         self.admin.reconnect()
 
-    def replica(self, action: str) -> dict:
-        act = getattr(self.server, "action", None)  # the replicated back end's Pair
-        if act is None:
+    def _replica(self) -> Replicated:
+        if self.replica is None:
             raise HarnessError("the failover fault needs the replicated back end (--replica async|sync)")
-        done = act(action)
-        if action == "cut" and done.get("standby"):
+        return self.replica
+
+    def cut_standby(self) -> Cut | None:
+        cut = self._replica().cut_standby()
+        if cut is not None:
             # a failover is under way: like a stopped server, nothing is quiet until the promotion
-            self.server_down = True
-        return done
+            self.state.failing_over()
+        return cut
+
+    def arm_switchover(self) -> bool:
+        return self._replica().arm_switchover()
+
+    def cancel_commit_waits(self) -> tuple[int, ...]:
+        return self._replica().cancel_commit_waits()
+
+    def last_promotion(self) -> Promotion | None:
+        return self._replica().last_promotion()
 
     # --- the supervisor's side ----------------------------------------------------------------------
     def at_point(self, w: WorkerProcess, r: dict) -> None:

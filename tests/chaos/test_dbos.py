@@ -21,6 +21,7 @@ pytest.importorskip("dbos", reason="dbos is not installed (pip install -e '.[lib
 
 from pg_job_chaos.adapters.dbos import Dbos  # noqa: E402
 from pg_job_chaos.core import overlap  # noqa: E402
+from pg_job_chaos.core.history import Clock  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
@@ -56,7 +57,7 @@ def test_fault_free_every_job_done_once(runner):
     assert (r["horizon"].status, r["horizon"].judged) == ("unknown", False), r["horizon"].evidence
     assert "/dbos held a transaction with a snapshot open for " in r["horizon"].evidence
     assert "no verdict: dbos has no lease the harness sets" in r["horizon"].evidence
-    assert h.clock == {"seconds": None, "basis": None, "what": r["horizon"].evidence.split("no verdict: ")[1]}
+    assert h.clock == Clock(None, None, r["horizon"].evidence.split("no verdict: ")[1])
 
 
 def test_a_transient_raise_is_retried_by_the_step_and_not_counted(runner):

@@ -62,6 +62,7 @@ def test_restart_needs_the_local_server(tmp_path):
 
         class A:
             postgres = "docker"
+            replica = None
 
         server_settings(A, ["restart"])
 

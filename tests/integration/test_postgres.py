@@ -289,6 +289,7 @@ def test_killing_the_harness_leaves_nothing_behind(sig, tmp_path):
         if sig != signal.SIGKILL:  # it unwinds and cleans up itself, and says it was stopped
             assert proc.returncode in (128 + sig, 130), said()
             assert "interrupted; everything it started has been removed" in log.read_text(), said()
+
         def runs() -> list[Path]:  # the parallel slots' run directories (their logs), made by this harness
             return list(RUNS_BASE.glob(f"slot-{proc.pid}-*"))
 

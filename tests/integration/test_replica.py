@@ -37,12 +37,17 @@ def test_the_pair_streams_fails_over_and_is_rewound_not_rebuilt():
             assert conn.execute("select pg_is_in_recovery()").fetchone() == (True,)
         with psycopg.connect(db.admin_dsn, autocommit=True) as conn:
             conn.execute("create table pgjc.probe (x int)")
-        pair.action("cut")
+        cut = pair.cut_standby()
+        assert cut is not None and cut.primary_lsn  # the primary's WAL position as the receiver stopped
         with psycopg.connect(db.admin_dsn, autocommit=True) as conn:
             conn.execute("insert into pgjc.probe values (1)")  # acknowledged; the standby never gets it
         old = pair.primary
+        assert pair.last_promotion() is None
         pair.crash()
         pair.start_again()
+        promotion = pair.last_promotion()
+        assert promotion is not None and 0 < promotion.seconds == pair.promotions[-1]
+        assert (pair.cut_standby(), pair.arm_switchover(), pair.cancel_commit_waits()) == (None, False, ())
         with psycopg.connect(db.admin_dsn, autocommit=True) as conn:  # the same DSN finds the new primary
             assert conn.execute("select current_setting('port')::int").fetchone() == (standby.port,)
             assert conn.execute("select count(*) from pgjc.probe").fetchone() == (0,)  # the lost commit

@@ -39,7 +39,7 @@ def test_one_worker_ends_on_its_idle_mark_not_on_the_timed_settle(runner, design
 def test_two_workers_wait_for_the_idle_one_to_look_again(runner):
     """Two workers: the run ends only after both looked for work after the last record. The one that
     found nothing while the other ran job 3 (at ~0.1 s) would sleep its 0.5 s poll until ~0.6 s, 0.4 s
-    after the last finish; the supervisor wakes it (harness/supervisor/idle.py), so the end comes
+    after the last finish; the supervisor wakes it (harness/supervisor/loop.py, LookedAgain), so the end comes
     well within that."""
     s = Schedule(jobs=tuple(JobSpec(i, tenant=i, duration=0.2) for i in range(1, 4)), workers=2,
                  design="lease", time_scale=SCALE, timing=Timing(poll=POLL))

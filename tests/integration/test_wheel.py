@@ -172,7 +172,7 @@ def installed(tmp_path_factory) -> Installed:
     t0 = started = time.monotonic()
     src = base / "src"
     copied = clean_copy(src)
-    assert "pyproject.toml" in copied and "workers/body/execution.sql" in copied, copied[:20]
+    assert "pyproject.toml" in copied and "workers/body/body.sql" in copied, copied[:20]
     _step("copy", started)
 
     started = time.monotonic()
@@ -204,7 +204,7 @@ def installed(tmp_path_factory) -> Installed:
                        capture_output=True, text=True, timeout=300, cwd=base, env=env,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert (site / "pg_job_chaos" / "workers" / "body.sql").is_file(), site
+    assert (site / "pg_job_chaos" / "workers" / "body" / "body.sql").is_file(), site
     _step("venv and install", started)
 
     project = base / "project"
@@ -221,7 +221,7 @@ def test_the_wheel_is_one_name_with_its_data(installed):
     dist_info = f"pg_job_chaos-{pg_job_chaos.__version__}.dist-info"
     assert top == {"pg_job_chaos", dist_info}, top
     files = {n for n in installed.names if not n.startswith(dist_info + "/")}
-    assert "pg_job_chaos/workers/body/execution.sql" in files
+    assert "pg_job_chaos/workers/body/body.sql" in files
     assert "pg_job_chaos/harness/report/report.html" in files
     assert "pg_job_chaos/harness/cli/new_design.py.txt" in files
     assert "pg_job_chaos/__main__.py" in files and "pg_job_chaos/harness/janitor.py" in files
@@ -365,7 +365,7 @@ def test_the_copy_leaves_generated_files_out(tmp_path):
     assert _never_copied(Path("harness/__pycache__/a.cpython-311.pyc")) \
         and _never_copied(Path("chaos-out/s.json"))
     assert not _never_copied(Path("harness/report/report.html"))
-    assert shipped(["workers/body/execution.sql", "pg_job_chaos/plugin.py", "tests/conftest.py", "README.md",
+    assert shipped(["workers/body/body.sql", "pg_job_chaos/plugin.py", "tests/conftest.py", "README.md",
                     "harness/report/report.html"]) == {
-        "pg_job_chaos/workers/body/execution.sql", "pg_job_chaos/plugin.py",
+        "pg_job_chaos/workers/body/body.sql", "pg_job_chaos/plugin.py",
         "pg_job_chaos/harness/report/report.html"}

@@ -70,7 +70,6 @@ def test_the_guide_shows_the_same_command_failing_on_lease():
     assert shown.rstrip().endswith("$ echo $?\n1")
 
 
-
 def test_ci_run_installs_what_the_tests_need_and_fails_on_failure():
     script = (ROOT / ".ci" / "run").read_text()
     assert "set -euo pipefail" in script  # any failing step fails CI

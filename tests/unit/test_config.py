@@ -11,6 +11,7 @@ import pytest
 from pg_job_chaos.core.errors import UsageError
 from pg_job_chaos.harness.cli import config
 from pg_job_chaos.harness.cli import main as cli
+from pg_job_chaos.harness.cli.parser import DEFAULT_EXAMPLES
 from pg_job_chaos.workers import parse_options
 from tests.conftest import run_cli
 
@@ -84,7 +85,7 @@ def test_the_command_line_wins_and_adds_design_options(tmp_path, monkeypatch):
     assert (args.examples, args.faults, args.strict) == (3, "overrun", True)
     assert parse_options(args.design_option) == {"poll": "0.5", "x": "1"}
     assert args.config_keys == ["strict"]
-    assert parse("search", "--no-config").examples == cli.DEFAULT_EXAMPLES
+    assert parse("search", "--no-config").examples == DEFAULT_EXAMPLES
 
 
 def test_replay_keeps_what_its_schedule_says_and_compare_takes_designs(tmp_path, monkeypatch):

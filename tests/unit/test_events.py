@@ -1,5 +1,5 @@
-"""The named events (``core/events.py``): every execution-log event and every way a run ends that the
-product writes or compares is a registered name -- no database.
+"""The named events (``core/events.py``): every execution-log event, every injected fault record and every
+way a run ends that the product writes or compares is a registered name -- no database.
 
 The product's Python is read as syntax (``ast``), so the parts that do not use the registry yet are
 checked too: a string literal as the event of a log write (``log.write("x")``, ``ctx.log.write``,
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pg_job_chaos.core.events import END_REASONS, EVENTS, EndedBy, LogEvent, event_of
+from pg_job_chaos.core.events import END_REASONS, EVENTS, FAULT_STEPS, EndedBy, FaultStep, LogEvent, event_of
 from pg_job_chaos.core.execlog import ExecLog
 from pg_job_chaos.core.history import History
 from pg_job_chaos.properties import UNKNOWN, check
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("core", "faults", "workers", "properties", "harness", "adapters", "pg_job_chaos")
 NODE = ("workers/clients/node", "adapters/node")
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-REGISTRIES = {"LogEvent": LogEvent, "EndedBy": EndedBy}
+REGISTRIES = {"LogEvent": LogEvent, "EndedBy": EndedBy, "FaultStep": FaultStep}
 
 
 def product_files() -> list[Path]:
@@ -193,7 +193,7 @@ def product() -> list[tuple[str, int, str, str]]:
 
 # --- the registry ---------------------------------------------------------------------------------------
 def test_the_registry_is_one_set_of_distinct_kebab_case_names():
-    for registry in (LogEvent, EndedBy):
+    for registry in (LogEvent, EndedBy, FaultStep):
         values = [m.value for m in registry]
         assert len(values) == len(set(values))
         for m in registry:
@@ -201,6 +201,7 @@ def test_the_registry_is_one_set_of_distinct_kebab_case_names():
             assert m.name == m.value.upper().replace("-", "_"), m  # LogEvent.POINT_TIMEOUT is "point-timeout"
             assert m == m.value and json.dumps(m) == json.dumps(m.value) and f"{m}" == m.value
     assert EVENTS == {m.value for m in LogEvent} and END_REASONS == {m.value for m in EndedBy}
+    assert FAULT_STEPS == {m.value for m in FaultStep}
     assert not EVENTS & END_REASONS
 
 
@@ -350,3 +351,58 @@ def test_histories_keep_their_json():
     assert h.to_json() == same.to_json() and '"ended_by": "quiescent"' in h.to_json()
     assert History.from_dict(json.loads(h.to_json())).to_json() == h.to_json()
     assert History.from_dict(json.loads(h.to_json())).ended_by == EndedBy.QUIESCENT
+
+
+# --- the injected fault records ------------------------------------------------------------------------
+def test_every_supervisor_fault_records_its_strike_under_a_registered_name():
+    """A strike's record is its fault's catalogue name, a :class:`FaultStep` member; every step a fault
+    records is one (the faults run against a recording SupervisorAPI: test_fault_needs.FakeAPI, which
+    refuses any other name), and every registered step is recorded by some fault."""
+    from pg_job_chaos.core.schedule import Event
+    from pg_job_chaos.faults.api import Stop
+    from pg_job_chaos.faults.catalogue import CATALOGUE
+    from tests.unit.test_fault_needs import FakeAPI
+
+    supervisor = {n for n, f in CATALOGUE.items() if f.kind == "supervisor"}
+    assert supervisor <= FAULT_STEPS
+    recorded = set()
+    for name in supervisor:
+        f = CATALOGUE[name]
+        for variant in f.variants or ("xid",):
+            sup = FakeAPI()
+            f.inject(sup, Event(name, 1, variant=variant), Stop("w1.0", 1, 7, 1, 1, "mid-work"))
+            sup.run_later()
+            recorded |= {c[1] for c in sup.calls if c[0] == "record"}
+    # failover-skipped: a pair with no standby left; commit-wait-cancelled: a commit that waited
+    assert FAULT_STEPS - recorded == {FaultStep.FAILOVER_SKIPPED, FaultStep.COMMIT_WAIT_CANCELLED}
+
+
+def test_a_misspelt_injected_record_fails_where_it_is_written():
+    from types import SimpleNamespace
+
+    from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
+    from pg_job_chaos.faults.api import Stop
+    from pg_job_chaos.harness.supervisor.strikes import Strikes
+
+    strikes = Strikes(Schedule(jobs=(JobSpec(id=1),)), {"w1.0": SimpleNamespace(slot=1)}, None)
+    stop = Stop("w1.0", 1, 7, 1, 1, "mid-work")
+    with pytest.raises(ValueError, match="'primary-stoped' is not a valid FaultStep"):
+        strikes.record("primary-stoped", Event("failover", 1), stop)  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="PRIMARY_STOPED"):
+        strikes.record(FaultStep.PRIMARY_STOPED, Event("failover", 1), stop)  # type: ignore[attr-defined]
+    assert strikes.injected == []
+    strikes.record(FaultStep.PRIMARY_STOPPED, Event("failover", 1), stop)
+    strikes.record(FaultStep("promoted"), Event("failover", 1), stop, seconds=0.5)
+    assert [(i["fault"], i.get("seconds")) for i in strikes.injected] == [("primary-stopped", None),
+                                                                          ("promoted", 0.5)]
+    assert json.dumps(strikes.injected[0]["fault"]) == '"primary-stopped"'  # the saved history's string
+
+
+def test_the_promotions_are_read_in_one_place():
+    injected = [{"t": 3.0, "fault": "primary-stopped"}, {"t": 1.0, "fault": FaultStep.PRIMARY_STOPPED},
+                {"t": 2.0, "fault": "promoted"}, {"fault": "primary-stopped"}]
+    assert history(injected=injected).promotions() == [1.0, 3.0]
+    assert history().promotions() == []
+    for p in product_files():  # no reader spells the record itself
+        if p.name != "events.py":
+            assert '"primary-stopped"' not in p.read_text(), p

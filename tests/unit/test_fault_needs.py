@@ -13,8 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from pg_job_chaos.core.errors import HarnessError, UsageError
+from pg_job_chaos.core.events import FaultStep
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
-from pg_job_chaos.faults.api import NETWORK_ACTIONS, Stop
+from pg_job_chaos.core.server import Cut, Promotion
+from pg_job_chaos.faults.api import NETWORK_ACTIONS, NetworkAction, Stop
 from pg_job_chaos.faults.catalogue import CATALOGUE, VARIANTS, Fault, entries, event_variant
 from pg_job_chaos.harness import session
 from pg_job_chaos.harness.engine import smallscope
@@ -74,8 +76,8 @@ class FakeAPI:
         self.calls: list[tuple] = []
         self._later: list = []
 
-    def record(self, fault, event, stop, **fields):
-        self.calls.append(("record", fault))
+    def record(self, step, event, stop, **fields):
+        self.calls.append(("record", FaultStep(step)))  # a registered name, or a ValueError
 
     def event_seconds(self, event):
         return 1.0
@@ -102,8 +104,20 @@ class FakeAPI:
     def latency_seconds(self):
         return 0.05
 
-    def network(self, worker, action, seconds=0.0, *, backend=None):
-        self.calls.append(("network", action))
+    def add_latency(self, worker, seconds):
+        self.calls.append(("network", NetworkAction.LATENCY))
+
+    def reset_connections(self, worker):
+        self.calls.append(("network", NetworkAction.RESET))
+
+    def partition(self, worker):
+        self.calls.append(("network", NetworkAction.PARTITION))
+
+    def heal(self, worker):
+        self.calls.append(("network", NetworkAction.HEAL))
+
+    def lose_commit_reply(self, worker, backend):
+        self.calls.append(("network", NetworkAction.LOSE_COMMIT_REPLY))
 
     def stop_server(self):
         self.calls.append(("stop_server",))
@@ -111,9 +125,21 @@ class FakeAPI:
     def start_server(self):
         self.calls.append(("start_server",))
 
-    def replica(self, action):
-        self.calls.append(("replica", action))
-        return {"standby": True, "primary_lsn": "0/0", "cancelled": [], "seconds": 0.1}
+    def cut_standby(self):
+        self.calls.append(("replica", "cut"))
+        return Cut(primary_lsn="0/0")
+
+    def arm_switchover(self):
+        self.calls.append(("replica", "switchover"))
+        return True
+
+    def cancel_commit_waits(self):
+        self.calls.append(("replica", "cancel-waits"))
+        return ()
+
+    def last_promotion(self):
+        self.calls.append(("replica", "last-promotion"))
+        return Promotion(seconds=0.1)
 
     def run_later(self):
         for fn in self._later:
@@ -144,29 +170,27 @@ def test_a_catalogue_entry_with_an_unknown_network_action_is_refused():
         Fault("jam", "supervisor", "x", network="jam")
 
 
-def test_an_unknown_network_action_is_an_error_not_a_no_op():
-    with pytest.raises(HarnessError,
-                       match="unknown network action 'jam'; known: latency, reset, partition, heal"):
-        network.check_action("jam")
-    for action in NETWORK_ACTIONS:
-        network.check_action(action)
+def test_the_network_actions_are_typed_members_and_need_the_runs_network():
+    with pytest.raises(ValueError, match="'jam' is not a valid NetworkAction"):
+        NetworkAction("jam")
+    assert all(isinstance(a, str) for a in NETWORK_ACTIONS)  # a member is its string: the catalogue's
 
     class Net:
         def __init__(self):
             self.applied = []
 
-        def apply(self, slot, action, seconds=0.0, backend=None):
-            network.check_action(action)
-            self.applied.append((slot, action, seconds))
+        def latency(self, slot, seconds):
+            self.applied.append((slot, "latency", seconds))
 
-    net = Net()
-    strikes = Strikes(Schedule(jobs=(JobSpec(id=1),)), {"w1.0": SimpleNamespace(slot=1)}, None, network=net)
-    strikes.network("w1.0", "latency", 0.5)
-    assert net.applied == [(1, "latency", 0.5)]
-    with pytest.raises(HarnessError, match="unknown network action 'jam'"):
-        strikes.network("w1.0", "jam")
-    with pytest.raises(HarnessError, match="unknown network action"):  # before "no network", too
-        Strikes(Schedule(jobs=(JobSpec(id=1),)), {}, None).network("w1.0", "jam")
+        def reset(self, slot):
+            self.applied.append((slot, "reset"))
+
+    strikes = Strikes(Schedule(jobs=(JobSpec(id=1),)), {"w1.0": SimpleNamespace(slot=1)}, None, network=Net())
+    strikes.add_latency("w1.0", 0.5)
+    strikes.reset_connections("w1.0")
+    assert strikes.net.applied == [(1, "latency", 0.5), (1, "reset")]
+    with pytest.raises(HarnessError, match="a network fault without the run's network"):
+        Strikes(Schedule(jobs=(JobSpec(id=1),)), {}, None).partition("w1.0")
 
 
 @pytest.fixture
@@ -187,18 +211,19 @@ def _accept(srv):
             return
 
 
-def test_the_network_applies_every_known_action_and_refuses_others(listener, monkeypatch):
+def test_the_network_applies_every_known_action(listener, monkeypatch):
     dropped = []
     monkeypatch.setattr(network.partition, "drop", lambda port: dropped.append(port) or f"t{port}")
     monkeypatch.setattr(network.partition, "heal", lambda table: dropped.remove(int(table[1:])))
     net = network.Network(f"host=127.0.0.1 port={listener} dbname=x user=x", 1)
     try:
-        for action in NETWORK_ACTIONS:
-            net.apply(1, action, 0.01 if action == "latency" else 0.0)
-        assert set(net._actions()) == set(NETWORK_ACTIONS)
+        net.latency(1, 0.01)
+        net.reset(1)
+        net.partition(1)
+        assert dropped == [net.proxies.ports[1]]
+        net.heal(1)
+        net.lose_commit_reply(1, None)
         assert dropped == []  # partitioned, then healed
-        with pytest.raises(HarnessError, match="unknown network action 'jam'"):
-            net.apply(1, "jam")
     finally:
         net.close()
 
@@ -303,19 +328,33 @@ def test_failover_needs_the_replicated_back_end_and_restart_refuses_it():
 
 
 def test_one_host_clients_get_the_endpoint_on_the_pair_and_the_others_the_multi_host_dsn():
+    from pg_job_chaos.adapters.awa import Awa
+    from pg_job_chaos.adapters.dbos import Dbos
+    from pg_job_chaos.adapters.graphile import GraphileWorker
+    from pg_job_chaos.adapters.pgboss import PgBoss
+    from pg_job_chaos.adapters.procrastinate import Procrastinate
     from pg_job_chaos.harness.net.endpoint import Endpoint
-    from pg_job_chaos.harness.runner import ONE_HOST, Runner
+    from pg_job_chaos.harness.runner import Runner
+    from pg_job_chaos.workers import QueueDesign, load_design
+    from pg_job_chaos.workers.hosted import HostedDesign
 
-    assert {"awa", "dbos", "pg-boss", "graphile-worker"} <= set(ONE_HOST)
+    # declared by the design, not known to the harness by name: the four whose client takes one host
+    assert Awa.one_host and Dbos.one_host and PgBoss.one_host and GraphileWorker.one_host
+    assert not (Procrastinate.one_host or HostedDesign.one_host or QueueDesign.one_host)
     multi = "host=127.0.0.1,127.0.0.1 port=5,6 user=u password=p dbname=d target_session_attrs=read-write"
     pair = SimpleNamespace(one_host_dsn=lambda dsn: Endpoint.dsn(SimpleNamespace(port=7), dsn))
     runner = SimpleNamespace(database=SimpleNamespace(replica=pair, worker_dsn=multi))
-    one = Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa"))
+    awa = load_design("awa")
+    assert awa.one_host
+    one = Runner._worker_dsn(runner, awa)
     assert "host=127.0.0.1 " in one and "port=7" in one and "target_session_attrs" not in one
     assert "password=p" in one and "dbname=d" in one
-    assert Runner._worker_dsn(runner, SimpleNamespace(spec="procrastinate", name="procrastinate")) == multi
+    # by its module:attr, as a plug-in names it: the same declaration
+    assert Runner._worker_dsn(runner, load_design("pg_job_chaos.adapters.awa:Awa")) == one
+    assert Runner._worker_dsn(runner, load_design("procrastinate")) == multi
+    assert Runner._worker_dsn(runner, load_design("lease")) == multi
     runner.database.replica = None
-    assert Runner._worker_dsn(runner, SimpleNamespace(spec="awa", name="awa")) == multi
+    assert Runner._worker_dsn(runner, awa) == multi
 
 
 def test_a_multi_host_dsn_becomes_libpqs_multi_host_url():

@@ -15,7 +15,7 @@ from pg_job_chaos.harness.engine.search import search
 from pg_job_chaos.harness.report import text
 from pg_job_chaos.harness.report.result import Report
 from pg_job_chaos.properties.core import Result
-from pg_job_chaos.workers import load_design
+from pg_job_chaos.workers import DesignHandle, load_design
 
 
 def _results(violated: tuple[str, ...] = ()) -> dict:
@@ -79,12 +79,14 @@ def test_the_search_shrinks_only_a_gated_violation():
     """A run function whose every history leaves jobs queued violates progress and terminal-states: with
     both allowed, the search finds nothing to shrink and keeps no counterexample."""
     ran = []
+    handle = load_design("lease")
 
-    def run(s: Schedule) -> History:
+    def run(s: Schedule, *, design: DesignHandle) -> History:
+        assert design is handle  # the search passes on the handle it was given
         ran.append(s)
         return _history(s)
 
-    kw = dict(faults=(), design=load_design("lease"), tenant_mode="local", examples=3, seed=1, time_scale=0.2,
+    kw = dict(faults=(), design=handle, tenant_mode="local", examples=3, seed=1, time_scale=0.2,
               database=None)
     everything = search(run, **kw)
     assert everything.counterexample is not None and "terminal-states" in everything.counterexample.violated

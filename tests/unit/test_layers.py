@@ -44,17 +44,19 @@ HARNESS = {
     "cli": 7,  # the command line
 }
 GROUP = {"janitor": "postgres"}  # one concept, two places
-# workers' own parts, lowest first (same rule), each a folder but for the two boundary modules on top. The
-# job body and what it stands on; the built-in designs and the hosting of code the harness did not write,
-# beside each other (neither imports the other: both build on the body); the design boundary that loads
-# either (``workers/design.py``) on top.
+# workers' own parts, lowest first (same rule), each a folder but for three modules of the design boundary.
+# The job body and what it stands on; the design protocol both kinds implement (``workers/interface.py``);
+# the built-in designs and the hosting of code the harness did not write, beside each other (neither imports
+# the other: both build on the body and the protocol); the handle (``workers/design.py``) and the loader
+# that builds either on top.
 WORKERS = {
     "tenant": 0,  # tenant/: the tenant modes (modes.py) and the setting tracked per connection (track.py)
     "body": 1,  # body/: one execution's steps (execution.py), the statement wrapper, the worker context
+    "interface": 2,  # the design protocol and its small types (POOL, Origin, Clock), what designs implement
     # builtin/: the article's designs; hosted/: a library, a user's worker, the worker contract
-    "builtin": 2, "hosted": 2,
-    "design": 3,  # the boundary: the protocol and the handle load_design returns
-    "loading": 4,  # load_design: a design by name or spec, built once
+    "builtin": 3, "hosted": 3,
+    "design": 4,  # the boundary: the handle load_design returns, every optional member resolved
+    "loading": 5,  # load_design: a design by name or spec, built once, with its origin
 }
 
 
@@ -277,9 +279,16 @@ def test_the_hosting_package_and_the_built_in_designs_stay_apart(tmp_path):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "workers" / "body" / "execution.py").write_text("")
-    (tmp_path / "workers" / "builtin" / "lease.py").write_text("from ..body.execution import x\n")
+    (tmp_path / "workers" / "interface.py").write_text("from .body.execution import w\n")
+    (tmp_path / "workers" / "builtin" / "lease.py").write_text("from ..body.execution import x\n"
+                                                               "from ..interface import Clock\n")
     (tmp_path / "workers" / "hosted" / "protocol.py").write_text("from ..builtin.lease import y\n"
-                                                                 "from ..body.execution import z\n")
+                                                                 "from ..body.execution import z\n"
+                                                                 "from ..interface import POOL\n")
     found = violations(tmp_path)
     assert found == ["workers.hosted.protocol imports workers.builtin.lease: sideways inside workers, from "
-                     "hosted (2) to builtin (2)"], found
+                     "hosted (3) to builtin (3)"], found
+    # the design protocol is below both kinds: it may import neither
+    (tmp_path / "workers" / "interface.py").write_text("from .hosted.protocol import HostedDesign\n")
+    assert "workers.interface imports workers.hosted.protocol: up inside workers, from interface (2) to " \
+           "hosted (3)" in violations(tmp_path)

@@ -9,6 +9,7 @@ figure. A property not judged for the design does not fail ``--strict``; a run's
 
 from __future__ import annotations
 
+import dataclasses
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -20,19 +21,19 @@ from pg_job_chaos.harness.report import text as report
 from pg_job_chaos.harness.report.result import Report
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, Result, aggregate, undecided_names
 from pg_job_chaos.properties.health import horizon_threshold
-from pg_job_chaos.workers import DesignHandle, load_design
+from pg_job_chaos.workers import Clock, DesignHandle, load_design
 from pg_job_chaos.workers.hosted import HostedDesign
 from pg_job_chaos.workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 from tests.unit.test_properties import execution, one, rec, sample, sane, schedule
 
 # the three clocks a history can carry (what DesignHandle.clock returns), at time scale 0.5
-SCHEDULE = {"seconds": 0.5, "basis": "schedule", "what": "the schedule's lease"}
-LIBRARY = {"seconds": 0.5, "basis": "timing", "what": "q's stalled threshold, set from the schedule's lease"}
-FIXED_4H = {"seconds": 14400.0, "basis": "timing", "what": "q's lock timeout, fixed in the library"}
-NONE = {"seconds": None, "basis": None, "what": "q has no lease the harness sets"}
+SCHEDULE = Clock(0.5, "schedule", "the schedule's lease")
+LIBRARY = Clock(0.5, "timing", "q's stalled threshold, set from the schedule's lease")
+FIXED_4H = Clock(14400.0, "timing", "q's lock timeout, fixed in the library")
+NONE = Clock(None, None, "q has no lease the harness sets")
 
 
-def hosted(clock: dict | None, samples: list[dict], **changes):
+def hosted(clock: Clock | None, samples: list[dict], **changes):
     """A hosted queue's run at time scale 0.5 (half a schedule lease: 0.25 s) with *samples*."""
     h = sane(samples=samples, sched=schedule(time_scale=0.5), **changes)
     h.design, h.hosted, h.clock = "q", True, clock
@@ -191,11 +192,43 @@ class _Declares(_PollOnly):
 
 def test_the_handle_resolves_whose_lease_a_run_has():
     s = Schedule(jobs=(JobSpec(1),), time_scale=0.5, timing=Timing(lease=2.0))
-    assert load_design("lease").clock(s) == SCHEDULE | {"seconds": 1.0}
-    assert DesignHandle.of(_Timed()).clock(s) == {
-        "seconds": 1.0, "basis": "timing", "what": "q's stalled threshold, set from the schedule's lease"}
+    assert load_design("lease").clock(s) == dataclasses.replace(SCHEDULE, seconds=1.0)
+    assert DesignHandle.of(_Timed()).clock(s) == Clock(
+        1.0, "timing", "q's stalled threshold, set from the schedule's lease")
     assert DesignHandle.of(_Fixed()).clock(s) == FIXED_4H
     none = DesignHandle.of(_PollOnly()).clock(s)
-    assert none["seconds"] is None and none["what"].startswith("q has no lease the harness sets")
-    assert DesignHandle.of(_Declares()).clock(s) == {
-        "seconds": 30.0, "basis": "declared", "what": "q's own lease (its lease_seconds)"}
+    assert none.seconds is None and none.what.startswith("q has no lease the harness sets")
+    declared = Clock(30.0, "declared", "q's own lease (its lease_seconds)")
+    assert DesignHandle.of(_Declares()).clock(s) == declared
+
+
+def test_a_historys_clock_round_trips_through_json_and_a_saved_dict_still_loads():
+    import json
+
+    from pg_job_chaos.core.history import History
+
+    h = hosted(LIBRARY, BACKGROUND)
+    again = History.from_dict(json.loads(h.to_json()))
+    assert again.clock == LIBRARY and isinstance(again.clock, Clock)
+    saved = {**json.loads(h.to_json()), "clock": {"seconds": None, "basis": None, "what": "q has no lease"}}
+    assert History.from_dict(saved).clock == Clock(None, None, "q has no lease")
+    assert History.from_dict({**saved, "clock": None}).clock is None
+    assert horizon_threshold(History.from_dict(json.loads(h.to_json()))) == horizon_threshold(h)
+
+
+def test_a_design_of_its_own_kind_states_its_clock_and_a_wrong_one_is_a_usage_error():
+    from pg_job_chaos.core.errors import UsageError
+
+    s = Schedule(jobs=(JobSpec(1),), time_scale=0.5, timing=Timing(lease=2.0))
+
+    class _Own(_PollOnly):
+        def clock(self, schedule):
+            return Clock(7.0, "declared", "q's visibility timeout")
+
+    class _Wrong(_PollOnly):
+        def clock(self, schedule):
+            return {"seconds": 7.0}
+
+    assert DesignHandle.of(_Own()).clock(s) == Clock(7.0, "declared", "q's visibility timeout")
+    with pytest.raises(UsageError, match="not a workers.interface.Clock"):
+        DesignHandle.of(_Wrong()).clock(s)

@@ -104,7 +104,7 @@ def test_every_data_file_beside_the_code_is_package_data():
             shipped = any(fnmatch.fnmatch(f.name, p) for p in patterns) or _shipped_as_data(rel)
             (data if shipped else unshipped).append(str(rel))
     assert not unshipped, f"files in package folders that package-data leaves out of the wheel: {unshipped}"
-    assert "workers/body/execution.sql" in data and "harness/report/report.html" in data  # the test sees them
+    assert "workers/body/body.sql" in data and "harness/report/report.html" in data  # the test sees them
 
 
 def test_the_checker_finds_a_new_sub_package(tmp_path):

@@ -16,7 +16,7 @@ from pg_job_chaos.core.errors import HarnessError, UsageError
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.harness import session
 from pg_job_chaos.harness.cli import main as cli
-from pg_job_chaos.harness.postgres import ServerSpec, binaries, provision
+from pg_job_chaos.harness.postgres import Database, ServerSpec, binaries, provision
 from pg_job_chaos.harness.postgres.local import DURABLE_SETTINGS
 from pg_job_chaos.session import ChaosSession, Settings
 from tests.conftest import ROOT
@@ -107,7 +107,7 @@ def test_a_run_gets_what_its_faults_need_of_the_server(monkeypatch):
 def _database(**kw):
     fields = {"server": "local PostgreSQL 17.10 on 127.0.0.1:5", "control": object(), "spec": ServerSpec(),
               "settings": {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}}
-    return SimpleNamespace(**{**fields, **kw})
+    return Database("", "", "pgjc_x", "pgjc_x_worker", server_version=171000, **{**fields, **kw})
 
 
 def test_a_server_without_what_the_faults_need_is_refused():

@@ -96,3 +96,13 @@ def test_the_body_files_exist():
 
     root = Path(statements.__file__).resolve().parents[2]
     assert all((root / name).is_file() for name in statements.BODY_FILES), statements.BODY_FILES
+
+
+def test_the_body_statements_keep_the_names_saved_schedules_use():
+    """A point is named after its SQL file's stem: the body's file moved (workers/body/) but kept its
+    name, so ``sql:commit:body.finish_run:after`` in a saved schedule still names the same statement."""
+    from pg_job_chaos.core.sqlfile import NAMES, normalized
+    from pg_job_chaos.workers.body import execution
+
+    assert NAMES[normalized(execution.Q.finish_run)] == "body.finish_run"
+    assert NAMES[normalized(execution.Q.insert_finished_run)] == "body.insert_finished_run"

@@ -45,7 +45,9 @@ class ConnectRecorder:
 
     def attach(self, log: ExecLog) -> None:
         with self._lock:
-            self._log, early, self._early = log, self._early, []
+            self._log = log
+            early = self._early
+            self._early = []
         for pid in early:
             log.write(LogEvent.CONNECT, backend=pid, ahead=True)
 
@@ -89,9 +91,11 @@ class WorkerContext:
         when it was opened with what this one would be (a design may change its DSN first: the outbox's
         session limits); else that one is closed, unrecorded."""
         if self._ahead is not None:
-            (pool, connects, args), self._ahead = self._ahead, None
+            pool, connects, args = self._ahead
+            self._ahead = None
             if args == self.pool_args():
-                self.pool, self.connects = pool, connects
+                self.pool = pool
+                self.connects = connects
                 connects.attach(self.log)
                 return pool
             pool.close()
@@ -150,7 +154,8 @@ class WorkerContext:
         signal; with several jobs at once (a hosted library's concurrency) one thread at a time waits,
         or another thread's wait could take this one's go."""
         # None: a statement of no job
-        job_id, attempt = getattr(job, "id", None), getattr(job, "attempt", None)
+        job_id = getattr(job, "id", None)
+        attempt = getattr(job, "attempt", None)
         with self._strike_lock:
             self.log.write(LogEvent.POINT, job=job_id, attempt=attempt, point=point, backend=backend)
             if signal.sigtimedwait([STRIKE_SIGNAL], self.strike_wait) is None:

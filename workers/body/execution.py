@@ -36,11 +36,11 @@ from ...core.schedule import Schedule
 from ...faults.catalogue import CATALOGUE
 from ..tenant.modes import SETTING, TenantMode
 
-Q = sqlfile.load(__file__, "execution.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
+Q = sqlfile.load(__file__, "body.sql", "inherited_tenant", "server_pid", "set_tenant", "insert_run",
                  "insert_finished_run", "finish_run", "read_invoices")
 
 STRIKE_SIGNAL = signal.SIGUSR1  # the supervisor's "go on" after it struck at a point
-WAKE_SIGNAL = signal.SIGUSR2  # the supervisor's "look again now" to an idle worker (supervisor/idle.py)
+WAKE_SIGNAL = signal.SIGUSR2  # the supervisor's "look again now" to an idle worker (supervisor/loop.py)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class WorkerSpec:
     watch: frozenset[tuple[int | None, str]] = frozenset()
     tenant_setting: str = SETTING  # the design's (HostedDesign.tenant_setting): its own tenant code's
 
+
 class BodyContext(Protocol):
     """What the body needs of the worker it runs in (:class:`workers.body.context.WorkerContext` is one)."""
 
@@ -103,7 +104,9 @@ class Execution:
     """One execution of one job by this worker: the body's steps, each logged."""
 
     def __init__(self, ctx: BodyContext, conn: psycopg.Connection, job: Claimed):
-        self.ctx, self.conn, self.job = ctx, conn, job
+        self.ctx = ctx
+        self.conn = conn
+        self.job = job
         self.point_name: str | None = None
         self.reached: list[str] = []  # the points this execution passed, logged with its outcome
         self.run_id: int | None = None

@@ -61,8 +61,9 @@ PREFIX = "sql:"
 BODY_FILES = tuple(os.path.join("workers", *name.split("/")) for name in (
     "body/execution.py", "body/context.py", "body/statements.py", "tenant/modes.py",
     "hosted/own_connection.py", "hosted/protocol.py"))
-# Statements the body sends inline (read_briefly's start time, a transaction opened by hand).
-BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
+# Statements the body sends inline (read_briefly's start time, a transaction opened by hand), and the
+# empty statement of the body pool's check before it lends a connection (workers/tenant/modes.py).
+BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback", ""}
 
 _LAST = "_pgjc_last_statement"  # on a connection: the last named statement of its open transaction
 STATEMENT_CHARS = 120  # of a statement's text in its tenant-statement record (the evidence quotes it)

@@ -10,8 +10,9 @@ from psycopg.types.json import Jsonb
 from ...core import sqlfile
 from ...core.events import LogEvent
 from ...core.idlemark import IdleMark
-from ...core.schedule import JOB_POINTS
+from ...core.schedule import JOB_POINTS, Schedule
 from ..body.execution import describe
+from ..interface import Clock
 from ..tenant.modes import SETTING
 
 Q = sqlfile.load(__file__, "queue.sql", "enqueue", "final_states")
@@ -28,7 +29,12 @@ class QueueDesign:
     pool_first = False
     min_time_scale: float | None = None
     hosted = False
+    one_host = False  # psycopg takes the replicated back end's multi-host DSN
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
+
+    def clock(self, schedule: Schedule) -> Clock:
+        """A built-in design's lease is the schedule's (``basis`` ``schedule``), in real seconds."""
+        return Clock(schedule.seconds(schedule.timing.lease), "schedule", "the schedule's lease")
 
     def install(self, conn, *, worker_role: str) -> None:
         pass
@@ -63,7 +69,7 @@ class QueueDesign:
                 if not ran:
                     self.idle(ctx)
                     idle.mark(looked_at)
-                    ctx.idle_sleep(ctx.poll)  # the supervisor may wake it (harness/supervisor/idle.py)
+                    ctx.idle_sleep(ctx.poll)  # the supervisor may wake it (harness/supervisor/loop.py)
         finally:
             idle.close()
 

@@ -38,7 +38,8 @@ class Heartbeat:
     SQL = Q.heartbeat  # extends only the attempt this worker claimed
 
     def __init__(self, ctx, ex):
-        self.ctx, self.ex = ctx, ex
+        self.ctx = ctx
+        self.ex = ex
         self.conn = ctx.own_connection("heartbeat")
         self.lost = False
         self._stop = threading.Event()

@@ -89,7 +89,8 @@ class Watchdog:
     the heartbeat does for a job (the row stays undelivered; a sweep delivers it)."""
 
     def __init__(self, ctx, ex):
-        self.ctx, self.ex = ctx, ex
+        self.ctx = ctx
+        self.ex = ex
         self._timer = threading.Timer(ctx.max_runtime, self._abandon)
         self._timer.daemon = True
 

@@ -190,7 +190,8 @@ class ContractDesign(hosted.HostedDesign):
     def _by_job(conn, query: str, columns: tuple[str, ...]) -> list[dict]:
         """The rows of the client's *query* -- the queue's id, then *columns* in order -- as mappings
         with the schedule's job id as ``id``; a row of no schedule job is left out."""
-        ids, out = hosted.schedule_ids(conn), []
+        ids = hosted.schedule_ids(conn)
+        out = []
         for lib, *rest in conn.execute(query):
             if str(lib) in ids:
                 out.append({"id": ids[str(lib)], **dict(zip(columns, rest, strict=True))})
@@ -222,7 +223,8 @@ class ContractDesign(hosted.HostedDesign):
     def spec_for(self, ctx) -> dict:
         """What ``work`` reads from ``PGJC_CONTRACT`` (the contract's spec file:
         docs/reference/contract.md)."""
-        s, mode = ctx.schedule, ctx.mode
+        s = ctx.schedule
+        mode = ctx.mode
         return {
             "contract": CONTRACT, "identity": ctx.identity, "run_dir": str(ctx.spec.run_dir),
             "log": str(ctx.log.path), "dsn": url(ctx.worker_dsn),
@@ -252,11 +254,15 @@ def url(dsn: str) -> str:
     if dsn.startswith(("postgres://", "postgresql://")) or not dsn:
         return dsn
     params = conninfo.conninfo_to_dict(dsn)
-    user, password = params.pop("user", ""), params.pop("password", None)
-    host, port, dbname = params.pop("host", ""), params.pop("port", ""), params.pop("dbname", "")
+    user = params.pop("user", "")
+    password = params.pop("password", None)
+    host = params.pop("host", "")
+    port = params.pop("port", "")
+    dbname = params.pop("dbname", "")
     auth = quote(str(user), safe="") + (":" + quote(str(password), safe="") if password else "")
     # a multi-host DSN (the replicated back end's) as libpq's URL writes it: host:port,host:port
-    hosts, ports = str(host).split(","), str(port).split(",") if port else []
+    hosts = str(host).split(",")
+    ports = str(port).split(",") if port else []
     where = ",".join(quote(h, safe="") + (f":{ports[min(i, len(ports) - 1)]}" if ports else "")
                      for i, h in enumerate(hosts))
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())

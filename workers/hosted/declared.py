@@ -99,7 +99,8 @@ class DeclaredDesign(HostedDesign):
     def rows(self, conn, name: str) -> list[dict]:
         """The rows of the statement *name*, as ``{column: value}``, with the parameters it names."""
         query = getattr(self.SQL, name)
-        wanted, values = sqlfile.params(query), self.sql_params()
+        wanted = sqlfile.params(query)
+        values = self.sql_params()
         cur = conn.execute(query, {k: values[k] for k in wanted} if wanted else None)
         columns = [c.name for c in cur.description]
         return [dict(zip(columns, row, strict=True)) for row in cur]

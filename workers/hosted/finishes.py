@@ -32,7 +32,9 @@ def clock_offsets(conn) -> dict[str, float]:
 
 
 def _finish(f: dict, offsets: dict[str, float]) -> dict:
-    outcome, clock, at = f.get("outcome"), f.get("clock") or "database", f.get("at")
+    outcome = f.get("outcome")
+    clock = f.get("clock") or "database"
+    at = f.get("at")
     if outcome not in FINISH_OUTCOMES:
         raise ValueError(f"finish outcome {outcome!r} is not one of {', '.join(FINISH_OUTCOMES)}")
     if clock not in CLOCKS:

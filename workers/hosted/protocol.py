@@ -79,6 +79,7 @@ from ...core.errors import UsageError
 from ...core.history import JOB_STATES
 from ...core.schedule import Schedule
 from ..body.execution import STRIKE_SIGNAL, Claimed
+from ..interface import POOL, Clock
 from . import own_connection, timing
 
 Q = sqlfile.load(__file__, "protocol.sql", "record_id", "schedule_ids")
@@ -86,9 +87,6 @@ Q = sqlfile.load(__file__, "protocol.sql", "record_id", "schedule_ids")
 __all__ = ["HOSTED_POINTS", "POOL", "STATES", "HostedDesign", "Jsonb", "body_threads", "claimed", "job_args",
            "record_ids", "run_job", "schedule_ids"]
 
-POOL = "pool"
-"""A design's ``concurrency`` when it declares none: as many bodies at once as the schedule's
-``pool_size``."""
 
 STATES = JOB_STATES
 """What ``final_states`` may say of a job: waiting to run (or to be retried), taken by a worker,
@@ -203,6 +201,7 @@ class HostedDesign:
     OPTIONS: dict[str, str] = {}  # --design-option keys this design knows: {key: what it sets}
     TIMING: timing.Intervals | None = None  # the library's intervals, as data (workers/hosted/timing.py)
     hosted = True
+    one_host = False  # its client takes a multi-host DSN (an adapter whose client cannot declares True)
     schedule: Schedule | None = None  # the run's, on the view for_run returns; None on the design itself
     lease: float | None = None  # the run's lease in real seconds, likewise
 
@@ -264,6 +263,20 @@ class HostedDesign:
         """Article seconds the run's stall and deadline limits stretch by: the library's longest
         recovery period, so that a run does not end before its recovery could act (0 without)."""
         return self.TIMING.stall_extra(schedule) if self.TIMING is not None else 0.0
+
+    def clock(self, schedule: Schedule) -> Clock:
+        """The library's lease in a run of *schedule*: its :attr:`TIMING` interval anchored to the lease
+        (``basis`` ``timing``), fixed in the library or set from the schedule's lease; without one, no
+        lease the harness knows (``seconds`` None). A subclass that knows its own declares
+        ``lease_seconds(schedule)`` instead, which the handle reads first (``workers/design.py``)."""
+        intervals = self.TIMING
+        anchor = intervals.anchors.get("lease") if intervals is not None else None
+        if intervals is None or anchor is None:
+            return Clock(None, None, f"{self.name} has no lease the harness sets (not built in, no TIMING "
+                                     "interval anchored to it) and declares none (lease_seconds)")
+        fixed = intervals[anchor].grid == timing.FIXED
+        how = "fixed in the library" if fixed else "set from the schedule's lease"
+        return Clock(intervals.values(schedule)[anchor], "timing", f"{intervals.library}'s {anchor}, {how}")
 
     def install(self, conn, *, worker_role: str) -> None:
         raise NotImplementedError

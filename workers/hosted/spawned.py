@@ -108,7 +108,9 @@ def watch(ctx: WorkerContext, stop: threading.Event, *, library: int | None = No
     me = os.getpid()
 
     def loop() -> None:
-        offset, alive, seen_at = 0, set(), time.monotonic()
+        offset = 0
+        alive = set()
+        seen_at = time.monotonic()
         while not stop.wait(max(ctx.poll, 0.02)):
             try:
                 with open(ctx.log.path, "rb") as f:

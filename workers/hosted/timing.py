@@ -20,9 +20,14 @@ from dataclasses import dataclass, field
 
 from ...core.schedule import JobSpec, Schedule, Timing
 
-FLOAT, WHOLE, CRON, FIXED = "float", "whole", "cron", "fixed"
+FLOAT = "float"
+WHOLE = "whole"
+CRON = "cron"
+FIXED = "fixed"
 GRIDS = (FLOAT, WHOLE, CRON, FIXED)
-PERIOD, WAIT = "period", "wait"  # how a broken ratio is worded: too frequent / rare, or too short / long
+# how a broken ratio is worded
+PERIOD = "period"  # too frequent / rare
+WAIT = "wait"  # too short / long
 TOLERANCE = 0.05  # a ratio within 5% of the documented one is kept (a rounding of a float, not a change)
 
 _DIVISORS_60 = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
@@ -156,7 +161,8 @@ class Intervals:
     def ideal(self, schedule, i: Interval) -> float:
         """Real seconds of *i* that keep its documented ratio for *schedule*: its anchor's knob for the
         anchor itself, else its default times the anchor's (on its grid) over the anchor's default."""
-        ref, knob = self._reference(i), schedule.seconds(_article(schedule, i.anchor))
+        ref = self._reference(i)
+        knob = schedule.seconds(_article(schedule, i.anchor))
         return knob if i is ref else i.default * on_grid(ref.grid, knob, ref.default) / ref.default
 
     def values(self, schedule) -> dict[str, float]:
@@ -165,14 +171,19 @@ class Intervals:
 
     def broken(self, schedule) -> list[Broken]:
         """The documented ratios *schedule* cannot keep (more than :data:`TOLERANCE` off)."""
-        v, out = self.values(schedule), []
+        v = self.values(schedule)
+        out = []
         for i in self.intervals:
             ref = self._reference(i)
             if i is ref:
                 knob = schedule.seconds(_article(schedule, i.anchor))
-                ours, documented, per = v[i.name] / knob, 1.0, i.anchor
+                ours = v[i.name] / knob
+                documented = 1.0
+                per = i.anchor
             else:
-                ours, documented, per = v[i.name] / v[ref.name], i.default / ref.default, ref.name
+                ours = v[i.name] / v[ref.name]
+                documented = i.default / ref.default
+                per = ref.name
             if abs(math.log(ours / documented)) > math.log1p(TOLERANCE):
                 floor = self._floor(i, schedule)
                 below = floor if floor is not None and schedule.time_scale < floor * (1 - 1e-9) else None

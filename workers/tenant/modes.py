@@ -60,13 +60,21 @@ class TenantMode:
              application_name: str = "pg-job-chaos") -> ConnectionPool:
         """An open pool as a worker of this mode would create it: one connection at start, up to *size*
         opened as they are needed (a pool of a hosted library's bodies may be large; only what runs at
-        once is opened), and kept for the run."""
+        once is opened), and kept for the run.
+
+        Each connection is checked before it is lent (psycopg_pool's ``check_connection``: an empty
+        statement, as SQLAlchemy's ``pool_pre_ping`` does): one a server restart or a promotion cut
+        while it sat in the pool is replaced, not handed to a job. A production body pool does so;
+        without it the first body after a restart fails on "server closed the connection
+        unexpectedly" and the queue counts an attempt that the harness's pool burned, not the
+        system under test (``docs/reference/contract.md``, "Body connections")."""
         kwargs: dict = {"autocommit": self.autocommit, "application_name": application_name}
         if self.prepare_threshold is not _DEFAULT:
             kwargs["prepare_threshold"] = self.prepare_threshold
         pool = ConnectionPool(
             conninfo, min_size=1, max_size=size, kwargs=kwargs, configure=configure,
             reset=self.reset, name=name, open=False, timeout=POOL_TIMEOUT,
+            check=ConnectionPool.check_connection,
         )
         pool.open(wait=True, timeout=POOL_TIMEOUT)
         return pool

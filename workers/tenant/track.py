@@ -50,7 +50,6 @@ _ATTR = "_pgjc_tenant"  # where a connection keeps its State
 _IN_BLOCK = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
 
-
 class State:
     """One connection's setting: ``base`` as of its transaction's start, and the transaction's own
     session and local changes (``_NOT``: none), with a snapshot per open savepoint."""
@@ -82,7 +81,8 @@ class State:
         if scope == "local":
             self.local = value
         else:  # a session change replaces a local one of the same transaction (guc.c: GUC_SET)
-            self.session, self.local = value, _NOT
+            self.session = value
+            self.local = _NOT
 
     def end(self, committed: bool | None) -> None:
         """The transaction ended: committed, rolled back, or (None) in a way not seen."""
@@ -90,7 +90,9 @@ class State:
             self.base = UNKNOWN if self.value() != self.base or self.session is not _NOT else self.base
         elif committed and self.session is not _NOT:
             self.base = self.session  # type: ignore[assignment]
-        self.session, self.local, self.savepoints = _NOT, _NOT, []
+        self.session = _NOT
+        self.local = _NOT
+        self.savepoints = []
 
     def savepoint(self, verb: str, name: str) -> None:
         if verb == "savepoint":
@@ -154,7 +156,10 @@ def applied(conn, found: list[tuple[str, str | None]]) -> None:
     ends = [i for i, (kind, _) in enumerate(found) if kind == "end"]  # a change before one was in its block
     for i, (kind, arg) in enumerate(found):
         if pipeline and (kind not in ("end", "savepoint", "release", "rollback-to") or st.pending()):
-            st.base, st.session, st.local, st.savepoints = UNKNOWN, _NOT, _NOT, []
+            st.base = UNKNOWN
+            st.session = _NOT
+            st.local = _NOT
+            st.savepoints = []
             return
         if kind == "end":
             st.end(arg == "commit")

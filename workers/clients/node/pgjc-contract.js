@@ -21,6 +21,17 @@ const EXIT_CRASH = 1;
 const BODY_TEXTS = new Set(['select clock_timestamp()', 'begin', 'commit', 'rollback']);
 const BODY = Symbol('pgjc body connection');
 
+/** Whether an idle body connection still answers an empty query. */
+async function alive(conn) {
+  try {
+    await conn.query('');
+    return true;
+  } catch (err) {
+    conn.broken = err;
+    return false;
+  }
+}
+
 class InjectedError extends Error {}
 
 /** A statement's strike point: "sql:" and 8 hex digits of the SHA-1 of its whitespace-collapsed text. */
@@ -142,7 +153,11 @@ class Client {
     return conn;
   }
 
-  /** A body connection from the client's own small pool: one per concurrent job, kept for the next. */
+  /** A body connection from the client's own small pool: one per concurrent job, kept for the next.
+   * A kept connection is checked before it is lent (an empty query, as psycopg_pool's check and
+   * SQLAlchemy's pool_pre_ping do): the 'error' listener marks a connection whose socket the client
+   * saw close, but one cut while idle -- a restart, a promotion through the endpoint -- may not have
+   * told it yet, and a body handed it would fail and burn the queue's attempt. */
   async borrow() {
     // pool_size connections at most (the harness's pool, as a hosted body borrows from it): a job
     // waits for one when as many run at once.
@@ -153,8 +168,11 @@ class Client {
     this.inUse += 1;
     try {
       let conn;
-      while ((conn = this.free.pop()) && conn.broken) conn.end().catch(() => {});
-      return conn || await this.connect();
+      while ((conn = this.free.pop())) {
+        if (!conn.broken && await alive(conn)) return conn;
+        conn.end().catch(() => {});
+      }
+      return await this.connect();
     } catch (err) {
       this.inUse -= 1;
       this.wake();

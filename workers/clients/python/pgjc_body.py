@@ -33,6 +33,7 @@ class Client(Protocol):
 
     def started_count(self, job: int) -> int: ...
 
+
 EXIT_CRASH = 1
 
 
@@ -52,8 +53,12 @@ class Execution:
     """One execution: the steps of the harness's hosted body, in its order, each logged."""
 
     def __init__(self, client: Client, args: dict, attempt: int, work=None):
-        self.c, self.args, self.attempt, self.work = client, args, attempt, work
-        self.job, self.tenant = int(args["job"]), args.get("tenant")
+        self.c = client
+        self.args = args
+        self.attempt = attempt
+        self.work = work
+        self.job = int(args["job"])
+        self.tenant = args.get("tenant")
         self.reached: list[str] = []
         self.fault = client.spec["faults"].get(args.get("fault")) if args.get("fault") else None
         self.fault_name = args.get("fault")
@@ -62,9 +67,11 @@ class Execution:
         self.c.log(event, job=self.job, attempt=self.attempt, **fields)
 
     def run(self) -> None:
-        c, sql = self.c, self.c.spec["sql"]
+        c = self.c
+        sql = self.c.spec["sql"]
         c.started += 1
-        c._local.job, c._local.attempt = self.job, self.attempt
+        c._local.job = self.job
+        c._local.attempt = self.attempt
         conn = self.conn = c.borrow()
         try:
             self._log("started", tenant=self.tenant, fault=self.fault_name)

@@ -45,7 +45,7 @@ from pgjc_body import EXIT_CRASH, Execution, InjectedError  # noqa: F401 - the c
 CONTRACT = 1
 ENV = "PGJC_CONTRACT"
 GO = signal.SIGUSR1
-BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback"}
+BODY_TEXTS = {"select clock_timestamp()", "begin", "commit", "rollback", ""}  # "": the borrow's check
 
 
 def digest(text: str) -> str:
@@ -63,6 +63,21 @@ def _text(query) -> str | None:
     if isinstance(query, psycopg.sql.Composed):
         return " ".join(_text(part) or "?" for part in query._obj)  # noqa: SLF001
     return None
+
+
+def alive(conn: psycopg.Connection) -> bool:
+    """Whether an idle body connection still answers: an empty statement in autocommit, as
+    psycopg_pool's ``ConnectionPool.check_connection`` sends (this client needs no psycopg_pool)."""
+    if conn.closed or conn.broken:
+        return False
+    autocommit = conn.autocommit
+    try:
+        conn.autocommit = True
+        conn.execute("")
+        conn.autocommit = autocommit
+    except psycopg.Error:
+        return False
+    return True
 
 
 def emit(record: dict) -> None:
@@ -146,7 +161,8 @@ class Client:
             text = _text(query)
             if text is None or cur.connection in client._body or " ".join(text.split()).lower() in BODY_TEXTS:
                 return None, found
-            point, job = digest(text), getattr(client._local, "job", None)
+            point = digest(text)
+            job = getattr(client._local, "job", None)
             if job is not None and not found:
                 client.log_statement(cur, job, text)
             key = (point, job is not None)
@@ -207,9 +223,11 @@ class Client:
 
     def log_statement(self, cur, job: int, text: str) -> None:
         """One ``tenant-statement`` record per execution, statement and setting in force."""
-        local, attempt = self._local, getattr(self._local, "attempt", None)
+        local = self._local
+        attempt = getattr(self._local, "attempt", None)
         if getattr(local, "logged_for", None) != (job, attempt):
-            local.logged, local.logged_for = set(), (job, attempt)
+            local.logged = set()
+            local.logged_for = (job, attempt)
         value = pgjc_tenant.in_force(cur.connection)
         if (text, value) in local.logged:
             return
@@ -239,13 +257,19 @@ class Client:
     def borrow(self) -> psycopg.Connection:
         """A body connection from the client's own pool of ``pool_size`` (the harness's pool, as a
         hosted body borrows from it): a job waits for one when as many run at once; each is kept for
-        the next job, whatever thread runs it (a library's executor threads come and go)."""
+        the next job, whatever thread runs it (a library's executor threads come and go). A kept
+        connection is checked before it is lent (:func:`alive`), as a production pool does: one a
+        server restart or a promotion cut while it was idle is closed and replaced, never handed to a
+        job (whose first statement would fail and burn the queue's attempt)."""
         self._slots.acquire()
-        with self._lock_free:
-            while self._free:
-                conn = self._free.pop()
-                if not conn.closed and not conn.broken:
-                    return conn
+        while True:
+            with self._lock_free:
+                conn = self._free.pop() if self._free else None
+            if conn is None:
+                break
+            if alive(conn):  # outside the lock: a round trip
+                return conn
+            conn.close()
         try:
             return self.connect()
         except BaseException:
@@ -261,7 +285,8 @@ class Client:
     def started_count(self, job: int) -> int:
         """Executions of *job* that logged ``started`` in the run, every worker's log read: a copy of
         ``core/execlog.started_count`` (this client runs where pg-job-chaos is not installed)."""
-        n, run_dir = 0, self.spec["run_dir"]
+        n = 0
+        run_dir = self.spec["run_dir"]
         for name in os.listdir(run_dir):
             if name.endswith(".events.jsonl"):
                 with open(os.path.join(run_dir, name), "rb") as f:

@@ -31,7 +31,10 @@ def _split(text: str) -> list[str]:
 
 
 def _args(text: str, start: int) -> tuple[list[str], int] | None:
-    depth, quote, out, begin = 0, False, [], start + 1
+    depth = 0
+    quote = False
+    out = []
+    begin = start + 1
     for i in range(start, len(text)):
         c = text[i]
         if c == "'":
@@ -100,7 +103,9 @@ def _set_configs(text: str, name: str, params: _Params) -> list[tuple[str, str |
         if got is None or len(got[0]) != 3:
             out.append(("unknown", UNKNOWN))
             continue
-        args, pos, values = got[0], m.end(), []
+        args = got[0]
+        pos = m.end()
+        values = []
         for a in args:  # each argument's offset in *text*, for its positional placeholder
             off = text.index(a, pos) if a else pos
             values.append(_arg(a, off, params))
@@ -206,14 +211,17 @@ class State:
         if scope == "local":
             self.local = value
         else:  # a session change replaces a local one of the same transaction (guc.c: GUC_SET)
-            self.session, self.local = value, _NOT
+            self.session = value
+            self.local = _NOT
 
     def end(self, committed: bool | None) -> None:
         if committed is None and self.pending():
             self.base = UNKNOWN if self.value() != self.base or self.session is not _NOT else self.base
         elif committed and self.session is not _NOT:
             self.base = self.session  # type: ignore[assignment]
-        self.session, self.local, self.savepoints = _NOT, _NOT, []
+        self.session = _NOT
+        self.local = _NOT
+        self.savepoints = []
 
     def savepoint(self, verb: str, name: str) -> None:
         if verb == "savepoint":
@@ -260,7 +268,10 @@ def applied(conn, found: list[tuple[str, str | None]]) -> None:
     ends = [i for i, (kind, _) in enumerate(found) if kind == "end"]  # a change before one was in its block
     for i, (kind, arg) in enumerate(found):
         if pipeline and (kind not in ("end", "savepoint", "release", "rollback-to") or st.pending()):
-            st.base, st.session, st.local, st.savepoints = UNKNOWN, _NOT, _NOT, []
+            st.base = UNKNOWN
+            st.session = _NOT
+            st.local = _NOT
+            st.savepoints = []
             return
         if kind == "end":
             st.end(arg == "commit")
