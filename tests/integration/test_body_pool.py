@@ -136,10 +136,11 @@ def test_the_python_client_replaces_a_cut_connection_before_lending_it(database,
     assert out["second"] != out["first"]
 
 
-def test_the_node_client_replaces_a_cut_connection_before_lending_it(database, tmp_path):
-    """Hazard, for whoever reads this as proof of the check: here the Node client's ``'error'`` listener
-    sees the termination too (the server sends it while the script awaits its own queries), so this
-    passes without ``alive`` as well; it holds the borrow's behaviour. ``alive`` is for a connection
+def test_the_node_clients_borrow_after_a_cut_gives_a_working_connection(database, tmp_path):
+    """Not a proof of the check, and named so: here the Node client's ``'error'`` listener sees the
+    termination too (the server sends it while the script awaits its own queries), so this passes without
+    ``alive`` as well; it holds the borrow's behaviour (a new backend, answering) with ``alive`` in its
+    path. ``alive`` is for a connection
     cut while the client was told nothing yet (a socket a proxy keeps open, a borrow in the same tick)."""
     missing = node_missing()
     if missing:
