@@ -23,7 +23,7 @@ pytest.importorskip("awa", reason="awa-pg is not installed (pip install -e '.[li
 
 from pg_job_chaos.adapters.awa import Awa  # noqa: E402
 from pg_job_chaos.core import overlap  # noqa: E402
-from pg_job_chaos.core.schedule import Event, JobSpec  # noqa: E402
+from pg_job_chaos.core.schedule import Event, JobSpec, Timing  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
@@ -80,9 +80,13 @@ def test_a_crash_loop_is_rescued_past_max_attempts(runner):
     """Job 1 kills its worker on every execution. The stale-receipt rescue (or the deadline's) makes it
     retryable whatever its attempt (queue_storage.rs:13046-13051, 13140-13145; the heartbeat rescue,
     :12922, is the same), so it is claimed until the restart budget is spent: 2 workers + 1 restart = 3
-    executions of a job whose max_attempts is 2, each counted; awa accepted no finish for it."""
+    executions of a job whose max_attempts is 2, each counted; awa accepted no finish for it.
+
+    The run ends by itself when the third worker dies; the stall limit is only the harness's patience
+    between records (a restarted worker's start, awa's 4-5 s retry backoff, a rescue), given room here
+    because beside two busy loops the default (about 13 s) once ran out first (issue 51)."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="mid-work")],
-                max_attempts=2, restarts=1)
+                max_attempts=2, restarts=1, timing=Timing(stall=150.0, deadline=300.0))
     assert h.ended_by == "workers-exhausted"
     ones = h.executions()
     assert [e.attempt for e in ones] == [1, 2, 3] and len({e.worker for e in ones}) == 3

@@ -35,8 +35,14 @@ pytestmark = pytest.mark.chaos
 
 SURVIVORS = 3
 ROUNDS = 20  # each round: two children SIGKILLed, one ending with os._exit(1), all mid-burst
-WAIT = 3.0  # seconds for the parent's line and the survivors' new lines to arrive after a round
-CHILD_LIFETIME = 30.0  # a child that nobody kills leaves by itself: nothing outlives the test
+# Seconds for the parent's line and the survivors' new lines to arrive after a round: a bound on
+# "never", not a speed. The harness's logging gets a generous one (it returns as soon as the lines are
+# there: a quiet machine pays nothing; beside two busy loops a survivor went unscheduled for 3 s, issue
+# 51); multiprocessing-logging's lost lines are lost for good (a lock held by the dead), so a short
+# wait shows it without paying 30 s for the expected failure.
+WAIT = {"harness": 30.0, "multiprocessing-logging": 3.0}
+CHILD_LIFETIME = 150.0  # a child nobody kills leaves by itself (past the timeout: a survivor must
+# outlive every round, however slow the machine; kill_all and PR_SET_PDEATHSIG end it before)
 BIG = 8192
 PR_SET_PDEATHSIG = 1
 
@@ -133,9 +139,10 @@ class Scenario:
             want = {s: seen.get(s, -1) for s in survivors}
             self.parent.info("supervisor %d after round %d", r, r)
             want["supervisor"] = r - 1
-            missing = self.wait_for(sink, want, WAIT)
+            missing = self.wait_for(sink, want, WAIT[self.backend])
             assert not missing, (
-                f"round {r}: no new line from {missing} within {WAIT} s after children died mid-burst"
+                f"round {r}: no new line from {missing} within {WAIT[self.backend]} s after children "
+                "died mid-burst"
                 + (" (the parent's own line is lost)" if "supervisor" in missing else ""))
 
     def kill_all(self) -> None:
@@ -182,14 +189,11 @@ def test_harness_logging_survives_workers_killed_mid_burst(tmp_path, root_loggin
     sink = Collect()
     root_logging.addHandler(sink)
     sc = Scenario("harness", tmp_path)
-    t0 = time.monotonic()
     try:
-        sc.run(sink)
+        sc.run(sink)  # every round bounded by WAIT, the whole test by its timeout: nothing waits forever
     finally:
         sc.kill_all()
     logs.Merger(tmp_path).poll(final=True)
-    elapsed = time.monotonic() - t0
-    assert elapsed < 60, f"the scenario took {elapsed:.1f} s"
 
     text = out.getvalue()
     # Human-readable, with identities: the parent's lines and the merged workers' lines.
