@@ -74,8 +74,12 @@ class Search:
                  progress: Callable[[str], None] = lambda s: None, small_scope: bool = True,
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
-                 gate: tuple[str, ...] | None = None, workload: str | None = None):
-        self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
+                 gate: tuple[str, ...] | None = None, workload: str | None = None,
+                 stop_at_first: bool = False):
+        self.workload = workload
+        # stop starting new schedules once one fails the gate (a known bug's hunt, issue 48): the rest
+        # of the small-scope pass and of the examples is not run; the failure is still shrunk and replayed
+        self.stop_at_first = stop_at_first  # a declared tenant workload every drawn schedule carries (issue 38)
         self._run = run
         self._run_many = run_many
         self.progress = progress
@@ -116,6 +120,10 @@ class Search:
             self.out.budget_spent = True
         return self.out.budget_spent
 
+    def _found(self) -> bool:
+        """With *stop_at_first*: a run has failed the gate, so no new schedule starts (but shrinking)."""
+        return self.stop_at_first and self.out.first_failure_seconds is not None
+
     def _record(self, schedule: Schedule, history: History, seconds: float, label: str) -> Run:
         r = Run(schedule, check(history), history, seconds, label)
         self._cache[schedule.to_json()] = r
@@ -144,7 +152,7 @@ class Search:
         batch = [(label, s) for label, s in batch if s.to_json() not in self._cache]
         done = 0
         for k in range(0, len(batch), self.width):
-            if self._spent():
+            if self._spent() or self._found():
                 break
             chunk = batch[k:k + self.width]
             run_many = self._run_many
@@ -163,8 +171,10 @@ class Search:
         self._stop_at = self._t0 + self.budget if self.budget is not None else None
         if self.small_scope:
             self._small_scope()
-        self._generate_and_shrink()
-        if self._last_failing is not None and self._generated < self.share and not self._spent():
+        if not self._found():
+            self._generate_and_shrink()
+        if (self._last_failing is not None and self._generated < self.share and not self._spent()
+                and not self._found()):
             self._rest()
         self.phase = Phase.SHRINK  # every violated property's own run (harness/engine/shrink.py)
         shrink.per_property(self.out, self.gate, self._execute, seen=lambda s: s.to_json() in self._cache,
@@ -292,6 +302,9 @@ def search(run: RunOne, **kwargs) -> SearchOutcome:
     *design* is the design's handle: its options (``--design-option``) go into every schedule.
     *gate* (:func:`properties.gate`, default every property): the properties whose violation is a
     failure: only such a run is shrunk, kept in the example database and made the counterexample.
+    *stop_at_first*: no new schedule starts once a run fails the gate (the rest of the small-scope
+    pass, Hypothesis's generation, the rest of the budget); that run is shrunk and replayed as always.
+    A hunt for one property (``gate=(name,)``) then ends at its first violation.
     """
     return Search(run, **kwargs).run()
 

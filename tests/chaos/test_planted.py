@@ -1,5 +1,8 @@
 """Detection power: planted bugs the suite has never been tuned to, each found by the property that
-names it, with the default budget (the small-scope pass, then 10 examples), at the suite's scale.
+names it, within the default budget (the small-scope pass, then 10 examples), at the suite's scale.
+Each hunt stops at the named property's first violation (``stop_at_first``, gated on it) and shrinks
+it: what is asserted is that the budget finds it, not what the rest of the budget costs (``python run.py
+bench`` runs every planted bug's whole search and prints the seconds and runs to the first find).
 And one false-alarm check: the recommended design under its faults violates exactly what it must."""
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ CASES = [c for c in planted.CASES if c[0] not in BENCH_ONLY]
 
 @pytest.mark.parametrize(("bug", "faults", "prop"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_found(runner, bug, faults, prop):
+    # HeartbeatAnyAttempt's schedule is met only while Hypothesis shrinks another property's violation
+    # (below): its hunt keeps the whole gate and the whole budget.
+    hunt = {} if bug == "HeartbeatAnyAttempt" else {"gate": (prop,), "stop_at_first": True}
     out = search(runner.run, faults=parse_faults(faults), design=load_design(planted.spec(bug)),
-                 tenant_mode="local", examples=10, seed=1, time_scale=SCALE, **parallel_options(runner))
+                 tenant_mode="local", examples=10, seed=1, time_scale=SCALE, **hunt, **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
     smallest = out.smallest_for(prop)
@@ -60,7 +66,8 @@ def test_a_sweep_that_writes_back_stale_rows_undoes_a_success(runner):
 def test_raise_limit_is_found_by_the_small_scope_pass(runner):
     out = search(runner.run, faults=parse_faults("raise"),
                  design=load_design(planted.spec("RaiseLimitOnRetry")),
-                 tenant_mode="local", examples=1, seed=1, time_scale=SCALE,
-                 **parallel_options(runner))
-    first = next(r for r in out.runs if r.violated)
+                 tenant_mode="local", examples=1, seed=1, time_scale=SCALE, gate=("bounded-attempts",),
+                 stop_at_first=True, **parallel_options(runner))
+    # its property's first violation (a fault-free run may lose a timing property on a busy machine)
+    first = next(r for r in out.runs if "bounded-attempts" in r.violated)
     assert first.label.startswith("raise at"), first.label  # found before any random schedule ran

@@ -94,3 +94,26 @@ def test_the_search_shrinks_only_a_gated_violation():
     allowed = search(run, gate=gate, **kw)
     assert allowed.counterexample is None and allowed.aggregate()["terminal-states"].status == "violated"
 
+
+
+def test_stop_at_first_starts_nothing_after_the_first_gated_failure_but_shrinks_it():
+    """Every run violates terminal-states: the whole search runs the small-scope pass and the budget;
+    stopping at the first failure runs one schedule, then only the shrinking's, and keeps the
+    counterexample (the same property, replayed)."""
+    handle = load_design("lease")
+    kw = dict(faults=(), design=handle, tenant_mode="local", examples=3, seed=1, time_scale=0.2,
+              database=None, gate=("terminal-states",))
+    ran: dict[bool, list[str]] = {False: [], True: []}
+    outs = {}
+    for first in (False, True):
+        def run(s: Schedule, *, design: DesignHandle, first=first) -> History:
+            ran[first].append(s.to_json())
+            return _history(s)
+        outs[first] = search(run, stop_at_first=first, **kw)
+    whole, hunt = outs[False], outs[True]
+    assert whole.small_scope_runs > 1 and len(ran[False]) > len(ran[True])
+    assert hunt.small_scope_runs == 1, hunt.small_scope_runs
+    assert hunt.counterexample is not None and "terminal-states" in hunt.counterexample.violated
+    assert hunt.replayed is not None and ran[True][0] == hunt.runs[0].schedule.to_json()
+    # after the first run, only the shrinker's candidates and the replay ran: none was a new example
+    assert all(r.label == "" or r is hunt.runs[0] for r in hunt.runs), [r.label for r in hunt.runs]
