@@ -47,6 +47,7 @@ from .history import History
 SETTING = "setting"
 LEASE = "lease"
 FINISH_TIME = "finish-time"
+CHECKS = (SETTING, LEASE, FINISH_TIME)  # in findings' order
 
 # Seconds a database-clock finish may be dated before its body's last statement and still be after it: a
 # library that keeps whole milliseconds (DBOS's epoch ms) truncates up to 1 ms. A transaction-start time
