@@ -155,7 +155,10 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
         point = _commit_point(cursor.connection)
     if body:
         return None, found
-    _log_settings(ctx, cursor, query, text)
+    try:
+        _log_settings(ctx, cursor, query, text)
+    except Exception:  # noqa: BLE001 - Hazard: never raise into the user's statement; the record is a hint
+        pass
     job = current()
     if job is not None and not found and getattr(_local, "open", True):
         _log_statement(ctx, cursor, job, text)
