@@ -132,7 +132,9 @@ def test_a_design_that_declares_wrong_what_its_code_does_fails_naming_each_check
         assert all(text in line and fixes[name] in line for line in mine), r.stdout
     # nothing else fails: the harness observes it; only what it declares is wrong
     assert len(bad) == DECLARED * len(check.FAULT_FREE_WORKERS), r.stdout
-    assert f"{len(bad)} of {CHECKS} checks FAILED" in r.stdout
+    assert (f"{len(bad)} of {CHECKS} checks FAILED: forgets declares what its code does not (setting, "
+            "lease, finish-time); fix it as each line says before searching it, or its verdicts are false"
+            in r.stdout), r.stdout
 
 
 def test_an_unknown_design_or_option_is_a_usage_error(tmp_path):
