@@ -48,6 +48,7 @@ class LogEvent(StrEnum):
     POINT_TIMEOUT = "point-timeout"  # the go never came within strike_wait
     STATEMENT = "statement"  # the first time the worker sent a statement point
     TENANT_STATEMENT = "tenant-statement"  # a job's own statement and the tenant setting it ran under
+    SETTING_SET = "setting-set"  # a custom setting the worker's own code set by name (first time, per worker)
     # The built-in designs (workers/builtin/base.py, heartbeat.py, outbox.py)
     CLAIM_FAILED = "claim-failed"
     HEARTBEAT_ERROR = "heartbeat-error"

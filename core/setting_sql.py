@@ -238,3 +238,34 @@ def transaction_command(low: str) -> tuple[str, str | None] | None:
     if first == "release":
         return ("release", words[-1].strip('"'))
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def calls_set_config(text: str) -> bool:
+    """Whether *text* calls ``set_config`` (a composed statement's literals, ``?`` in its template, are
+    then read from its full text)."""
+    return "set_config" in text.lower()
+
+
+_SET_NAMED = re.compile(  # SET [SESSION | LOCAL] prefix.name {TO | =}, lower-cased
+    r"set\s+(?:(?:session|local)\s+)?\"?([a-z_][\w$]*(?:\.[a-z_][\w$]*)+)\"?\s*(?:to\b|=)")
+
+
+@functools.lru_cache(maxsize=4096)  # asked of every statement a worker's own code sends: the same few texts
+def settings_named(text: str) -> tuple[str, ...]:
+    """The custom (dotted) settings *text* sets by a name it spells: ``SET [SESSION | LOCAL] name ...`` and
+    ``set_config('name', ...)``, lower case, each once, in order. A name sent as a parameter or computed
+    is not read (such a statement names none here); nor is ``RESET`` (it sets nothing). What
+    ``core/misdeclared.py`` sets beside a design's declared ``tenant_setting``."""
+    low = text.lower()
+    if "set" not in low:
+        return ()
+    out = [m.group(1) for stmt in _split(low) if (m := _SET_NAMED.match(stmt))]
+    for m in _SET_CONFIG.finditer(low):
+        got = _args(low, m.end() - 1)
+        if not got or not got[0]:
+            continue
+        lit = _LITERAL.fullmatch(_CAST.sub("", got[0][0]).strip())
+        if lit and "." in lit.group(1):
+            out.append(lit.group(1).replace("''", "'"))
+    return tuple(dict.fromkeys(out))

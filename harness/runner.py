@@ -257,5 +257,5 @@ class Runner:
             samples=result.samples, ended_by=result.ended_by, t0=result.t0, t1=result.t1, notes=notes,
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
             expected_rows=db.expected_rows(j.tenant for j in schedule.jobs),
-            hosted=design.hosted, finishes=accepted, clock=design.clock(schedule), transitions=changes,
+            hosted=design.hosted, finishes=accepted, clock=run.clock(), transitions=changes,
         )

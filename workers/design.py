@@ -92,6 +92,9 @@ from .tenant.modes import SETTING
 __all__ = ["OVERLAP_CAP", "POOL", "REQUIRED", "Clock", "Design", "DesignHandle", "DesignRun", "Finishes",
            "Origin", "Row", "key_of"]
 
+# What a declared lease_seconds that gives None did, in the run's Clock.what (horizon's evidence quotes it).
+NO_LEASE = "returned None where the harness asks for it (the run's view, after for_run)"
+
 # The most connections a hosted body's pool may open for executions that overlap (a retry started while
 # the previous execution still runs): jobs x max_attempts up to this. Opened as needed, never at start.
 OVERLAP_CAP = 64
@@ -168,6 +171,10 @@ class DesignRun:
 
     def stall_extra(self) -> float:
         return self.handle.stall_extra(self.schedule)
+
+    def clock(self) -> Clock:
+        """The design's lease in this run, asked of the run's view (:meth:`DesignHandle.clock`)."""
+        return self.handle.clock(self.schedule, self.design)
 
 
 @dataclass(frozen=True)
@@ -276,16 +283,26 @@ class DesignHandle:
     def stall_extra(self, schedule: Schedule) -> float:
         return float(self.design.stall_extra(schedule)) if isinstance(self.design, _Stalls) else 0.0
 
-    def clock(self, schedule: Schedule) -> Clock:
+    def clock(self, schedule: Schedule, view: object | None = None) -> Clock:
         """The design's lease in a run of *schedule* (the module docstring's ``lease_seconds`` and
         ``clock``): its own ``lease_seconds`` (``basis`` ``declared``) first, else what its kind states
-        (its ``clock``: a hosted library's ``TIMING`` interval, a built-in's schedule lease), else none."""
-        if isinstance(self.design, _Leased):
-            own = self.design.lease_seconds(schedule)
-            return Clock(None if own is None else float(own), "declared",
-                         f"{self.name}'s own lease (its lease_seconds)")
-        if isinstance(self.design, _Clocked):
-            clock = self.design.clock(schedule)
+        (its ``clock``: a hosted library's ``TIMING`` interval, a built-in's schedule lease), else none.
+
+        Asked of *view*, the run's view (:attr:`DesignRun.design`; None: bound here by :meth:`for_run`),
+        never of the design itself: a ``HostedDesign``'s ``lease`` and ``schedule`` are set on the view
+        only, so a ``lease_seconds`` that returns ``self.lease`` -- as the guide says it may -- gets the
+        schedule's lease (asked of the design itself it was None, and ``horizon`` silently not judged:
+        issue 46). A declared ``lease_seconds`` that still gives None here leaves ``horizon`` not judged,
+        with the reason in ``what`` (:data:`NO_LEASE`); ``check-design`` fails on it
+        (``core/misdeclared.py``)."""
+        d = view if view is not None else self.for_run(schedule).design
+        if isinstance(d, _Leased):
+            own = d.lease_seconds(schedule)
+            if own is None:
+                return Clock(None, "declared", f"{self.name}'s lease_seconds {NO_LEASE}")
+            return Clock(float(own), "declared", f"{self.name}'s own lease (its lease_seconds)")
+        if isinstance(d, _Clocked):
+            clock = d.clock(schedule)
             if not isinstance(clock, Clock):
                 raise UsageError(f"--design {self.spec}: clock(schedule) returned {clock!r}, not a "
                                  "workers.interface.Clock")

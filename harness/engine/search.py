@@ -28,6 +28,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
+from ...core import misdeclared
 from ...core.history import History
 from ...core.schedule import POINTS, Schedule
 from ...properties import PROPERTIES, check
@@ -107,6 +108,7 @@ class Search:
         self._cache: dict[str, Run] = {}
         self._generated = 0
         self._last_failing: Run | None = None
+        self._warned: set[str] = set()  # the design's mistakes already said (core/misdeclared.py)
         self._t0 = 0.0
         self._stop_at: float | None = None
 
@@ -138,6 +140,12 @@ class Search:
                             f"({r.seconds:.1f} s)", done=len(self.out.runs), total=total)
         if r.failing(self.gate) and self.out.first_failure_seconds is None:
             self.out.first_failure_seconds = time.monotonic() - self._t0
+        # What the design declared wrong, said as soon as a run shows it (its first run, usually): the
+        # verdicts that follow from it are not the design's (the report repeats it after the table).
+        for f in misdeclared.findings(history):
+            if not f.held and f.check not in self._warned:
+                self._warned.add(f.check)
+                self.progress(f.warning())
         return r
 
     def _execute(self, schedule: Schedule, label: str = "") -> Run:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ...core import overlap
+from ...core import misdeclared, overlap
 from ...core.history import History
 from ...core.schedule import Schedule
 from ...properties import HELD, UNKNOWN, Result, violated_names
@@ -113,7 +113,20 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
                    "no_fault_could_strike": blocked}
     _waits(report, [r.history for r in out.runs], out.counterexample.history if out.counterexample else None)
+    _misdeclared(report, [r.history for r in out.runs])
     return report
+
+
+def _misdeclared(report: Report, histories, design: str = "") -> None:
+    """What the design declared wrong, as its runs show it (:mod:`core.misdeclared`): a ``WARNING`` line
+    each after the table (*design*'s name before it, in a compare) and the JSON's ``design_warnings``;
+    the properties' verdicts stay as they are."""
+    lines = misdeclared.warnings(histories)
+    report.notes += [f"{design}: {line}" if design else line for line in lines]
+    if design:
+        report.data["designs"][design]["design_warnings"] = lines
+    else:
+        report.data["design_warnings"] = lines
 
 
 def _waits(report: Report, histories, first: History | None, label: str = "the counterexample's run") -> None:
@@ -139,6 +152,7 @@ def replay_report(history: History, results: dict, schedule: Schedule, file: str
                    "faults": schedule.faults(), "replay": str(file), "server": history.server,
                    "properties": text.results_json(results), "bodies_at_once": report.bodies}
     _waits(report, [history], history, "this replay's run")
+    _misdeclared(report, [history])
     return report
 
 
@@ -162,4 +176,6 @@ def compare_report(c: Comparison, *, faults, tenant_mode: str, stamp: Stamp, out
                                    "bodies_at_once": overlap.summary(
                                        x.history for x in (c.outcomes[d].runs if d in c.outcomes else ()))}
                                for d, r in c.results.items()}}
+    for d in c.results:
+        _misdeclared(report, [x.history for x in (c.outcomes[d].runs if d in c.outcomes else ())], d)
     return report

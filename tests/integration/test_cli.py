@@ -28,8 +28,9 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
                          "counterexample", "shrink_runs", "small_scope_runs", "coverage", "retry_spacing",
                          "bodies_at_once", "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
-                         "allowed_violations", "failing", "failed", "waits"}
+                         "allowed_violations", "failing", "failed", "waits", "design_warnings"}
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
+    assert data["design_warnings"] == []  # nothing declared wrong (core/misdeclared.py)
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and \
         not data["no_fault_could_strike"]
     assert data["server"]["pg_version"] == 17 and data["server"]["pooler"] is None

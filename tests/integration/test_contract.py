@@ -40,7 +40,7 @@ def test_a_client_passes_check_design(client):
     r = run_cli("check-design", "contract", "--design-option", f"command={_command(client)}",
                 "--time-scale", "0.2", "-q", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "all 28 checks held" in r.stdout, r.stdout
+    assert "all 34 checks held" in r.stdout, r.stdout
 
 
 def _claim_point(client: str) -> str:

@@ -1,5 +1,6 @@
 """A user's own worker, in a file outside the repository, loaded with --design and run (protocol v2):
-the README's worked example, and a worker that never runs the harness's body."""
+the README's worked example, a worker that never runs the harness's body, and one that declares wrong
+what its code does (issue 46), which a search says in its first run's progress and after its table."""
 
 from __future__ import annotations
 
@@ -96,3 +97,26 @@ def test_the_plugin_session_applies_the_command_lines_rules(tmp_path, runner):
     saved = json.loads(found.file.read_text())
     assert saved["design_options"] == {"poll": "0.02"} and saved["pg_version"] == runner.database.major
     assert found.replay == f"pg-job-chaos replay {found.file}"
+
+
+def test_a_search_warns_of_what_the_design_declares_wrong_from_its_first_run(tmp_path):
+    """``tests/own_declares.py:Forgets`` (issue 46's three mistakes) gives the false verdicts the issue
+    saw (every job run without its tenant, among them) and the search says why as its first run ends
+    (progress, on stderr), after its table and in its JSON; the verdicts stay as they are."""
+    shutil.copy(ROOT / "tests" / "own_declares.py", tmp_path / "own_declares.py")
+    r = run_cli("search", "--design", "own_declares.py:Forgets", "--examples", "1", "--seed", "1",
+                "--time-scale", "0.2", "--json", str(tmp_path / "s.json"), "--out", str(tmp_path / "out"),
+                timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert data["properties"]["tenant-isolation"]["status"] == "violated"  # read app.tenant: never set
+    checks = ("setting", "lease", "finish-time")
+    assert [w.split(":")[1].strip() for w in data["design_warnings"]] == list(checks)
+    progress = r.stderr.splitlines()
+    first = next(i for i, line in enumerate(progress) if " -> " in line)  # the first run's line
+    for name in checks:
+        said = [i for i, line in enumerate(progress) if line.strip().startswith(f"WARNING: {name}: ")]
+        # once, as the first run ends
+        assert len(said) == 1 and said[0] == first + 1 + checks.index(name), r.stderr
+        assert sum(line.startswith(f"WARNING: {name}: ") for line in r.stdout.splitlines()) == 1, r.stdout
+    assert "fix: declare tenant_setting = 'app.current_tenant'" in r.stdout

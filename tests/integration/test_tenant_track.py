@@ -1,7 +1,8 @@
 """The tenant setting tracked client-side (workers/tenant/track.py through workers/body/statements.py),
 checked against the real server: after every form of change, transaction end, savepoint, error transaction,
 pipeline and pool reset, the tracked value is what ``current_setting`` says -- or ``unknown``, never a
-wrong value. The wrapper is installed in this process for each test and taken off after it."""
+wrong value; and every custom setting the code sets by name is logged once (``setting-set``). The wrapper
+is installed in this process for each test and taken off after it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from pg_job_chaos.core.execlog import ExecLog
@@ -35,7 +37,7 @@ def tracked(tmp_path):
     previous = statements._ctx
     log = ExecLog(tmp_path / "w1.0.events.jsonl", "w1.0")
     ctx = SimpleNamespace(spec=SimpleNamespace(tenant_setting="app.tenant", watch=frozenset()), log=log,
-                          statements_seen=set())
+                          statements_seen=set(), settings_seen=set())
     ctx.records = lambda: [json.loads(line) for line in log.path.read_text().splitlines()]
     statements.install(ctx)
     try:
@@ -90,6 +92,22 @@ def test_every_form_in_autocommit_and_in_a_transaction(tracked, database):
         assert agree(conn) == "9"
         conn.execute("select set_config('app.tenant', '10', false); commit")  # a COMMIT in the string
         assert agree(conn) == "10"
+
+
+def test_each_custom_setting_the_code_sets_by_name_is_logged_once_beside_the_declared_one(tracked, database):
+    """The records ``core/misdeclared.py`` reads (issue 46): a tenant code that sets another setting than
+    the declared ``tenant_setting`` is told from one that sets it; a built-in setting is none of them."""
+    statements.set_current(Claimed(1, 1, 1))
+    with psycopg.connect(database.worker_dsn, autocommit=True) as conn:
+        conn.execute("select set_config('app.current_tenant', %s, false)", ["1"])
+        conn.execute("select set_config('app.current_tenant', %s, false)", ["2"])  # once per worker
+        conn.execute(sql.SQL("select set_config({}, {}, false)").format(sql.Literal("app.user_id"),
+                                                                        sql.Literal("7")))  # composed
+        conn.execute("set app.tenant = '3'")
+        conn.execute("set statement_timeout = 5000")  # not a custom setting
+    sets = [(r["setting"], r["declared"], r["job"]) for r in tracked.records() if r["event"] == "setting-set"]
+    assert sets == [("app.current_tenant", "app.tenant", 1), ("app.user_id", "app.tenant", 1),
+                    ("app.tenant", "app.tenant", 1)]
 
 
 def test_savepoints_of_psycopgs_transaction_blocks(tracked, database):

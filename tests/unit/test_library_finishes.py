@@ -190,7 +190,7 @@ def test_finishes_are_dated_on_the_execution_logs_clock():
     out = finishes.convert(data, {"database": at.timestamp() - 10.0, "worker": at.timestamp() - 20.0})
     assert [e["job"] for e in out] == [1, 2]
     assert out[1]["finishes"] == [{"outcome": "success", "what": "succeeded", "at": at.isoformat(), "t": 10.0,
-                                   "attempt": None}]
+                                   "attempt": None, "clock": "database"}]
     assert [(f["t"], f["attempt"]) for f in out[0]["finishes"]] == [(20.0, 1), (None, None)]
     with pytest.raises(ValueError, match="outcome 'done' is not one of success, failure, requeued"):
         finishes.convert({1: {"finishes": [{"outcome": "done", "at": None}]}}, {})

@@ -74,6 +74,7 @@ class WorkerContext:
         self._own: dict[str, psycopg.Connection] = {}
         self._strike_lock = threading.Lock()
         self.statements_seen: set[tuple[str, bool]] = set()  # (point, job-bound) logged once (statements.py)
+        self.settings_seen: set[str] = set()  # custom settings the worker's own code set, logged once (same)
 
     # --- connections ---------------------------------------------------------------------------
     @property

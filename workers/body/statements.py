@@ -23,6 +23,9 @@ it ran (``tenant-statement``: the statement's text, its value, or ``known`` fals
 ``tenant-isolation`` judges the user's own statements, whatever table they read
 (``core/statement_tenants.py`` keeps those between the execution's start and end records only: a
 thread keeps its last job as current after it ended, and its next claim is no statement of that job).
+Each custom setting the worker's own code sets by name (``SET``, ``set_config``) is logged once per worker
+(``setting-set``, beside the declared ``tenant_setting``): a tenant code that sets another setting than the
+one declared is then said (``core/misdeclared.py``), not only judged as jobs run without their tenant.
 
 Around each such statement: ``sql:<name>`` before it is sent, ``sql:<name>:after`` once its reply came
 (in autocommit: once it committed); every COMMIT (``conn.commit()``, leaving ``conn.transaction()``, the
@@ -52,6 +55,7 @@ from psycopg import sql
 from ...core.events import LogEvent
 from ...core.execlog import started_count
 from ...core.schedule import AFTER, COMMIT
+from ...core.setting_sql import calls_set_config, settings_named
 from ...core.sqlfile import NAMES, normalized
 from ...faults.catalogue import CATALOGUE
 from ..tenant import track as tenant_track
@@ -151,6 +155,10 @@ def _before(cursor, query, params, many: bool) -> tuple[tuple[str, object] | Non
         point = _commit_point(cursor.connection)
     if body:
         return None, found
+    try:
+        _log_settings(ctx, cursor, query, text)
+    except Exception:  # noqa: BLE001 - Hazard: never raise into the user's statement; the record is a hint
+        pass
     job = current()
     if job is not None and not found and getattr(_local, "open", True):
         _log_statement(ctx, cursor, job, text)
@@ -217,6 +225,24 @@ def _log_statement(ctx, cursor, job, text: str) -> None:
     ctx.log.write(LogEvent.TENANT_STATEMENT, job=job.id, attempt=job.attempt, setting=ctx.spec.tenant_setting,
                   statement=" ".join(text.split())[:STATEMENT_CHARS], value=value,
                   known=value is not tenant_track.UNKNOWN)
+
+
+def _log_settings(ctx, cursor, query, text: str) -> None:
+    """One ``setting-set`` record per worker and custom setting its own code sets by name (``SET``,
+    ``set_config``; not the body's), with the design's declared ``tenant_setting`` beside it:
+    ``core/misdeclared.py`` tells a worker whose tenant code sets another setting than the one declared.
+    A composed statement's literals are ``?`` in *text*: its full text is read only when it calls
+    ``set_config``."""
+    names = settings_named(text)  # cached by text: a worker sends the same few
+    if not names and isinstance(query, sql.Composed) and calls_set_config(text):
+        full = tenant_track.text_of(query, cursor.connection)
+        names = settings_named(full) if full is not None else ()
+    for name in names:
+        if name not in ctx.settings_seen:
+            ctx.settings_seen.add(name)
+            job = current()
+            ctx.log.write(LogEvent.SETTING_SET, setting=name, declared=ctx.spec.tenant_setting,
+                          job=getattr(job, "id", None), statement=" ".join(text.split())[:STATEMENT_CHARS])
 
 
 def _after(cursor, found) -> None:

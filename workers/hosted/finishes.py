@@ -43,13 +43,13 @@ def _finish(f: dict, offsets: dict[str, float]) -> dict:
     return {"outcome": outcome, "what": str(f.get("what") or outcome),
             "at": at.isoformat() if at is not None else None,
             "t": at.timestamp() - offsets[clock] if at is not None else None,
-            "attempt": int(attempt) if attempt is not None else None}
+            "attempt": int(attempt) if attempt is not None else None, "clock": clock}
 
 
 def convert(data: dict, offsets: dict[str, float]) -> list[dict]:
     """A design's ``accepted_finishes`` answer as the history keeps it: ``[{"job", "recorded",
     "complete", "finishes": [{"outcome", "what", "at" (ISO text or None), "t" (monotonic or None),
-    "attempt"}]}]`` in job order; ``complete`` False where the library keeps only its last finish of
+    "attempt", "clock"}]}]`` in job order; ``complete`` False where the library keeps only its last finish of
     a job (a finish it took and overwrote leaves no trace). Raises :class:`ValueError` for an outcome
     or clock the protocol does not know."""
     return [{"job": int(job), "recorded": str(entry.get("recorded") or ""),

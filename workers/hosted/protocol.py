@@ -51,8 +51,10 @@ members below; :class:`~workers.hosted.declared.DeclaredDesign` builds ``reset``
     what the library itself accepted, from its own tables after the run, by schedule job id:
     ``finishes``, each finish it recorded, in its order -- ``outcome`` (one of
     :data:`~core.history.FINISH_OUTCOMES`), ``what`` (its name for it), ``at`` (an aware datetime; None
-    when it keeps no time), ``clock`` (``database``, the default, the server's ``now()``; ``worker``, the
-    worker host's clock), optionally ``attempt`` (the 1-based attempt the body was told) -- and
+    when it keeps no time), ``clock`` (``database``, the default, the server's clock -- a time the finish's
+    own statement took, ``clock_timestamp()``: a ``now()`` in a transaction the job ran in is before the
+    job, which ``check-design`` fails on (``core/misdeclared.py``); ``worker``, the worker host's
+    clock), optionally ``attempt`` (the 1-based attempt the body was told) -- and
     ``recorded``, one line of what its tables say of the job. None: the library cannot tell, and
     ``library-one-finish`` says unknown. The body commits and sends before the library's finish runs;
     this is how the finish itself is judged (:mod:`workers.hosted.finishes` puts it in the history).
