@@ -151,6 +151,9 @@ class Dbos(DeclaredDesign):
         self.finish = self.choice("finish", ("step", "transaction"))
         self.pool_first = self.finish == "step"  # a transaction's body runs on the datasource's engine
         self.partition_concurrency = self.FAIRNESS[self.choice("fairness", tuple(self.FAIRNESS))]
+        # per-tenant-partition: one partition per tenant (enqueue's queue_partition_key), each at
+        # partition_concurrency "globally (across all executors)" (_client.py register_queue)
+        self.tenant_cap = self.partition_concurrency
 
     def stall_extra(self, schedule) -> float:
         """DBOS recovers only when a dead worker's slot launches again: the run's stall and deadline

@@ -77,4 +77,8 @@ class GraphileWorker(ContractDesign):
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        self.choice("fairness", ("off", "per-tenant-queue"))  # a usage error before any server starts
+        # an unknown value is a usage error before any server starts
+        fairness = self.choice("fairness", ("off", "per-tenant-queue"))
+        # per-tenant-queue: queueName tenant_<id> (node/graphile-worker.js), "only specify if you want jobs
+        # in this queue to run serially" (interfaces.d.ts, TaskSpec.queueName)
+        self.tenant_cap = 1 if fairness == "per-tenant-queue" else None

@@ -70,5 +70,7 @@ class PgBoss(ContractDesign):
     def __init__(self, **options: str):
         super().__init__(**options)
         self.choice("finish", ("work", "transaction"))
-        self.choice("fairness", ("off", "per-tenant-singleton"))
+        # per-tenant-singleton: singletonKey tenant_<id> (node/pg-boss.js), one active job per key (plans.js,
+        # index job_i2)
+        self.tenant_cap = 1 if self.choice("fairness", ("off", "per-tenant-singleton")) != "off" else None
 

@@ -161,6 +161,9 @@ class PgQueuer(DeclaredDesign):
         # empty (qm.py:244-270), every job picked dispatched at once (qm.py:472-484).
         self.concurrency = self.max_concurrent_tasks
         self.per_tenant = self.choice("fairness", ("off", "per-tenant-entrypoint")) == "per-tenant-entrypoint"
+        # per-tenant-entrypoint: each tenant's entrypoint at concurrency_limit=1 (run_worker), "enforced at
+        # the database level across all workers" (qm.py, QueueManager.entrypoint)
+        self.tenant_cap = 1 if self.per_tenant else None
 
     def entrypoint(self, tenant) -> str:
         """The entrypoint a job of *tenant* is enqueued to (fairness=per-tenant-entrypoint: its own)."""

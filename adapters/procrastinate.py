@@ -119,6 +119,9 @@ class Procrastinate(DeclaredDesign):
         super().__init__(**options)
         self.recovery = self.choice("recovery", ("on", "off")) == "on"
         self.tenant_lock = self.choice("fairness", ("off", "per-tenant-lock")) == "per-tenant-lock"
+        # per-tenant-lock: lock=tenant:<id> at enqueue, "No two jobs with the same lock string can run
+        # simultaneously" (tasks.py, configure)
+        self.tenant_cap = 1 if self.tenant_lock else None
         if not self.recovery:
             self.TIMING = TIMING.without(*RECOVERY_ONLY)
 

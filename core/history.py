@@ -159,6 +159,9 @@ class History:
     clock: Clock | None = None
     # pgjc.jobs' committed status changes (postgres/transitions.py)
     transitions: list[dict[str, Any]] | None = None
+    # The most of one tenant's jobs the design promises to run at once (DesignHandle.tenant_cap; a job of
+    # no tenant counts as one more tenant). None: it promises none, or a history saved before it was kept.
+    tenant_cap: int | None = None
 
     def __post_init__(self) -> None:
         self.schedule = as_schedule(self.schedule)

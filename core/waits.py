@@ -8,6 +8,9 @@ Figures, not verdicts (``properties/fairness.py`` judges the starvation bound fr
   the run's end (``started`` None: a censored wait, at least that long);
 - **live workers** over time: a worker identity is live from its first record (connected and working;
   before it the fork and the connection, which no design can hand to a tenant) to its exit;
+- **bodies running** over time: the executions alive at each moment, whichever process runs them (a hosted
+  library runs several in one), each from its ``started`` record to its end (``core/overlap.py`` counts the
+  most of them at once the same way: an end at t before a start at t);
 - **backlogged tenants** over time: the tenants with a job enqueued and not yet started;
 - **Jain's index of service** (Jain, Chiu & Hawe 1984): over *work-seconds* (the time the tenant's
   executions ran, clipped to the window) per tenant, in the window in which every tenant of the run was
@@ -100,6 +103,12 @@ def live_workers(h: History) -> Steps:
             begin[w] = r["t"]
     end = {x.worker: x.t for x in h.exits}
     return Steps([c for w, t in begin.items() for c in ((t, 1), (max(t, end.get(w, h.t1)), -1))])
+
+
+def bodies_running(h: History) -> Steps:
+    """Bodies running over time (the module docstring): +1 at each execution's start, -1 at its end."""
+    return Steps([c for ex in h.executions()
+                  for c in ((ex.start, 1), (max(ex.start, ex.end if ex.end is not None else h.t1), -1))])
 
 
 def backlogged(waits: list[JobWait], t1: float) -> Steps:

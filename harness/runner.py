@@ -258,4 +258,5 @@ class Runner:
             server={**self.database.environment(), "client_timeouts": dict(CLIENT_TIMEOUTS)},
             expected_rows=db.expected_rows(j.tenant for j in schedule.jobs),
             hosted=design.hosted, finishes=accepted, clock=run.clock(), transitions=changes,
+            tenant_cap=design.tenant_cap,
         )

@@ -6,7 +6,8 @@
 :class:`Result`: held, violated or unknown (it could not decide: never held), with a count, the
 offending job ids and one line of evidence. Safety properties live in ``properties/checks.py``,
 ``properties/effects.py`` and (what a hosted library itself accepted) ``properties/library.py``,
-liveness and resource properties in ``properties/health.py``, the Hypothesis strategies that
+liveness and resource properties in ``properties/health.py``, how tenants share the workers (the group
+``fairness``) in ``properties/fairness.py`` and ``properties/share.py``, the Hypothesis strategies that
 generate schedules in ``properties/strategies.py``.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, failover, fairness, final, health, library, outcome, tenant  # noqa: F401 -- each registers its properties
+from . import checks, effects, failover, fairness, final, health, library, outcome, share, tenant  # noqa: F401 -- each registers its properties
 from .core import (
     HELD,
     REGISTRY,
@@ -84,11 +85,12 @@ def gate(fail_on: str | Iterable[str] | None = None,
     return tuple(n for n in PROPERTIES if n in chosen)
 
 
-def applying(*, replica: bool, workload: bool) -> list[str]:
+def applying(*, replica: bool, workload: bool, capped: bool = False) -> list[str]:
     """The properties that apply to a run, in order: a failover property only on the replicated back end
-    (properties/failover.py), the ``fairness`` group only under a declared tenant workload."""
+    (properties/failover.py), the ``fairness`` group only under a declared tenant workload -- but
+    ``tenant-cap`` also in a run whose design declares a cap (*capped*, properties/share.py)."""
     return [n for n in PROPERTIES if (replica or n not in failover.REPLICA_ONLY)
-            and (workload or n not in GROUPS.get("fairness", ()))]
+            and (workload or n not in GROUPS.get("fairness", ()) or (capped and n in share.WHERE_CAPPED))]
 
 
 def check(history: History, names: Iterable[str] | None = None) -> dict[str, Result]:
@@ -99,7 +101,8 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
     :class:`~core.errors.UsageError` for a name that is not a property, listing the known ones.
     """
     if names is None:
-        names = applying(replica=failover.replicated(history), workload=history.schedule.workload is not None)
+        names = applying(replica=failover.replicated(history), workload=history.schedule.workload is not None,
+                         capped=history.tenant_cap is not None)
     names = [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]
     if unknown_names:

@@ -1,13 +1,13 @@
 """Fairness between tenants (issue 38): the starvation bound, judged from when each job started.
 
 ``starvation-bound`` holds when no tenant's job waited (enqueue -> first start, ``core/waits.py``) longer
-than it would if the *live* workers had been shared equally among the tenants with work queued.
+than it would if the bodies running had been shared equally among the tenants with work queued.
 
 **The bound, per job j of tenant T**, is stated in *work* rather than wall time. Under equal sharing
 (generalised processor sharing) every tenant with work queued is served at the same rate, whatever the
-number of live workers, so while j waits no other tenant can be given more work than T itself needs up
-to j: ``A_j``, the work of T's jobs ahead of j in queue order and of j itself. A worker cannot be split,
-and at any moment each live worker may just have taken another tenant's job: one job per live worker
+number of bodies running, so while j waits no other tenant can be given more work than T itself needs up
+to j: ``A_j``, the work of T's jobs ahead of j in queue order and of j itself. A body cannot be split,
+and at any moment each body running may just have taken another tenant's job: one job per body running
 more. So j waited too long when, for some other tenant U, the work of U's jobs that started while j
 waited, ``X_U``, exceeds::
 
@@ -18,9 +18,10 @@ waited, ``X_U``, exceeds::
 deficit round-robin, processor sharing) or in turns (a round-robin claim, one job of each tenant in turn,
 whose tenant with longer jobs is given more work per turn: measured, lease-round-robin under a flood of
 jobs 4x longer gave the hot tenant 0.32 s of work where work alone allowed 0.29 s). FIFO under a flood
-exceeds both. ``SLACK`` = 2 (a round-robin claim keeps well inside it), ``W_j`` the most live workers
-during the wait (a worker identity is live from its first record to its exit) and ``L_U`` the largest
-work of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to
+exceeds both. ``SLACK`` = 2 (a round-robin claim keeps well inside it), ``W_j`` the most bodies running
+at once during the wait (:func:`~core.waits.bodies_running`: the history's executions, counted as
+``core/overlap.py`` counts ``bodies_at_once``, whichever process runs them) and ``L_U`` the largest work
+of one of U's jobs. A job's work is its scheduled duration (time-scaled), plus what the body adds to
 it (the median, over the fault-free jobs, of their first execution's length less their scheduled
 duration), plus the per-job claim-and-finish cost ``c`` (the median gap between two executions of one
 worker); a job carrying a fault counts its first execution's measured length instead of the first two (a
@@ -28,8 +29,17 @@ hang holds its worker as long as it hangs). Counting work, not seconds, makes th
 loaded machine's hiccups, which stretch every wait alike: the search's shrinking ends on a flood that
 fails every time, not on a run a hiccup failed once (seconds, as first built, left 3 of 3 seeded searches
 flaky). The evidence gives the seconds: the wait, and the fair wait ``F_j`` -- when the fluid share
-``integral of W(t)/n(t)`` from the enqueue reaches ``A_j``, with ``n(t)`` the tenants with work queued as
-the run had them (:func:`fair_finishes`).
+``integral of W(t)/n(t)`` from the enqueue reaches ``A_j``, with ``W(t)`` the bodies running and ``n(t)``
+the tenants with work queued as the run had them (:func:`fair_finishes`).
+
+**Why bodies, not processes** (issue 46). ``W_j`` first counted the live worker *processes*: a hosted
+library running 10 or 50 jobs in one process was then held to the bound of one worker, and failed it at
+its default concurrency whatever its tenant separation (every job of a batch started within a fraction of
+a second, yet all but one counted as overtaking). Counting the bodies that *did* run at once gives each
+body its one job of slack, as it gives each single-job process. It is measured, never the concurrency a
+design declares: DBOS's and pgqueuer's declared "no limit" would make the bound vacuous. A design that
+runs one body per process has at most as many bodies running as live processes, so its bound is the same
+or tighter (a live worker that runs no body -- idle, or held back by a cap -- no longer counts).
 
 Judged only under a declared tenant workload (``Schedule.workload``, ``--workload flood``): without one
 it is left out of the run's table (``properties.check``), and its group ``fairness`` is outside the
@@ -37,12 +47,10 @@ default gate (``properties.gate``), so the FIFO designs, which hand a flood out 
 passing the default searches.
 
 **Faults.** ``bounded-blast-radius`` counts the worker *processes* one poison job kills; this bound
-counts the *service* other tenants lose. A crash loop lowers the live workers: it is judged by the
+counts the *service* other tenants lose. A crash loop lowers the bodies running: it is judged by the
 blast radius, and here only the jobs that *started* count, so restarts are not charged as unfairness.
-A hang or an overrun holds a live worker for its measured length: a design that lets one tenant's hung
-jobs take every worker while another tenant's job waits violates the bound for that tenant. A hosted
-library running several jobs per worker process is counted one worker per process (``W_j``): the bound
-is then tighter by at most those extra jobs.
+A hang or an overrun holds a body for its measured length: a design that lets one tenant's hung jobs take
+every worker while another tenant's job waits violates the bound for that tenant.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ import statistics
 from collections import defaultdict
 
 from ..core.history import History
-from ..core.waits import backlogged, job_waits, live_workers
+from ..core.waits import Steps, backlogged, bodies_running, job_waits
 from .checks import plural
 from .core import Result, decides, held, not_judged, violated
 
@@ -88,13 +96,13 @@ def work(h: History) -> dict[int, float]:
 def fair_finishes(h: History) -> dict[int, float | None]:
     """Per job, its fluid fair finish ``F_j`` in seconds after its enqueue (None: beyond the run's end)."""
     waits = job_waits(h)
-    live = live_workers(h)
+    running = bodies_running(h)
     queued = backlogged(waits, h.t1)
-    times = sorted({h.t0, h.t1, *live.times, *queued.times})
+    times = sorted({h.t0, h.t1, *running.times, *queued.times})
     times = [t for t in times if h.t0 <= t <= h.t1]
     cum = [0.0]  # the integral of W/n from t0 to times[k]
     for a, b in zip(times, times[1:], strict=False):
-        cum.append(cum[-1] + (b - a) * live.at(a) / max(1, queued.at(a)))
+        cum.append(cum[-1] + (b - a) * running.at(a) / max(1, queued.at(a)))
     size = work(h)
     own: dict[int | None, float] = defaultdict(float)
     out: dict[int, float | None] = {}
@@ -122,13 +130,19 @@ def _invert(times: list[float], cum: list[float], h: History, start: float, work
     return max(0.0, t - start)
 
 
+def most_during(steps: Steps, start: float, until: float) -> int:
+    """The largest value *steps* takes from *start* up to (not including) *until*: ``W_j`` of a wait."""
+    return max([steps.at(start)] + [v for t, v in zip(steps.times, steps.values, strict=True)
+                                    if start <= t < until])
+
+
 def overserved(h: History) -> dict[int, tuple[int | None, float, float, int, int]]:
     """Per job that waited too long: (the other tenant served most, the work it was given while the job
     waited, what the bound allowed it, how many of its jobs started meanwhile, how many turns the bound
     allowed it) (the module docstring)."""
     waits = job_waits(h)
     size = work(h)
-    live = live_workers(h)
+    running = bodies_running(h)
     own: dict[int | None, float] = defaultdict(float)
     turns: dict[int | None, int] = defaultdict(int)  # the tenant's jobs up to and including this one
     longest: dict[int | None, float] = defaultdict(float)
@@ -144,8 +158,7 @@ def overserved(h: History) -> dict[int, tuple[int | None, float, float, int, int
         given: dict[int | None, float] = defaultdict(float)
         for x in others:
             given[x.tenant] += size[x.job]
-        workers = max([live.at(w.enqueued)] + [v for t, v in zip(live.times, live.values, strict=True)
-                                               if w.enqueued <= t < until])
+        workers = most_during(running, w.enqueued, until)  # W_j
         ran: dict[int | None, int] = defaultdict(int)
         for x in others:
             ran[x.tenant] += 1

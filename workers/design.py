@@ -53,6 +53,11 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     a hosted design's bodies at once in one worker by the library's documented default (an int of at
     least 1; None: no limit); the body's pool is sized from it (:meth:`DesignHandle.pool_size`). The
     default: the schedule's ``pool_size`` (a built-in design's worker loop runs one job at a time).
+``tenant_cap`` (None: no promise)
+    the most of one tenant's jobs the design promises to run at once, across all its workers (an int of
+    at least 1; a job of no tenant counts as one more tenant): ``lease-tenant-cap``'s ``cap``, a hosted
+    library's per-tenant limit where its adapter configures one. Recorded in the history;
+    ``tenant-cap`` judges it (not judged without one). A limit per worker process is no such promise.
 ``for_run(schedule)`` (the design itself)
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
@@ -196,6 +201,7 @@ class DesignHandle:
     hosted: bool = False
     concurrency: int | str | None = POOL
     one_host: bool = False
+    tenant_cap: int | None = None
 
     @classmethod
     def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None, *,
@@ -224,6 +230,10 @@ class DesignHandle:
                 isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1):
             raise UsageError(f"--design {label}: concurrency {concurrency!r}: a whole number of at least 1, "
                              f"None (no limit) or {POOL!r} (the schedule's pool_size)")
+        cap = getattr(design, "tenant_cap", None)
+        if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
+            raise UsageError(f"--design {label}: tenant_cap {cap!r}: a whole number of at least 1, or None "
+                             "(no per-tenant cap promised)")
         return cls(
             design=d,
             spec=spec or d.name,
@@ -239,6 +249,7 @@ class DesignHandle:
             hosted=bool(getattr(design, "hosted", False)) or isinstance(design, _Resets),
             concurrency=concurrency,
             one_host=bool(getattr(design, "one_host", False)),
+            tenant_cap=cap,
         )
 
     @property

@@ -249,7 +249,7 @@ def _drawn() -> _Parser:
         "--workload",
         metavar="NAME[:N]",
         help="a tenant workload every schedule declares: flood (one tenant's flood of at most "
-        "N jobs beside small tenants; judges starvation-bound, docs/fairness.md)",
+        "N jobs beside small tenants; judges the fairness group, docs/fairness.md)",
     )
     drawn.add_argument(
         "--list-faults",

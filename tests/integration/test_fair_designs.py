@@ -1,5 +1,6 @@
 """lease-round-robin and lease-tenant-cap, fault-free: the order and the cap they promise, read from the
-history, beside lease (FIFO) on the same schedule so that each check is seen to fail where it should."""
+history, beside lease (FIFO) on the same schedule so that each check is seen to fail where it should; the
+cap also as the ``tenant-cap`` property judges it (properties/share.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from pg_job_chaos.core.errors import UsageError
 from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.properties import check
 from pg_job_chaos.workers import load_design
 
 pytestmark = pytest.mark.integration
@@ -93,6 +95,14 @@ def test_tenant_cap_never_exceeds_its_cap(runner, cap, mode):
     top = most_at_once(h.runs, tenant)
     assert top[1] == cap, top  # the flood's tenant used its cap, never more
     assert all(n <= cap for n in top.values()), top
+    # the property judges the same from the execution log, against the cap the design declared; unknown
+    # only for its one timing reason (a start between a finish's commit and its line), never violated
+    assert h.tenant_cap == cap
+    judged = check(h, ["tenant-cap", "work-conserving"])
+    r = judged["tenant-cap"]
+    assert r.status == "held" or (r.status == "unknown" and "cannot order" in r.evidence), r.evidence
+    # a cap idles the workers over it while tenant 1 alone has its flood queued: not work-conserving
+    assert judged["work-conserving"].status != "held", judged["work-conserving"].evidence
     fifo = most_at_once(runner.run(sched.replace(design="lease", design_options={})).runs, tenant)
     assert fifo[1] > 1, fifo  # without a cap the flood takes more than one worker: the check can fail
 

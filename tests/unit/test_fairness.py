@@ -145,6 +145,47 @@ def test_only_live_workers_are_shared():
     assert fair_finishes(h)[11] == pytest.approx(2.0)
 
 
+def _batches(batches: list[list[int]], worker: str = "w1.0") -> dict[int, tuple[str, float, float]]:
+    """One worker *process* runs each batch's jobs at once, for one second, batch after batch (a hosted
+    library at a concurrency of 10)."""
+    return {j: (worker, float(k), k + 1.0) for k, batch in enumerate(batches) for j in batch}
+
+
+def test_a_process_running_ten_bodies_at_once_is_held_to_ten_bodies_not_one():
+    # One process runs 10 bodies at once. Tenant 100's job 21 starts in the second batch, after the
+    # first ten of tenant 1's flood: 10 jobs started while it waited, within twice its own work (2 s) plus
+    # one job per body running (10 x 1 s). Counted one worker per process (the bound before issue 46) it
+    # was 3 s and 3 turns: violated whatever the separation.
+    flood = {**FLOOD, "hot_jobs": 20}
+    fair = _history(_batches([list(range(1, 11)), [21, *range(11, 20)], [20]]), workload=flood, t1=4.0)
+    r = check(fair, ["starvation-bound"])["starvation-bound"]
+    assert r.status == "held", r.evidence
+    assert waits.bodies_running(fair).at(0.5) == 10 and waits.live_workers(fair).at(0.5) == 1
+    # the same process starving tenant 100 behind 40 of tenant 1's jobs, ten at once: 40 s of work and 40
+    # turns while it waited, over 2 x 1 s + 10 x 1 s and 2 x 1 + 10 turns
+    flood = {**FLOOD, "hot_jobs": 40}
+    unfair = _history(_batches([list(range(1, 11)), list(range(11, 21)), list(range(21, 31)),
+                                list(range(31, 41)), [41]]), workload=flood, t1=6.0)
+    assert overserved(unfair) == {41: (1, 40.0, 12.0, 40, 12)}
+    r = check(unfair, ["starvation-bound"])["starvation-bound"]
+    assert (r.status, r.jobs) == ("violated", (41,)), r.evidence
+    assert "tenant 1 ran 40 jobs (40.00 s of work; equal sharing allows 12.00 s, or 12 turns)" in r.evidence
+
+
+def test_one_body_per_process_counts_as_before_one_per_live_worker():
+    # Two processes, one body each at a time, FIFO under a flood: W_j is 2, the live processes, as before
+    # issue 46; the figure and the verdict are those of the count by process.
+    starts = {**{j: (f"w{1 + j % 2}.0", float((j - 1) // 2), (j - 1) // 2 + 1.0) for j in range(1, 11)},
+              11: ("w2.0", 5.0, 6.0)}
+    h = _history(starts, t1=7.0)
+    running, live = waits.bodies_running(h), waits.live_workers(h)
+    assert [running.at(t) for t in (0.5, 2.5, 4.5)] == [live.at(t) for t in (0.5, 2.5, 4.5)] == [2, 2, 2]
+    assert (running.at(5.5), live.at(5.5)) == (1, 2)  # after the wait: w1.0 live and idle, not counted
+    # ten of tenant 1's jobs (10 s) while job 11 waited; allowed 2 x 1 s + 2 bodies x 1 s, 4 turns
+    assert overserved(h) == {11: (1, 10.0, 4.0, 10, 4)}
+    assert check(h, ["starvation-bound"])["starvation-bound"].status == "violated"
+
+
 def test_not_judged_without_a_declared_workload():
     h = _history({1: ("w1.0", 0.0, 1.0), 2: ("w1.0", 1.0, 2.0)}, workload=None, tenants={1: 1, 2: 2})
     r = check(h, ["starvation-bound"])["starvation-bound"]

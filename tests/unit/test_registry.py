@@ -21,8 +21,8 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects", "attempts-counted",
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
-        "success-final", "starvation-bound", "acknowledged-enqueue", "attempts-monotonic",
-        "failover-recovers"]
+        "success-final", "starvation-bound", "tenant-cap", "work-conserving", "acknowledged-enqueue",
+        "attempts-monotonic", "failover-recovers"]
     assert GROUPS == {
         "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
                    "attempts-counted",
@@ -31,10 +31,11 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers",
                      "failover-recovers"),
         "resources": ("horizon", "pool-hygiene"),
-        "fairness": ("starvation-bound",),
+        "fairness": ("starvation-bound", "tenant-cap", "work-conserving"),
     }
     assert list(GROUPS) == ["safety", "liveness", "resources", "fairness"]
-    assert properties.gate() == tuple(p for p in PROPERTIES if p != "starvation-bound")  # opt-in: fairness
+    assert properties.gate() == tuple(p for p in PROPERTIES  # opt-in: fairness
+                                      if p not in ("starvation-bound", "tenant-cap", "work-conserving"))
 
 
 def test_every_registered_property_has_one_name_and_one_group():

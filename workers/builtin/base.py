@@ -30,6 +30,7 @@ class QueueDesign:
     min_time_scale: float | None = None
     hosted = False
     one_host = False  # psycopg takes the replicated back end's multi-host DSN
+    tenant_cap: int | None = None  # the most of one tenant's jobs running at once it promises (None: none)
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 
     def clock(self, schedule: Schedule) -> Clock:

@@ -75,6 +75,9 @@ class LeaseTenantCap(Lease):
             self.cap = 0
         if self.cap < 1:
             raise UsageError(f"--design-option cap={cap}: expected a whole number of at least 1")
+        # Declared for tenant-cap, which judges executions alive, not leases held: an execution that
+        # outlives its lease runs beside the one that re-claimed it (the module docstring), over the cap.
+        self.tenant_cap = self.cap
 
     def install(self, conn, *, worker_role: str) -> None:
         _install_views(conn, worker_role)

@@ -42,6 +42,10 @@ members below; :class:`~workers.hosted.declared.DeclaredDesign` builds ``reset``
     ``pool_size``, which is then the body's pool, as it is.
     Timing derives from the schedule (``ctx.lease``, ``ctx.poll``, ``ctx.heartbeat``, real seconds);
     logic stays as documented.
+``tenant_cap`` (optional, None by default)
+    the most of one tenant's jobs the library is configured to run at once across all its workers (a
+    per-tenant lock, queue or partition limit the adapter sets), with the source line that says so;
+    ``tenant-cap`` judges it (:mod:`workers.design`). A limit per worker process is not one.
 ``TIMING`` (optional, a :class:`~workers.hosted.timing.Intervals`)
     the library's intervals as data: :meth:`HostedDesign.intervals` gives their real seconds for a
     schedule, in the ratios of the library's documented defaults; :meth:`HostedDesign.timing_notes`
@@ -204,6 +208,9 @@ class HostedDesign:
     TIMING: timing.Intervals | None = None  # the library's intervals, as data (workers/hosted/timing.py)
     hosted = True
     one_host = False  # its client takes a multi-host DSN (an adapter whose client cannot declares True)
+    # The most of one tenant's jobs the library is configured to run at once across all workers (None:
+    # no such limit; workers/design.py), with the source line that sets it.
+    tenant_cap: int | None = None
     schedule: Schedule | None = None  # the run's, on the view for_run returns; None on the design itself
     lease: float | None = None  # the run's lease in real seconds, likewise
 
