@@ -77,10 +77,10 @@ class Search:
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
                  gate: tuple[str, ...] | None = None, workload: str | None = None,
                  stop_at_first: bool = False):
-        self.workload = workload
+        self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
         # stop starting new schedules once one fails the gate (a known bug's hunt, issue 48): the rest
         # of the small-scope pass and of the examples is not run; the failure is still shrunk and replayed
-        self.stop_at_first = stop_at_first  # a declared tenant workload every drawn schedule carries (issue 38)
+        self.stop_at_first = stop_at_first
         self._run = run
         self._run_many = run_many
         self.progress = progress

@@ -34,7 +34,8 @@ def test_planted_bug_is_found(runner, bug, faults, prop):
     # (below): its hunt keeps the whole gate and the whole budget.
     hunt = {} if bug == "HeartbeatAnyAttempt" else {"gate": (prop,), "stop_at_first": True}
     out = search(runner.run, faults=parse_faults(faults), design=load_design(planted.spec(bug)),
-                 tenant_mode="local", examples=10, seed=1, time_scale=SCALE, **hunt, **parallel_options(runner))
+                 tenant_mode="local", examples=10, seed=1, time_scale=SCALE, **hunt,
+                 **parallel_options(runner))
     r = out.aggregate()
     assert r[prop].status == "violated", {n: x.evidence for n, x in r.items()}
     smallest = out.smallest_for(prop)

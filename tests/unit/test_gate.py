@@ -95,7 +95,6 @@ def test_the_search_shrinks_only_a_gated_violation():
     assert allowed.counterexample is None and allowed.aggregate()["terminal-states"].status == "violated"
 
 
-
 def test_stop_at_first_starts_nothing_after_the_first_gated_failure_but_shrinks_it():
     """Every run violates terminal-states: the whole search runs the small-scope pass and the budget;
     stopping at the first failure runs one schedule, then only the shrinking's, and keeps the
