@@ -156,10 +156,20 @@ class Supervisor:
         next_check = t0 + self.poll
         self.next_sample = t0 + self.sample_every
         quiet_since = None
+        # A contract client's start (an interpreter and its imports: seconds on a loaded machine) is
+        # neither activity nor a stall: the stall clock restarts after it and the deadline moves by it.
+        starting_since: float | None = None
+        startup = 0.0  # real seconds spent with a client starting
         while True:
             now = time.monotonic()
             if self._read(tail):
                 last_activity = now
+            if any(w.alive and w.client_starting for w in self.workers.values()):
+                starting_since = now if starting_since is None else starting_since
+                last_activity = now
+            elif starting_since is not None:
+                startup += now - starting_since
+                starting_since = None
             if now >= next_merge:
                 merger.poll()
                 next_merge = now + LOG_MERGE_EVERY
@@ -190,7 +200,8 @@ class Supervisor:
                 self.notes.append(f"nothing happened for {quiet:g} article seconds{self._stretched()}")
                 return EndedBy.STALLED
             # Each restart's recovery is the harness's doing, not the design's: it moves the deadline.
-            if now >= deadline + self.server_state.deadline_extension(self.recovery):
+            moved = startup + (now - starting_since if starting_since is not None else 0.0)
+            if now >= deadline + moved + self.server_state.deadline_extension(self.recovery):
                 self.notes.append(f"deadline of {limit:g} article seconds reached{self._stretched()}")
                 return EndedBy.DEADLINE
             self.waker.wait(TICK, [w.proc.sentinel for w in self.workers.values() if w.alive])
@@ -290,7 +301,11 @@ class Supervisor:
                 self._unknown.add(repr(ev))
                 log.warning("%s wrote an execution-log record the history cannot read: %s", who, why)
             return
-        if ev == LogEvent.STARTED:
+        if ev == LogEvent.CONTRACT_CLIENT:
+            w.client_starting = True
+        elif ev == LogEvent.CLIENT_START:
+            w.client_starting = False
+        elif ev == LogEvent.STARTED:
             if not self._sampled_a_job:  # the first job under way: sample at once
                 self._sampled_a_job = True
                 self.next_sample = 0.0

@@ -78,6 +78,9 @@ class WorkerProcess:
     job_pids: dict[int, int | None] = field(default_factory=dict)  # {job: the pid its execution logged from}
     exit: WorkerExit | None = None
     error: str | None = None  # the worker-error line it logged, if any
+    # Its contract client's interpreter is starting (between the worker's contract-client record and the
+    # client's client-start): the machine's time, not the design's -- the run's stall clock waits.
+    client_starting: bool = False
 
     @property
     def alive(self) -> bool:

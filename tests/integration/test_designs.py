@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from pg_job_chaos import workers
+from pg_job_chaos.core.events import LogEvent
 from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.workers.tenant.modes import MODES
 
@@ -18,13 +19,24 @@ SCALE = 0.2
 @pytest.mark.parametrize("design", list(workers.DESIGNS))
 def test_fault_free_every_job_done_exactly_once(runner, design):
     jobs = tuple(JobSpec(i, tenant=(i % 7) + 1, duration=0.01) for i in range(1, 51))
-    h = runner.run(Schedule(jobs=jobs, workers=2, design=design, time_scale=SCALE))
+    # At time scale 1 (a 1 s lease): a worker the machine leaves unscheduled for a whole lease is rare
+    # even beside busy loops; the unfenced lease design would then run a job twice, as the article says.
+    h = runner.run(Schedule(jobs=jobs, workers=2, design=design, time_scale=1.0))
     assert h.ended_by == "quiescent"
     assert [j["status"] for j in h.jobs] == ["done"] * 50
     assert sorted(r["job_id"] for r in h.runs) == list(range(1, 51))  # one committed row each
-    execs = h.executions()
-    assert Counter(e.job for e in execs) == Counter(range(1, 51))
-    assert all(e.outcome == "ok" for e in execs)
+    execs = sorted(h.executions(), key=lambda e: e.start)
+    assert set(e.job for e in execs) == set(range(1, 51))
+    # Each job ran once -- unless its worker lost the lease (a worker the machine did not
+    # schedule for that long beside other work, issue 51), which the log then says (lease-lost, or the
+    # server's session limit cutting lease-outbox's session); the job ran again, no earlier execution of
+    # it ended ok, and it committed once (above).
+    last = {e.job: e for e in execs}
+    assert all(e.outcome == "ok" for e in last.values())
+    again = [e for e in execs if e is not last[e.job]]
+    taken = {r["event"] for r in h.records if r.get("event") in (LogEvent.LEASE_LOST, LogEvent.SESSION_CUT)}
+    assert not again or taken, [(e.job, e.worker, e.outcome, e.error) for e in again]
+    assert all(e.outcome != "ok" for e in again), [(e.job, e.worker, e.error) for e in again]
     # one effect each reached the world: sent by the job (no key) or by lease-outbox's relay (keyed)
     assert Counter(e.job for e in h.effects() if e.accepted) == Counter(range(1, 51))
     assert {e.worker for e in execs} <= {"w1.0", "w2.0"}

@@ -98,4 +98,7 @@ def test_shards_share_what_they_found_through_redis(runner, redis_url):
     again = search(runner.run, faults=parse_faults("overrun"), design=load_design("lease"),
                    tenant_mode="local", examples=1, seed=None, time_scale=SCALE,
                    database=open_database(redis_url), small_scope=False, shard=(1, 2))
-    assert again.runs[0].violated  # the other shard's failure, replayed from the shared database first
+    # the other shard's failure, replayed from the shared database first: one of the schedules that
+    # failed there (whether it fails again is its race's business: a timing violation under load may not)
+    failed = {r.schedule.to_json() for r in out.runs if r.failing(out.gate)}
+    assert again.runs[0].schedule.to_json() in failed, (again.runs[0].label, again.runs[0].schedule.to_json())
