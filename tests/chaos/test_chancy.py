@@ -102,12 +102,19 @@ def test_kill_of_the_worker_loses_the_unflushed_success(runner):
     # (1 s, fixed). The kill comes a few milliseconds after job 1 finished, so job 1's success dies in
     # memory, job 1 stays 'running', is recovered (plugins/recovery.py) and runs again -- with the same
     # attempt number, since recovery does not count the lost execution.
-    assert execs[1] >= 2, execs
+    # Hazard (issue 51): the flush ticks on its own 1 s clock; when a tick falls between job 1's finish and
+    # the kill (milliseconds on a quiet machine, more beside busy loops) the success is written first and
+    # nothing is lost. Either way is chancy's, each checked for its own reason; the loss is the usual one.
     assert {e.attempt for e in h.executions() if e.job == 1} == {1}
+    assert props["tenant-isolation"] == "held", ev["tenant-isolation"]
+    if execs[1] == 1:  # flushed in time: job 1 ran once, its success written, nothing of it lost
+        assert execs[2] >= 2, execs  # job 2, killed, ran again
+        assert props["single-commit"] == "held", ev["single-commit"]
+        return
+    assert execs[1] >= 2, execs
     assert props["at-most-once-effects"] == "violated", ev["at-most-once-effects"]
     assert props["single-commit"] == "violated", ev["single-commit"]
     assert props["attempts-counted"] == "violated", ev["attempts-counted"]
-    assert props["tenant-isolation"] == "held", ev["tenant-isolation"]
 
 
 def test_threaded_crash_loop_recovery_never_gives_up(runner):

@@ -101,8 +101,11 @@ def test_tenant_cap_never_exceeds_its_cap(runner, cap, mode):
     judged = check(h, ["tenant-cap", "work-conserving"])
     r = judged["tenant-cap"]
     assert r.status == "held" or (r.status == "unknown" and "cannot order" in r.evidence), r.evidence
-    # a cap idles the workers over it while tenant 1 alone has its flood queued: not work-conserving
-    assert judged["work-conserving"].status != "held", judged["work-conserving"].evidence
+    # a cap idles the workers over it while tenant 1 alone has its flood queued: not work-conserving.
+    # Asserted at cap 1 (two of three workers idle for the whole flood, about three times the poll and
+    # lease judged); at cap 2 one worker idles for about that threshold: which side it falls is timing.
+    if cap == 1:
+        assert judged["work-conserving"].status != "held", judged["work-conserving"].evidence
     fifo = most_at_once(runner.run(sched.replace(design="lease", design_options={})).runs, tenant)
     assert fifo[1] > 1, fifo  # without a cap the flood takes more than one worker: the check can fail
 
