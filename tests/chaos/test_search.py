@@ -161,9 +161,9 @@ def test_lease_heartbeat_overrun_holds_everything(runner):
 
 def test_false_alarms_lease_heartbeat_under_in_job_faults(runner):
     """The false-alarm check: lease-heartbeat under every in-job fault violates these two, each for a
-    reason of its own, and nothing else but what a lease lost to a stalled worker explains (20 examples
-    here; 100 measured, see the README)."""
-    out, r = _search(runner, "lease-heartbeat", "raise,sql-error,crash,overrun,hang", examples=20)
+    reason of its own, and nothing else but what a lease lost to a stalled worker explains (10 examples
+    here, the small-scope pass first; 20 before issue 51 trimmed the suite)."""
+    out, r = _search(runner, "lease-heartbeat", "raise,sql-error,crash,overrun,hang", examples=10)
     beyond = {run.label: _beyond(run, {"at-most-once-effects", "horizon"}) for run in out.runs}
     assert not any(beyond.values()), {k: v for k, v in beyond.items() if v}
     assert all(r[n].status == "held" for n in KEPT), {n: r[n].evidence for n in KEPT}
