@@ -16,6 +16,12 @@ What the supervisor injected (``History.injected``, an entry per step of a super
 by :class:`FaultStep`: the faults write their steps as members (``sup.record(FaultStep.PROMOTED, ...)``,
 ``faults/``), the supervisor refuses any other name where it is written (``Strikes.record``: a
 ``ValueError``), and the readers compare with members (``History.promotions``).
+
+How a worker process ended by a reason of the harness's (``WorkerExit.outcome``, beside the exit statuses
+"exit 1", "killed by SIGKILL" and a design's own ``exit_outcomes``) is named by :class:`WorkerExitReason`:
+the supervisor writes members (``harness/supervisor/process.py``, ``loop.py``), the readers compare with
+them (``properties/health.py``), a saved history's old name is read as its member (:func:`exit_outcome`:
+"drained" is ``budget``), and a misspelt reason is refused where a :class:`~core.history.WorkerExit` is made.
 """
 
 from __future__ import annotations
@@ -116,6 +122,48 @@ class EndedBy(StrEnum):
 
 
 END_REASONS: frozenset[str] = frozenset(e.value for e in EndedBy)
+
+
+class WorkerExitReason(StrEnum):
+    """Why a worker process ended, where the reason is not just its exit status (``WorkerExit.outcome``).
+
+    The harness asks a worker to stop in two ways: by its dequeue budget (``Schedule.dequeues``: the
+    design's ``run_worker`` returns once ``ctx.may_dequeue()`` is false; a hosted library's own graceful
+    stop does the returning) and, in a deploy, by SIGTERM with a grace before SIGKILL. A worker whose
+    ``run_worker`` returns while its budget is not spent stopped by itself: the design's code, or the
+    library it hosts, decided (procrastinate stops its worker when a side task fails: its PR #1463).
+    :attr:`asked` tells the two apart; the supervisor replaces a worker that stopped by itself, within
+    the restart budget, as it replaces one that died (``harness/supervisor/loop.py``)."""
+
+    BUDGET = "budget"  # run_worker returned, the dequeue budget spent: we asked (saved before as "drained")
+    STOPPED_BY_ITSELF = "stopped-by-itself"  # run_worker returned, the budget not spent: its log says why
+    # A deploy's (issue 47; no fault produces them yet): the worker got SIGTERM and ...
+    GRACEFUL = "graceful"  # ... exited within the grace
+    KILLED_AFTER_GRACE = "killed-after-grace"  # ... was still there after it: SIGKILL
+
+    @property
+    def asked(self) -> bool:
+        """Whether the harness asked for this end (its budget, a deploy's SIGTERM): not a worker lost."""
+        return self is not WorkerExitReason.STOPPED_BY_ITSELF
+
+
+WORKER_EXIT_REASONS: frozenset[str] = frozenset(r.value for r in WorkerExitReason)
+# Names saved histories and reports used before the reasons were defined, read as today's.
+OLD_EXIT_NAMES: dict[str, WorkerExitReason] = {"drained": WorkerExitReason.BUDGET}
+
+
+def exit_outcome(name: str) -> str:
+    """A worker exit's *name* as this version writes it: a :class:`WorkerExitReason` member for a reason
+    (today's name or an old one, :data:`OLD_EXIT_NAMES`), any other outcome (an exit status, a design's
+    own name) as it is. :class:`ValueError` for a reason misspelt (a letter or two off one)."""
+    member = OLD_EXIT_NAMES.get(name) or (WorkerExitReason(name) if name in WORKER_EXIT_REASONS else None)
+    if member is not None:
+        return member
+    near = difflib.get_close_matches(name, WORKER_EXIT_REASONS, n=1, cutoff=0.8)
+    if near:
+        raise ValueError(f"{name!r} is not a worker-exit reason: {near[0]!r} misspelt? "
+                         "(core/events.py's WorkerExitReason)")
+    return name
 
 
 def misspelt(name: object) -> str | None:

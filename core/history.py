@@ -15,7 +15,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .events import EndedBy, FaultStep, LogEvent, event_of
+from .events import (
+    WORKER_EXIT_REASONS,
+    EndedBy,
+    FaultStep,
+    LogEvent,
+    WorkerExitReason,
+    event_of,
+    exit_outcome,
+)
 from .schedule import Event, JobSpec, Schedule, Timing, expand_workload
 from .workload import Workload
 
@@ -48,16 +56,45 @@ class Clock:
 
 @dataclass
 class WorkerExit:
+    """How one worker process ended. ``outcome`` is a :class:`~core.events.WorkerExitReason` where the
+    harness knows why (``budget``, ``stopped-by-itself``; a deploy's ``graceful``, ``killed-after-grace``),
+    else its exit status named ("exit 1", "killed by SIGKILL", "worker error") or the design's own name for
+    its code ("abandoned after max runtime"). A saved history's old name is read as today's ("drained":
+    ``budget``: :func:`~core.events.exit_outcome`); a misspelt reason is a :class:`ValueError` here."""
+
     worker: str
     pid: int
     t: float  # monotonic time the supervisor saw the exit
-    outcome: str  # "drained", "exit 1", "killed by SIGKILL", "abandoned after max runtime", ...
+    outcome: str  # a WorkerExitReason, "exit 1", "killed by SIGKILL", "abandoned after max runtime", ...
     code: int | None = None
     signal: int | None = None
     by_harness: bool = False  # the supervisor ended it at the end of the run
     job: int | None = None  # the job it was executing when it died, if any
     attempt: int | None = None
     error: str | None = None
+    # stopped-by-itself: the worker log's last line (core/logs.py), and the last warning or error it
+    # logged when that is another line (a library logs its reason, then its shutdown: procrastinate's
+    # "Side task ... failed ..., stopping worker", then "Stop requested")
+    detail: str | None = None
+    last_warning: str | None = None
+
+    def __post_init__(self) -> None:
+        self.outcome = exit_outcome(self.outcome)
+
+    @property
+    def died(self) -> bool:
+        """A worker lost: not ended by the harness at the run's end, nor at its asking (its budget, a
+        deploy's SIGTERM) -- a crash, a kill, a worker error, a worker that stopped by itself."""
+        return not self.by_harness and not (self.outcome in WORKER_EXIT_REASONS
+                                            and WorkerExitReason(self.outcome).asked)
+
+    def told(self) -> str:
+        """The outcome in words for a report: a worker that stopped by itself with its log's last line."""
+        if self.outcome != WorkerExitReason.STOPPED_BY_ITSELF:
+            return self.outcome
+        said = f": {self.detail}" if self.detail else " (its log is empty)"
+        warned = f" (last warning: {self.last_warning})" if self.last_warning else ""
+        return f"stopped by itself{said}{warned}"
 
 
 @dataclass

@@ -40,8 +40,41 @@ PARENT = "supervisor"
 _OURS: weakref.WeakSet[logging.Handler] = weakref.WeakSet()
 
 
+TAIL_BYTES = 64 * 1024  # how much of a worker's log last_lines reads, from its end
+LINE_CHARS = 300  # a last line is cut to this many characters (a message's first line: no traceback)
+
+
 def path_for(run_dir: Path, identity: str) -> Path:
     return Path(run_dir) / f"{identity}{SUFFIX}"
+
+
+def last_lines(run_dir: Path, identity: str) -> tuple[str | None, str | None]:
+    """What a worker's log ended with: ``(last, warning)`` -- the message of its last complete line and,
+    when an earlier line of the last :data:`TAIL_BYTES` was logged at WARNING or above, the last such
+    message (None when there is none, or it is the last line itself). Each is its message's first line
+    (a logged exception's traceback follows it), cut to :data:`LINE_CHARS`. ``(None, None)`` for a log
+    that is missing or empty. Read by the supervisor once the worker has exited (nothing writes it then)."""
+    try:
+        with open(path_for(run_dir, identity), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return None, None
+    lines = data.splitlines()[1 if size > TAIL_BYTES else 0:]  # the first may be cut by the seek
+    last = warning = None
+    for line in lines:
+        try:
+            d = json.loads(line)
+            msg = str(d["msg"]).split("\n", 1)[0][:LINE_CHARS]
+            level = int(d["level"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn line (a kill mid-write), or not ours
+        last = msg
+        if level >= logging.WARNING:
+            warning = msg
+    return last, (warning if warning != last else None)
 
 
 class _Identity(logging.Filter):

@@ -146,7 +146,7 @@ class Schedule:
     time_scale: float = 1.0
     timing: Timing = field(default_factory=Timing)
     max_attempts: int = 3
-    dequeues: int | None = None  # per worker; then it exits by itself ("drained")
+    dequeues: int | None = None  # per worker; then it exits (WorkerExitReason.BUDGET: "budget")
     restarts: int | None = None  # restart budget for the whole run (default: see restart_budget)
     pool_size: int = 1
     # Where it ran, stamped by the runner and used by a replay unless the command line says otherwise:

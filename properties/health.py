@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, NamedTuple
 
-from ..core.events import EndedBy, LogEvent
+from ..core.events import EndedBy, LogEvent, WorkerExitReason
 from ..core.history import Clock, Execution, History
 from ..faults.catalogue import entries
 from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
@@ -31,10 +31,19 @@ RECONNECT_SLACK = 1
 _SAID = (EndedBy.QUIESCENT, EndedBy.UNKNOWN)
 
 
+def stopped_by_themselves(h: History) -> str:
+    """The workers of *h* that stopped by themselves (``stopped-by-itself``: ``run_worker`` returned with
+    the dequeue budget not spent), each with what its log ended with, as a suffix for the evidence of a
+    job left behind ("; w2.0 stopped by itself: ..."); empty when none did. Such a stop may explain it."""
+    return "".join(f"; {x.worker} {x.told()}" for x in h.exits
+                   if x.outcome == WorkerExitReason.STOPPED_BY_ITSELF)
+
+
 @decides("progress", group="liveness", position=7)
 def progress(h: History, name: str) -> Result:
     """Violated by every job that carries no fault (``History.job_faults``) and did not end
-    ``done``; held vacuously when every job carries one. Count: jobs."""
+    ``done``; held vacuously when every job carries one. Count: jobs. The evidence names every worker
+    that stopped by itself (:func:`stopped_by_themselves`)."""
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
@@ -61,14 +70,15 @@ def progress(h: History, name: str) -> Result:
     if lines:
         if h.ended_by not in _SAID:
             lines[0] += f" (the run ended: {h.ended_by})"
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, suffix=stopped_by_themselves(h))
     return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
 
 
 @decides("terminal-states", group="liveness", position=8)
 def terminal_states(h: History, name: str) -> Result:
     """Violated by every job not ``done`` or ``dead`` at the end (worst: ``running`` with an expired
-    lease, which nothing will pick up). Count: jobs."""
+    lease, which nothing will pick up). Count: jobs. The evidence names every worker that stopped by
+    itself (:func:`stopped_by_themselves`)."""
     if not h.jobs:
         return unknown(name, "the final jobs table was not read")
     if (undecidable := rows_undecidable(h, name)) is not None:
@@ -88,7 +98,7 @@ def terminal_states(h: History, name: str) -> Result:
     if lines:
         if h.ended_by not in _SAID:  # say how the run ended: it may explain the state
             lines[0] += f" (the run ended: {h.ended_by})"
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, suffix=stopped_by_themselves(h))
     counts = Counter(row.get("status") for row in h.jobs)
     return held(name, ", ".join(f"{counts[s]} {s}" for s in TERMINAL if counts[s]))
 
@@ -97,12 +107,11 @@ def terminal_states(h: History, name: str) -> Result:
 def bounded_blast_radius(h: History, name: str) -> Result:
     """Violated by every job in flight when more than its configured ``max_attempts`` worker processes died
     (a transient fault's job: more than its ``strikes``)
-    (exits not caused by the end of the run and not drained). Count: jobs. Unknown when no worker
-    exit was recorded at all."""
+    (``WorkerExit.died``: not ended by the harness, nor at its asking -- a worker that stopped by itself
+    during a job counts). Count: jobs. Unknown when no worker exit was recorded at all."""
     if not h.exits:
         return unknown(name, "no worker exit was recorded")
-    deaths: Counter[int] = Counter(x.job for x in h.exits
-                                   if not x.by_harness and x.outcome != "drained" and x.job is not None)
+    deaths: Counter[int] = Counter(x.job for x in h.exits if x.died and x.job is not None)
     if not deaths:
         return held(name, "vacuous: no worker died during a job")
     # A transient fault (strikes K) kills at most K workers, unless a supervisor fault aims at the job too.
@@ -168,8 +177,8 @@ def horizon(h: History, name: str) -> Result:
     Count: sessions; jobs: those the session's worker was running when sampled."""
     samples = [s for s in h.samples if s.get("role") == "worker"]
     threshold = horizon_threshold(h)
-    deaths = h.death_times()  # of the workers that died: not those the harness ended, nor a drained one
-    died = {x.worker: deaths[x.worker] for x in h.exits if not x.by_harness and x.outcome != "drained"}
+    deaths = h.death_times()  # of the workers that died: not those the harness ended, nor asked to stop
+    died = {x.worker: deaths[x.worker] for x in h.exits if x.died}
     holding = [_designs_share(s, died) for s in samples
                if (s.get("xid") is not None or s.get("xmin") is not None) and s.get("xact_age") is not None]
     if threshold.seconds is None:

@@ -24,7 +24,9 @@ Required (:class:`~workers.interface.Design`):
     queue every :class:`~core.schedule.JobSpec` in order.
 ``run_worker(ctx)``
     the worker loop, in the forked worker (``ctx`` is a :class:`workers.body.context.WorkerContext`);
-    return when ``ctx.may_dequeue()`` is false.
+    return when ``ctx.may_dequeue()`` is false. A return with the budget not spent is recorded as the
+    worker having stopped by itself (``stopped-by-itself``, with its log's last line), and the
+    supervisor replaces it like a worker that died.
 ``pending(conn) -> int``
     how many jobs the design's workers or its recovery may still act on (the quiescence test).
 ``final_states(conn) -> list[dict]``
@@ -36,7 +38,8 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
 ``points`` (:data:`~core.schedule.JOB_POINTS`)
     the strike points its workers reach; the search draws fault points only from these.
 ``exit_outcomes`` (``{}``)
-    exit codes its worker uses on purpose, named for the history (``{75: "abandoned ..."}``).
+    exit codes its worker uses on purpose, named for the history (``{75: "abandoned ..."}``); never a
+    name of :class:`~core.events.WorkerExitReason` (``budget``, ``stopped-by-itself``, ...), nor near one.
 ``tenant_setting`` (``"app.tenant"``)
     the setting its own tenant code sets; the invoices' policy reads it in its runs.
 ``pool_first`` (False)
@@ -89,6 +92,7 @@ from typing import Protocol, cast, runtime_checkable
 import psycopg
 
 from ..core.errors import UsageError
+from ..core.events import WORKER_EXIT_REASONS, exit_outcome
 from ..core.schedule import JOB_POINTS, Schedule
 from .body.context import WorkerContext
 from .interface import POOL, REQUIRED, Clock, Design, Finishes, Origin, Row
@@ -230,6 +234,16 @@ class DesignHandle:
                 isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1):
             raise UsageError(f"--design {label}: concurrency {concurrency!r}: a whole number of at least 1, "
                              f"None (no limit) or {POOL!r} (the schedule's pool_size)")
+        for code, named in exits.items():
+            try:  # a reason's name would read as the harness's verdict (core/events.py's WorkerExitReason)
+                taken = exit_outcome(named) != named or named in WORKER_EXIT_REASONS
+            except ValueError:
+                taken = True
+            if taken:
+                reasons = ", ".join(sorted(WORKER_EXIT_REASONS))
+                raise UsageError(f"--design {label}: exit_outcomes names code {code} {named!r}, a "
+                                 f"worker-exit reason of the harness's ({reasons}) or near one: name it "
+                                 "after what the worker does")
         cap = getattr(design, "tenant_cap", None)
         if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
             raise UsageError(f"--design {label}: tenant_cap {cap!r}: a whole number of at least 1, or None "

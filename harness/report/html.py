@@ -84,7 +84,7 @@ def timeline_data(h: History) -> dict:
     for x in h.exits:
         if not x.by_harness:
             marks.append({"lane": x.worker, "t": _rel(x.t, t0), "kind": "death",
-                          "label": f"{x.worker} (pid {x.pid}) ended: {x.outcome}", "record": vars(x)})
+                          "label": f"{x.worker} (pid {x.pid}) ended: {x.told()}", "record": vars(x)})
     order = sorted(lanes, key=_lane_key)  # w1.0, w1.1 (its restart), w2.0, ...
     return {"lanes": [lanes[w] for w in order], "bars": bars, "marks": marks, "end": _rel(h.t1, t0),
             "ended_by": h.ended_by, "notes": h.notes}

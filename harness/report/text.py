@@ -170,7 +170,7 @@ def timeline(h: History, *, limit: int = 200, marks=()) -> str:
     for x in h.exits:
         if not x.by_harness:
             inflight = f" during job {x.job} attempt {x.attempt}" if x.job is not None else ""
-            lines.append((x.t, x.worker, f"process ended: {x.outcome}{inflight}"))
+            lines.append((x.t, x.worker, f"process ended: {x.told()}{inflight}"))
     # an evidence mark goes after the event it marks (the same time)
     lines = [ln for ln in sorted(lines, key=lambda ln: (ln[0], ln[2].startswith(">>> "), ln[1], ln[2]))
              if ln[0] <= h.t1]

@@ -2,9 +2,10 @@
 
 Each wake-up (a write in the run directory, a worker's exit, or at the latest :data:`TICK`: see
 ``wake.py``): read new execution-log records (a ``point`` record may strike), forward
-worker log lines, reap exits, run due timers, restart the dead (each restart a new identity,
-within the restart budget), sample ``pg_stat_activity``, and decide whether the run is over:
-quiescent, workers exhausted, stalled, or at the deadline -- a wall-clock bound it enforces itself.
+worker log lines, reap exits, run due timers, restart the dead and those that stopped by themselves
+(each restart a new identity, within the restart budget: :meth:`Supervisor._exited`), sample
+``pg_stat_activity``, and decide whether the run is over: quiescent, workers exhausted, stalled, or at
+the deadline -- a wall-clock bound it enforces itself.
 Quiescent: nothing pending and nothing in flight, either held for :data:`SETTLE_POLLS` poll intervals,
 or -- sooner -- once every live worker has looked for work again, found none and swept since the last
 record (its idle mark, ``core/idlemark.py``), and nothing is pending after that.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from ...core import execlog, idlemark, logs
 from ...core.cleanup import Cleanup
-from ...core.events import EVENTS, EndedBy, LogEvent, misspelt
+from ...core.events import EVENTS, WORKER_EXIT_REASONS, EndedBy, LogEvent, WorkerExitReason, misspelt
 from ...core.history import TERMINAL_EVENTS
 from ...core.schedule import Schedule
 from ...core.server import Replicated, Restartable
@@ -243,19 +244,35 @@ class Supervisor:
                 self._exited(w, now, by_harness=False)
 
     def _exited(self, w: process.WorkerProcess, now: float, *, by_harness: bool) -> None:
-        x = w.record_exit(now, by_harness=by_harness, declared=self.declared)
+        """Record *w*'s exit, and replace it unless the harness ended it or asked it to stop.
+
+        Replaced, within the restart budget and after the restart delay (each replacement a new
+        identity): a worker that died, and one that stopped by itself (``stopped-by-itself``: its
+        ``run_worker`` returned with its dequeue budget not spent). The second is a choice: a production
+        process manager may leave a clean exit down (systemd's ``Restart=on-failure``), but Kubernetes'
+        default (``restartPolicy: Always``, the only one a Deployment takes) restarts any exit, and a
+        worker left down would end the run with its jobs stranded for a reason that is ours, not the
+        design's. So it is replaced, and the stop is said: in the history (the exit, with its log's last
+        line), in the run's notes, in the timeline, and in ``progress`` / ``terminal-states`` when jobs
+        were left. Not replaced: ``budget`` (our dequeue budget spent: we asked), a deploy's ``graceful``
+        and ``killed-after-grace`` (issue 47: the deploy starts its replacement itself)."""
+        x = w.record_exit(now, by_harness=by_harness, declared=self.declared, run_dir=self.run_dir)
         if self.janitor is not None and w.identity in self._janitor_keys:
             self.janitor.forget(self._janitor_keys.pop(w.identity))
         if by_harness:
             return
-        log.info("%s ended: %s%s", w.identity, x.outcome, f" during job {x.job}" if x.job else "")
-        if x.outcome == "drained":
+        log.info("%s ended: %s%s", w.identity, x.told(), f" during job {x.job}" if x.job else "")
+        if x.outcome in WORKER_EXIT_REASONS and WorkerExitReason(x.outcome).asked:
             return
+        stopped = x.outcome == WorkerExitReason.STOPPED_BY_ITSELF
         if self._restarts_used < self.s.restart_budget:
             self._restarts_used += 1
             self._restarts_due.append((now + self.restart_delay, w.slot, w.generation + 1))
+            if stopped:
+                self.notes.append(f"{w.identity} {x.told()}; replaced")
         else:
-            self.notes.append(f"restart budget ({self.s.restart_budget}) spent; {w.identity} not replaced")
+            said = f"{w.identity} {x.told()}" if stopped else w.identity
+            self.notes.append(f"restart budget ({self.s.restart_budget}) spent; {said} not replaced")
 
     def _restart_due(self, now: float) -> None:
         for due in [d for d in self._restarts_due if d[0] <= now]:

@@ -5,6 +5,10 @@
   through ``os._exit``;
 * :meth:`WorkerProcess.reaped` notices an exit; :func:`classify` turns an exit status into a named
   outcome ("exit 1", "killed by SIGKILL", or one the design declares in ``exit_outcomes``);
+* a worker whose design's ``run_worker`` returns leaves with a code that says why (:func:`live`): its
+  dequeue budget spent (:data:`EXIT_BUDGET`, outcome ``budget``) or not (:data:`EXIT_STOPPED_BY_ITSELF`,
+  ``stopped-by-itself``, recorded with the last line of the worker's log): the reasons are
+  ``core/events.py``'s :class:`~core.events.WorkerExitReason`;
 * :func:`kill_all` ends what is left, by process group, stopped processes included.
 """
 
@@ -17,12 +21,13 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NoReturn, cast
 
 from psycopg import conninfo
 
 from ...core import logs, procs
-from ...core.events import LogEvent
+from ...core.events import LogEvent, WorkerExitReason
 from ...core.execlog import ExecLog, path_for
 from ...core.history import WorkerExit
 from ...faults.catalogue import EXIT_CRASH
@@ -31,10 +36,16 @@ from ...workers.body.context import WorkerContext
 from ...workers.body.execution import STRIKE_SIGNAL, WAKE_SIGNAL, WorkerSpec, worker_error
 from ...workers.design import DesignRun
 
-EXIT_DRAINED = 0
+EXIT_BUDGET = 0  # run_worker returned with the dequeue budget spent
 EXIT_WORKER_ERROR = 70
+# run_worker returned with the budget not spent. Our own code, outside sysexits' 64-78 and the shells'
+# 126-255. Hazard: a worker contract's client exiting 79 itself would read as this (contract.py passes a
+# client's code on); no client does.
+EXIT_STOPPED_BY_ITSELF = 79
 REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
-OUTCOMES = {EXIT_DRAINED: "drained", EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
+OUTCOMES = {EXIT_BUDGET: WorkerExitReason.BUDGET, EXIT_STOPPED_BY_ITSELF: WorkerExitReason.STOPPED_BY_ITSELF,
+            EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
+EXIT_CODES = {reason: code for code, reason in OUTCOMES.items() if isinstance(reason, WorkerExitReason)}
 _FORK = multiprocessing.get_context("fork")
 
 
@@ -104,12 +115,17 @@ class WorkerProcess:
         """True once the process has ended (the exit is not yet recorded: see :meth:`record_exit`)."""
         return self.alive and self.proc.exitcode is not None
 
-    def record_exit(self, now: float, *, by_harness: bool, declared: Mapping[int, str]) -> WorkerExit:
+    def record_exit(self, now: float, *, by_harness: bool, declared: Mapping[int, str],
+                    run_dir: Path | None = None) -> WorkerExit:
+        """Its exit, named (:func:`classify`); one that stopped by itself with what its log ended with
+        (``core/logs.py``'s :func:`~core.logs.last_lines`, from *run_dir*)."""
         code = self.proc.exitcode
         job, attempt = next(iter(self.current.items()), (None, None))  # the oldest job in flight
         self.exit = WorkerExit(self.identity, self.pid, now, classify(code, declared),
                                code if code and code > 0 else None, -code if code and code < 0 else None,
                                by_harness, job, attempt, self.error)
+        if self.exit.outcome == WorkerExitReason.STOPPED_BY_ITSELF and run_dir is not None:
+            self.exit.detail, self.exit.last_warning = logs.last_lines(run_dir, self.identity)
         self.proc.join(0)
         return self.exit
 
@@ -176,8 +192,11 @@ def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoR
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()
         design.run_worker(ctx)
-        ctx.log.write(LogEvent.WORKER_EXIT, reason="drained")
-        code = EXIT_DRAINED
+        # It returned: at our asking (its budget spent), or by itself -- the design's code or its library
+        # decided (procrastinate stops its worker when its listener fails: docs/findings/libraries.md).
+        reason = WorkerExitReason.BUDGET if ctx.budget_spent() else WorkerExitReason.STOPPED_BY_ITSELF
+        ctx.log.write(LogEvent.WORKER_EXIT, reason=reason)
+        code = EXIT_CODES[reason]
     except BaseException as exc:
         record_failure(spec, ctx, exc)
     finally:

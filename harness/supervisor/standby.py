@@ -52,6 +52,7 @@ from . import process
 CONNECT = "connect"
 GO = "go"
 SESSIONS_WAIT = 5.0  # seconds a told standby has to say its sessions (a connect's own timeout)
+EXIT_RELEASED = 0  # a standby never taken leaves with it: it ran no job, and no history records its exit
 
 
 @dataclass
@@ -198,7 +199,7 @@ def _entry(link, handle: DesignHandle, identity: str, dsn: str, mode: str, pool_
         try:
             msg = link.recv()
         except (EOFError, OSError):  # released, or the runner gone
-            os._exit(process.EXIT_DRAINED)
+            os._exit(EXIT_RELEASED)
         if msg[0] == CONNECT and ahead is None:
             connects = ConnectRecorder()
             args = (MODES[mode], dsn, pool_size, identity)

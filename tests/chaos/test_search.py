@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pg_job_chaos.core.events import WorkerExitReason
 from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.engine.search import search
 from pg_job_chaos.workers import load_design
@@ -124,7 +125,7 @@ def _held_by_a_live_worker(run) -> list[float]:
     sample's transaction age counted until its worker died, over half the lease (the schedule's)."""
     h = run.history
     limit = 0.5 * h.schedule.seconds(h.schedule.timing.lease)
-    ended = {x.worker: x for x in h.exits if not x.by_harness and x.outcome != "drained"}
+    ended = {x.worker: x for x in h.exits if not x.by_harness and x.outcome != WorkerExitReason.BUDGET}
     died = {w: t for w, t in h.death_times().items() if w in ended}
     out = []
     for s in h.samples:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED
-from tests.unit.test_properties import died, drained, execution, job, one, run_row, sane
+from tests.unit.test_properties import budget_exit, died, execution, job, one, run_row, sane
 
 
 def test_the_sane_history_holds():
@@ -28,13 +28,13 @@ def test_a_later_failure_acknowledged_after_a_commit_is_a_violation_but_a_stale_
     first = execution("w1.0", 1, 1, 1.0, 2.0)
     again = execution("w2.0", 1, 2, 3.0, 4.0, outcome="failed", error="RaisedError: boom")
     h = sane(records=[*first, *again], jobs=[job(1, attempts=2)], runs=[run_row(1, 1)],
-             exits=[drained("w1.0"), drained("w2.0")])
+             exits=[budget_exit("w1.0"), budget_exit("w2.0")])
     assert one("done-means-committed", h).evidence.startswith(
         "job 1 is done after its last execution (w2.0 attempt 2) failed (RaisedError: boom) before its work")
     # The committing execution ended last (a paused first attempt that finished after the second failed).
     late = execution("w1.0", 1, 1, 1.0, 5.0)
     h = sane(records=[*late, *again], jobs=[job(1, attempts=2)], runs=[run_row(1, 1)],
-             exits=[drained("w1.0"), drained("w2.0")])
+             exits=[budget_exit("w1.0"), budget_exit("w2.0")])
     assert one("done-means-committed", h).status == HELD
 
 
@@ -57,5 +57,5 @@ def test_a_stale_execution_failing_after_a_newer_one_committed_changed_nothing()
     stale = execution("w1.0", 1, 1, 1.0, 6.0, outcome="failed", error="LeaseLost: lease lost")
     newer = execution("w2.0", 1, 2, 3.0, 4.0)
     h = sane(records=[*stale, *newer], jobs=[job(1, attempts=2)], runs=[run_row(1, 2, "w2.0")],
-             exits=[drained("w1.0"), drained("w2.0")])
+             exits=[budget_exit("w1.0"), budget_exit("w2.0")])
     assert one("done-means-committed", h).status == HELD

@@ -5,7 +5,8 @@ The product's Python is read as syntax (``ast``), so the parts that do not use t
 checked too: a string literal as the event of a log write (``log.write("x")``, ``ctx.log.write``,
 ``self._log``, a contract client's ``self.log``), compared with a record's event (``r["event"] == "x"``,
 ``r.get("event") in ("a", "b")``, a name bound to either: ``ev == "x"``), as a dict's ``"event"``, in a
-bytes pattern (``b'"event": "x"'``); an end reason compared with or given as ``ended_by``. The contract's
+bytes pattern (``b'"event": "x"'``); an end reason compared with or given as ``ended_by``; a worker exit's
+reason compared with an ``outcome`` or written as a ``worker-exit`` record's ``reason``. The contract's
 Node client and the Node adapters are read by pattern. A misspelt name raises where it is written
 (:meth:`ExecLog.write`) and where a history is read (:meth:`History.executions`).
 """
@@ -20,7 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from pg_job_chaos.core.events import END_REASONS, EVENTS, FAULT_STEPS, EndedBy, FaultStep, LogEvent, event_of
+from pg_job_chaos.core.events import (
+    END_REASONS,
+    EVENTS,
+    FAULT_STEPS,
+    OLD_EXIT_NAMES,
+    WORKER_EXIT_REASONS,
+    EndedBy,
+    FaultStep,
+    LogEvent,
+    WorkerExitReason,
+    event_of,
+    exit_outcome,
+)
 from pg_job_chaos.core.execlog import ExecLog
 from pg_job_chaos.core.history import History
 from pg_job_chaos.properties import UNKNOWN, check
@@ -30,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("core", "faults", "workers", "properties", "harness", "adapters", "pg_job_chaos")
 NODE = ("workers/clients/node", "adapters/node")
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-REGISTRIES = {"LogEvent": LogEvent, "EndedBy": EndedBy, "FaultStep": FaultStep}
+REGISTRIES = {"LogEvent": LogEvent, "EndedBy": EndedBy, "FaultStep": FaultStep,
+              "WorkerExitReason": WorkerExitReason}
 
 
 def product_files() -> list[Path]:
@@ -62,6 +76,11 @@ def _is_event(n: ast.AST, bound: set[str]) -> bool:
     # an Effect's answer is the world's event (core/history.py): accepted / duplicate
     return _key(n, "event") or (isinstance(n, ast.Name) and n.id in bound) or (
         isinstance(n, ast.Attribute) and n.attr == "answer")
+
+
+def _is_outcome(n: ast.AST) -> bool:
+    """``x.outcome``: a worker exit's (a reason) or an execution's (ok / fail / info)."""
+    return isinstance(n, ast.Attribute) and n.attr == "outcome"
 
 
 def _is_end(n: ast.AST) -> bool:
@@ -153,6 +172,8 @@ def scan(source: str, name: str = "<src>") -> list[tuple[str, int, str, str]]:
             if isinstance(n, ast.Call):
                 if _is_write(n) and n.args:
                     add(n, "write", _literals(n.args[0], consts))
+                    add(n, "outcome", [s for k in n.keywords if k.arg == "reason"
+                                       for s in _literals(k.value, consts)])
                 add(n, "end", [s for k in n.keywords if k.arg == "ended_by"
                                for s in _literals(k.value, consts)])
             elif isinstance(n, ast.Compare):
@@ -163,6 +184,8 @@ def scan(source: str, name: str = "<src>") -> list[tuple[str, int, str, str]]:
                             add(n, "event", _literals(y, consts))
                         elif _is_end(x):
                             add(n, "end", _literals(y, consts))
+                        elif _is_outcome(x):
+                            add(n, "outcome", _literals(y, consts))
             elif isinstance(n, ast.Dict):
                 for k, v in zip(n.keys, n.values, strict=True):
                     if isinstance(k, ast.Constant) and k.value in ("event", "ended_by"):
@@ -178,9 +201,23 @@ def scan(source: str, name: str = "<src>") -> list[tuple[str, int, str, str]]:
     return out
 
 
+def _not_a_reason(s: str) -> bool:
+    """An old worker-exit name, or one a letter or two off a reason; any other outcome passes (an
+    execution's ok / fail / info, an exit status, a design's own name)."""
+    try:
+        return s in OLD_EXIT_NAMES or exit_outcome(s) != s
+    except ValueError:
+        return True
+
+
+def _wrong(kind: str, s: str) -> bool:
+    if kind == "outcome":
+        return _not_a_reason(s)
+    return s not in (END_REASONS if kind == "end" else EVENTS)
+
+
 def _unregistered(found: list[tuple[str, int, str, str]]) -> list[str]:
-    return [f"{where}:{line}: {kind} {s!r}" for where, line, kind, s in found
-            if s not in (END_REASONS if kind == "end" else EVENTS)]
+    return [f"{where}:{line}: {kind} {s!r}" for where, line, kind, s in found if _wrong(kind, s)]
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +230,7 @@ def product() -> list[tuple[str, int, str, str]]:
 
 # --- the registry ---------------------------------------------------------------------------------------
 def test_the_registry_is_one_set_of_distinct_kebab_case_names():
-    for registry in (LogEvent, EndedBy, FaultStep):
+    for registry in (LogEvent, EndedBy, FaultStep, WorkerExitReason):
         values = [m.value for m in registry]
         assert len(values) == len(set(values))
         for m in registry:
@@ -202,7 +239,8 @@ def test_the_registry_is_one_set_of_distinct_kebab_case_names():
             assert m == m.value and json.dumps(m) == json.dumps(m.value) and f"{m}" == m.value
     assert EVENTS == {m.value for m in LogEvent} and END_REASONS == {m.value for m in EndedBy}
     assert FAULT_STEPS == {m.value for m in FaultStep}
-    assert not EVENTS & END_REASONS
+    assert WORKER_EXIT_REASONS == {m.value for m in WorkerExitReason}
+    assert not EVENTS & END_REASONS and not (EVENTS | END_REASONS) & WORKER_EXIT_REASONS
 
 
 # --- (1) the product's Python -----------------------------------------------------------------------------
@@ -260,15 +298,18 @@ def f(log, r, h, e):
         pass
     if h.ended_by == "quiesent" or e.answer == "acepted":
         pass
+    if x.outcome == "drained" or x.outcome != "stoped-by-itself" or x.outcome in ("ok", "exit 1"):
+        log.write("worker-exit", reason="budgte")
     return {"event": "finised"}, b'{"event": "strated"}', History(ended_by="stall")
 '''
 
 
 def test_the_scan_finds_every_form_it_checks():
-    found = {(kind, s) for _, _, kind, s in scan(BAD_SOURCE) if s not in EVENTS | END_REASONS}
+    found = {(kind, s) for _, _, kind, s in scan(BAD_SOURCE) if _wrong(kind, s)}
     assert found == {("write", "strated"), ("write", "fualt"), ("write", "efect"), ("event", "fenched"),
                      ("event", "pont"), ("event", "finishd"), ("event", "stament"), ("end", "quiesent"),
-                     ("event", "acepted"), ("event", "finised"), ("event", "strated"), ("end", "stall")}
+                     ("event", "acepted"), ("event", "finised"), ("event", "strated"), ("end", "stall"),
+                     ("outcome", "drained"), ("outcome", "stoped-by-itself"), ("outcome", "budgte")}
 
 
 # --- (2) the contract's clients -------------------------------------------------------------------------

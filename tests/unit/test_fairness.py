@@ -39,7 +39,7 @@ def _history(starts: dict[int, tuple[str, float, float]], *, workload=FLOOD, t1=
                for r in execution(w, job, 1, a, b, tenant=tenant[job])]
     workers = sorted({w for w, _, _ in starts.values()})
     return History(schedule=sched, design="lease", tenant_mode="local", records=records, jobs=[], runs=[],
-                   exits=exits if exits is not None else [WorkerExit(w, 1, t1, "drained") for w in workers],
+                   exits=exits if exits is not None else [WorkerExit(w, 1, t1, "budget") for w in workers],
                    injected=[], samples=[], t0=0.0, t1=t1, ended_by="quiescent")
 
 

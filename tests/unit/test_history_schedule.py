@@ -22,7 +22,7 @@ STAMPED = Schedule(
 
 def _history(schedule) -> History:
     return History(schedule=schedule, design="lease", tenant_mode="local", records=[], jobs=[], runs=[],
-                   exits=[WorkerExit("w1.0", 100, 3.0, "drained", code=0)], t0=0.0, t1=3.0)
+                   exits=[WorkerExit("w1.0", 100, 3.0, "budget", code=0)], t0=0.0, t1=3.0)
 
 
 def test_a_dict_or_a_schedule_is_the_same_schedule():

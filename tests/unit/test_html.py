@@ -25,8 +25,8 @@ def _history() -> History:
         {"t": 11.7, "worker": "w1.1", "event": "finished", "job": 1, "attempt": 2},
     ]
     exits = [WorkerExit("w1.0", 101, 10.35, "exit 1", code=1, job=1, attempt=1),
-             WorkerExit("w1.1", 102, 12.0, "drained", by_harness=True),
-             WorkerExit("w10.0", 103, 12.0, "drained", by_harness=True)]
+             WorkerExit("w1.1", 102, 12.0, "budget", by_harness=True),
+             WorkerExit("w10.0", 103, 12.0, "budget", by_harness=True)]
     injected = [{"t": 10.25, "worker": "w1.0", "fault": "pause", "job": 1, "attempt": 1, "point": "mid-work"}]
     samples = [  # threshold: half a lease of 1 s at time scale 0.2 = 0.1 s
         {"t": 10.3, "role": "worker", "app": "w1.0", "pid": 7, "xid": "900", "xact_age": 0.15},

@@ -15,7 +15,7 @@ from pg_job_chaos.core.schedule import JobSpec, Schedule
 from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check, undecided_names
 from pg_job_chaos.workers import DesignHandle, load_design
 from pg_job_chaos.workers.hosted import HostedDesign, finishes
-from tests.unit.test_properties import died, drained, execution, history, job, one, rec, run_row, sane
+from tests.unit.test_properties import budget_exit, died, execution, history, job, one, rec, run_row, sane
 
 NAME = "library-one-finish"
 RECORDED = "procrastinate_events deferred, started, deferred_for_retry, started, succeeded"
@@ -28,7 +28,7 @@ def paused(*finish: dict, design="procrastinate", hosted=True, first="finished",
     h = history(records=[*execution("w1.0", 1, attempts[0], 1.0, 6.0, outcome=first),
                          *execution("w2.0", 1, attempts[1], 3.0, second_end, outcome=second)],
                 jobs=[job(1, attempts=2)], runs=[run_row(1, 1), run_row(1, 2, "w2.0")],
-                exits=[drained("w1.0", 7.0), drained("w2.0", 7.0)])
+                exits=[budget_exit("w1.0", 7.0), budget_exit("w2.0", 7.0)])
     h.design, h.hosted = design, hosted
     h.finishes = [{"job": 1, "recorded": RECORDED, "finishes": list(finish)}]
     return h
@@ -68,7 +68,7 @@ def test_a_last_finish_only_record_cannot_show_the_stale_finish_refused():
                                  "of a job")
     # with nothing stale, a last-finish record decides as a full one does
     h = history(records=[*execution("w1.0", 1, 1, 1.0, 2.0)], jobs=[job(1)], runs=[run_row(1, 1)],
-                exits=[drained("w1.0", 3.0)])
+                exits=[budget_exit("w1.0", 3.0)])
     h.design, h.hosted = "pg-boss", True
     h.finishes = [{"job": 1, "recorded": "state completed", "complete": False,
                    "finishes": [fin("success", 2.003)]}]
@@ -82,7 +82,7 @@ def test_retries_ms_apart_are_attributed_in_order_not_to_the_next_execution():
     def ex(a, start, end):
         return execution("w1.0", 1, a, start, end, outcome="failed", effect=False)
     h = history(records=[*ex(1, 1.000, 1.001), *ex(2, 1.006, 1.007), *ex(3, 1.0085, 1.0095)],
-                jobs=[job(1, "dead", 3)], exits=[drained("w1.0", 2.0)])
+                jobs=[job(1, "dead", 3)], exits=[budget_exit("w1.0", 2.0)])
     h.design, h.hosted = "procrastinate", True
     h.finishes = [{"job": 1, "recorded": "deferred_for_retry x2, failed", "finishes": [
         fin("requeued", 1.002, "deferred_for_retry"), fin("requeued", 1.008, "deferred_for_retry"),

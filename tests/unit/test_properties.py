@@ -10,6 +10,7 @@ import pytest
 
 from pg_job_chaos import properties
 from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.events import WorkerExitReason
 from pg_job_chaos.core.history import History, WorkerExit
 from pg_job_chaos.properties import HELD, PROPERTIES, UNKNOWN, VIOLATED, Result, aggregate, check, worst
 from pg_job_chaos.properties.effects import RETRY_ADVICE
@@ -71,8 +72,9 @@ def died(worker, job, t=3.0, outcome="exit 1", by_harness=False) -> WorkerExit:
                       attempt=1)
 
 
-def drained(worker, t=4.0) -> WorkerExit:
-    return WorkerExit(worker, pid=100, t=t, outcome="drained", code=0)
+def budget_exit(worker, t=4.0) -> WorkerExit:
+    """The worker ended as its dequeue budget was spent (the harness asked)."""
+    return WorkerExit(worker, pid=100, t=t, outcome=WorkerExitReason.BUDGET, code=0)
 
 
 def sample(t, age, *, pid=200, app="w1.0", role="worker", xid=None, xmin="123") -> dict:
@@ -109,8 +111,8 @@ def sane(**changes) -> History:
         records=[rec(0.5, "w1.0", "connect", backend=300),
                  *execution("w1.0", 1, 1, 1.0, 2.0), *execution("w1.0", 2, 1, 2.0, 3.0)],
         jobs=[job(1), job(2)], runs=[run_row(1, 1, finished=2.0), run_row(2, 1, finished=3.0)],
-        exits=[drained("w1.0")], transitions=[*lifecycle(1, 1.0, 2.0, first_seq=1),
-                                              *lifecycle(2, 2.0, 3.0, first_seq=4)],
+        exits=[budget_exit("w1.0")], transitions=[*lifecycle(1, 1.0, 2.0, first_seq=1),
+                                                  *lifecycle(2, 2.0, 3.0, first_seq=4)],
         samples=[sample(1.5, 0.2), sample(2.5, 0.1, xid="777"), sample(2.5, 30.0, pid=201, app="holder",
                                                                        role="holder", xid="5")])
     parts.update(changes)
@@ -398,7 +400,7 @@ def test_terminal_states_unknown_without_the_jobs_table():
 
 def test_blast_radius_poison_job_kills_eleven_workers():
     exits = [died(f"w1.{i}", 1, t=float(i)) for i in range(11)]
-    exits += [died("w2.0", 2, outcome="killed by SIGKILL", by_harness=True), drained("w3.0")]
+    exits += [died("w2.0", 2, outcome="killed by SIGKILL", by_harness=True), budget_exit("w3.0")]
     result = one("bounded-blast-radius", sane(exits=exits))
     assert (result.status, result.count, result.jobs) == (VIOLATED, 1, (1,))
     assert result.evidence == "job 1 killed 11 worker processes (max_attempts 3)"
@@ -406,9 +408,9 @@ def test_blast_radius_poison_job_kills_eleven_workers():
 
 def test_blast_radius_within_max_attempts_holds():
     exits = [died(f"w1.{i}", 1, t=float(i)) for i in range(3)] + [died("w2.0", None)]
-    # neither the end of the run nor a drained worker is a death
+    # neither the end of the run nor a worker whose budget was spent is a death
     exits += [died("w3.0", 1, outcome="killed by SIGKILL", by_harness=True),
-              died("w4.0", 1, outcome="drained")]
+              died("w4.0", 1, outcome=WorkerExitReason.BUDGET)]
     result = one("bounded-blast-radius", sane(exits=exits))
     assert result.status == HELD and "3 worker deaths" in result.evidence
 
@@ -472,9 +474,9 @@ def test_horizon_a_dead_workers_transaction_long_before_the_death_is_still_viola
 def test_horizon_the_death_is_the_workers_last_record_not_when_the_supervisor_saw_it():
     # The supervisor saw the exit at 1.95, late; the worker wrote its fault line at 1.4 and ended there.
     assert one("horizon", _crashed_in_a_transaction(0.7, exit_seen=1.95)).status == HELD
-    # A worker that drained (it ended itself, after its last record) is not a death: counted as sampled.
+    # A worker whose budget was spent (it ended, after its last record) is not a death: counted as sampled.
     h = _crashed_in_a_transaction(0.7)
-    h.exits = [drained("w1.0", t=2.1)]
+    h.exits = [budget_exit("w1.0", t=2.1)]
     assert one("horizon", h).status == VIOLATED
 
 

@@ -10,7 +10,7 @@ import time
 import psycopg
 
 from ...core.events import LogEvent
-from ...core.execlog import ExecLog, path_for
+from ...core.execlog import ExecLog, count_started, path_for
 from ..tenant.modes import MODES, TenantMode
 from . import statements
 from .execution import STRIKE_SIGNAL, WAKE_SIGNAL, Claimed, Execution, WorkerSpec
@@ -131,6 +131,24 @@ class WorkerContext:
     # --- the loop ---------------------------------------------------------------------------------
     def may_dequeue(self) -> bool:
         return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
+
+    def budget_spent(self) -> bool:
+        """Whether the schedule's dequeue budget is spent, as the worker's ``run_worker`` returns: by this
+        process's count (:meth:`may_dequeue`: the body's executions here, and what a design counts itself)
+        or, where the jobs ran in other processes of the worker (a library's children, a contract's
+        client), by the ``started`` records its execution log holds. False without a budget. A return
+        with it not spent is the worker stopping by itself (``harness/supervisor/process.py``).
+        Hazard: a library that counts its own budget (django-tasks-db's ``--max-tasks``) and counts a
+        task our body never ran stops before this count is spent: recorded as stopping by itself."""
+        budget = self.schedule.dequeues
+        if budget is None:
+            return False
+        if not self.may_dequeue():
+            return True
+        try:
+            return count_started(self.log.path.read_bytes()) >= budget
+        except OSError:
+            return False
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:  # time.sleep(0) is no free yield: ~0.1 ms measured, twice a zero-length job

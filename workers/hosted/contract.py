@@ -14,8 +14,10 @@ process group (a kill or pause of the worker reaches it; the supervisor's go at 
 pid in the ``point`` record, one of the group's: ``WorkerProcess.go``), asks the kernel to kill it
 with the worker, unblocks the go signal for it (Node cannot unblock a signal it inherits blocked),
 and watches it: a client that dies writes no end of its own, so ``process-exit`` ends its execution
-(:func:`workers.hosted.spawned.watch`). The worker exits with the client's code: 0 drained, 1 an injected
-crash, anything else a worker error.
+(:func:`workers.hosted.spawned.watch`). The worker exits with the client's code: 1 an injected crash,
+anything else but 0 a worker error; a client that exits 0 returns, and the worker's exit is ``budget`` when
+the ``started`` records in its log reach the dequeue budget, else ``stopped-by-itself``
+(``WorkerContext.budget_spent``).
 """
 
 from __future__ import annotations
