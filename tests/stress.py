@@ -10,17 +10,13 @@ to pytest's death (``PR_SET_PDEATHSIG`` = SIGKILL): a pytest killed with SIGKILL
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
-from pg_job_chaos.core.procs import die_with_parent
+from pg_job_chaos.harness.bench.busy import SPIN, BusyLoops  # noqa: F401 -- conftest's, test_stress's
 
 ENV = "PGJC_STRESS"
 MOST = 64  # a typo's guard: more would starve the machine rather than load it
-SPIN = "while True: pass"
 
 
 def count(environ: dict[str, str] | os._Environ = os.environ) -> int:
@@ -37,36 +33,3 @@ def count(environ: dict[str, str] | os._Environ = os.environ) -> int:
     return n
 
 
-class BusyLoops:
-    """*n* processes that each keep a core busy, until :meth:`stop` (or the death of their parent)."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self) -> BusyLoops:
-        parent = os.getpid()
-        for _ in range(self.n):
-            self.procs.append(subprocess.Popen(
-                [sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                preexec_fn=lambda: die_with_parent(signal.SIGKILL, parent) or os._exit(0)))
-        return self
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
-
-    def stop(self) -> None:
-        """Kill and reap each (they hold nothing to clean up); idempotent."""
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-        for p in self.procs:
-            p.wait(10)
-        self.procs.clear()
-
-    def __enter__(self) -> BusyLoops:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -24,6 +24,7 @@ from ...core.errors import EXIT_USAGE
 from ...workers import DESIGNS, LIBRARIES, MODES
 from .. import experiments, scales
 from ..bench import main as bench
+from ..bench import soak
 from ..report.result import PROGRAM
 from . import check, commands, config, scaffold
 
@@ -34,6 +35,7 @@ SUBCOMMANDS = (
     "compare",
     "experiment",
     "bench",
+    "soak",
     scaffold.COMMAND,
     check.COMMAND,
 )
@@ -82,6 +84,7 @@ def parser() -> Program:
     c = _compare(sub, [common, runs, drawn])
     experiments.add_parser(sub, [common])
     bench.add_parser(sub, [common])
+    soak.add_parser(sub, [common])
     _version(scaffold.add_parser(sub))
     check.add_parser(sub, [common, designed])
     # the subparsers the settings file is for
