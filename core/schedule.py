@@ -218,7 +218,12 @@ class Schedule:
         """A schedule from JSON data; :class:`UsageError` naming *source* and the field when it is
         malformed. The base layer checks structure; *validators* check the names it cannot know."""
         data = dict(data)
-        data.pop("format", None)
+        fmt = data.pop("format", None)  # absent: the current format (a hand-written schedule)
+        if fmt is not None and (type(fmt) is not int or not 1 <= fmt <= FORMAT):
+            newer = (" (a newer pg-job-chaos wrote it: upgrade to replay it)"
+                     if type(fmt) is int and fmt > FORMAT else "")
+            raise UsageError(f"{source}, field format: {fmt!r}; this version reads formats 1 to "
+                             f"{FORMAT}{newer}")
         events = data.get("events")
         # named, it is a name: "" is no default (a list of something else: _build names the field)
         for i, e in enumerate(events if isinstance(events, list) else ()):

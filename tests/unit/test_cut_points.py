@@ -121,3 +121,12 @@ def test_the_generator_draws_the_new_points_for_the_faults_that_cut_only(s):
         if is_statement_point(e.point):
             assert (e.job is None) == ((e.point, False) in SEEN)
     Schedule.from_dict(json.loads(s.to_json()), validators=files.VALIDATORS)
+
+
+@pytest.mark.parametrize("fmt", [4, 0, "3", 2.5, True])
+def test_a_format_this_version_cannot_read_is_refused_naming_the_field(tmp_path, fmt):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"format": fmt, "jobs": [{"id": 1}]}))
+    with pytest.raises(UsageError, match=r"field format: .*reads formats 1 to 3") as e:
+        files.load(f)
+    assert ("newer pg-job-chaos" in str(e.value)) == (fmt == 4)
