@@ -54,7 +54,7 @@ from ..workers.hosted import spawned, timing
 from ..workers.hosted.declared import DeclaredDesign, admin_dsn, grant
 from . import finishes
 
-Q = sqlfile.load(__file__, "chancy.sql", "tables", "sequences", "pending", "final_states",
+Q = sqlfile.load(__file__, "chancy.sql", "tables", "unlogged_tables", "sequences", "pending", "final_states",
                  "accepted_finishes", "drop_tenant_queues")
 QUEUE = "default"
 PREFIX = "chancy_"  # chancy.sql names its tables with it
@@ -77,6 +77,15 @@ def hosted_job(args: dict, *, context: QueuedJob) -> None:
         if not ctx.may_dequeue() and _stop is not None:
             loop, event = _stop
             loop.call_soon_threadsafe(event.set)
+
+
+def _truncate(conn, tables: list[str], *, restart_identity: bool) -> None:
+    """Empty *tables* in one ``TRUNCATE ... CASCADE``; their owned sequences restart at 1 only with
+    *restart_identity*. Nothing when *tables* is empty."""
+    if tables:
+        restart = sql.SQL(" restart identity" if restart_identity else "")
+        conn.execute(sql.SQL("truncate {}{} cascade").format(
+            sql.SQL(", ").join(sql.Identifier(t) for t in tables), restart))
 
 
 def _app(dsn: str, *, plugins=(), log=None):
@@ -188,9 +197,18 @@ class Chancy(DeclaredDesign):
     def reset(self, conn) -> None:
         # The queue (declared at install) and the schema versions stay; the rest is one run's.
         keep = {f"{PREFIX}queues", f"{PREFIX}schema_version"}
+        unlogged = {t for (t,) in conn.execute(Q.unlogged_tables)}
         tables = [t for (t,) in conn.execute(Q.tables) if t not in keep]
-        conn.execute(sql.SQL("truncate {} restart identity cascade").format(
-            sql.SQL(", ").join(sql.Identifier(t) for t in tables)))
+        # Hazard (PostgreSQL before 15.19, 17.11, 18.6): an UNLOGGED table's sequence rewritten on the
+        # primary (RESTART IDENTITY gives it a new file and init fork) reaches the standby as WAL whose
+        # replay (seq_redo) leaves the init fork unflushed; promoted, the node copies the on-disk zeros
+        # into the sequence, and the next RESTART IDENTITY or nextval fails with "bad magic number in
+        # sequence". So the unlogged tables are emptied without touching their sequences: chancy never
+        # draws from them (chancy_leader's row is inserted with id 1), and a promoted node's corrupt
+        # sequence, if any, is never read. tests/integration/test_unlogged_sequence.py shows both.
+        # No foreign key joins chancy's tables (its migrations declare none): two statements empty all.
+        _truncate(conn, [t for t in tables if t in unlogged], restart_identity=False)
+        _truncate(conn, [t for t in tables if t not in unlogged], restart_identity=True)
         # The queue as this design's options configure it (executor, concurrency): a design with other
         # options may have declared it in the same database (Worker reads it from chancy_queues).
         with conn.cursor(row_factory=dict_row) as cur:

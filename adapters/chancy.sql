@@ -5,6 +5,12 @@
 -- name: tables
 select tablename from pg_tables where schemaname = 'public' and tablename like 'chancy\_%';
 
+-- name: unlogged_tables
+-- chancy's UNLOGGED tables (chancy_leader, chancy_workers, chancy_queue_rate_limits in its v1 migration).
+select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+ where n.nspname = 'public' and c.relname like 'chancy\_%' and c.relkind in ('r', 'p')
+   and c.relpersistence = 'u';
+
 -- name: sequences
 select sequencename from pg_sequences where schemaname = 'public' and sequencename like 'chancy\_%';
 
