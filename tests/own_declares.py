@@ -29,12 +29,11 @@ FAILED = """update own_jobs set last_error = %s,
 STATES = {"queued": "queued", "running": "running", "done": "done", "failed": "dead"}
 
 
-class Declares(hosted.HostedDesign):
-    name = "declares"
-    tenant_setting = "app.current_tenant"  # what its tenant code sets
+class OwnTable(hosted.HostedDesign):
+    """A user's own jobs table (``own_jobs``): what any design on it declares (``tests/own_stops.py``
+    runs a worker of its own on it too)."""
+
     pool_first = False
-    FINISHED_AT = "clock_timestamp()"  # when the finish statement runs
-    visibility: float | None = None  # the lease as run_worker saw it (Forgets' mistake reads it)
 
     def install(self, conn, *, worker_role):
         conn.execute(SCHEMA)
@@ -59,6 +58,13 @@ class Declares(hosted.HostedDesign):
                  "attempts": attempts, "last_error": error, "lease_expired": None}
                 for i, args, status, attempts, error in
                 conn.execute("select id, args, status, attempts, last_error from own_jobs order by id")]
+
+
+class Declares(OwnTable):
+    name = "declares"
+    tenant_setting = "app.current_tenant"  # what its tenant code sets
+    FINISHED_AT = "clock_timestamp()"  # when the finish statement runs
+    visibility: float | None = None  # the lease as run_worker saw it (Forgets' mistake reads it)
 
     def accepted_finishes(self, conn):
         ids = hosted.schedule_ids(conn)
