@@ -90,16 +90,18 @@ def test_sigkill_of_the_harness_leaves_no_container_and_no_volume(engine, local_
                              "--design", "lease", "--faults", "overrun", "--examples", "50"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     try:
-        ctr = None
+        ctr, volumes = None, set()
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and ctr is None:
+        # The engine can list a container being created before its anonymous volume is in its
+        # ``Mounts``: wait for both, the volume's name is what the test later looks for.
+        while time.monotonic() < deadline and not volumes:
             mine = [c for c in docker.labelled(engine) if c["Id"] not in before
                     and docker.owner(c).split(":")[1:2] == [str(proc.pid)]]
             ctr = mine[0] if mine else None
+            volumes = _volume_names(ctr) if ctr else set()
             time.sleep(0.3)
         assert ctr is not None, "the harness started no container"
-        volumes = _volume_names(ctr)
-        assert volumes
+        assert volumes, "the image declares a VOLUME: the harness's container has one"
         time.sleep(3.0)  # into the run: the database is being created and filled
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
