@@ -108,7 +108,8 @@ def _second_commit(h: History, job: int) -> Mark | None:
     t = on_clock(h, server_time(rows[1]["finished"])) if len(rows) > 1 else None
     return None if t is None else Mark(t, "commit", rows[1].get("worker") or "", job,
                                        f"job {job}'s second job_runs row committed ({rows[1].get('worker')} "
-                                       f"attempt {rows[1].get('attempt')})")
+                                       f"attempt {rows[1].get('attempt')})",
+                                       attempt=rows[1].get("attempt"))
 
 
 @decides("single-commit", group="safety", position=2)
@@ -144,12 +145,35 @@ def no_overlap(h: History, name: str) -> Result:
                 jobs.append(job)
                 # the event: the later execution's start, while the earlier was still live
                 first = first or Mark(b.start, "execution", b.worker, job,
-                                      f"job {job}: {who(b)} started while {who(a)} still ran")
+                                      f"job {job}: {who(b)} started while {who(a)} still ran",
+                                      attempt=b.attempt)
     if lines:
         return violated(name, lines, jobs, event=first)
     if not repeated:
         return held(name, "vacuous: no job executed more than once")
     return held(name, f"{plural(repeated, 'job')} executed more than once, never two executions at once")
+
+
+def beyond(h: History, job: int, n: int, what: str) -> Mark | None:
+    """The event a count's violation names: the start of *job*'s execution number *n* + 1 (by start), the
+    first one past the count *n*; *what* says what it is."""
+    execs = sorted(by_job(h.executions()).get(job, []), key=lambda e: e.start)
+    if len(execs) <= n:
+        return None
+    ex = execs[n]
+    return Mark(ex.start, "execution", ex.worker, job, f"job {job}: {who(ex)} started, {what}",
+                attempt=ex.attempt)
+
+
+def last_seen(h: History, job: int, what: str, kind: str = "job") -> Mark:
+    """The event a job's end state names (it made no progress, it ended stuck): its last execution's end
+    (its start, when it has none), or the run's end when it never started; *what* says what it is."""
+    execs = by_job(h.executions()).get(job, [])
+    if not execs:
+        return Mark(h.t1, kind, "", job, f"{what}: it never started")
+    ex = max(execs, key=lambda e: e.end if e.end is not None else e.start)
+    t = ex.end if ex.end is not None else ex.start
+    return Mark(t, kind, ex.worker, job, f"{what}: its last execution was {who(ex)}", attempt=ex.attempt)
 
 
 @decides("attempts-counted", group="safety", position=5)
@@ -166,7 +190,9 @@ def attempts_counted(h: History, name: str) -> Result:
         {job: len(execs) for job, execs in groups.items()}, lambda job: (rows.get(job) or {}).get("attempts"),
         lambda job, n, counted: f"job {job} executed {plural(n, 'time')}, counted {plural(counted, 'time')}")
     if lines:
-        return violated(name, lines, jobs)
+        counted = rows[jobs[0]]["attempts"]
+        past = f"execution {counted + 1}, past the {plural(counted, 'attempt')} jobs.attempts counts"
+        return violated(name, lines, jobs, event=beyond(h, jobs[0], counted, past))
     if missing:
         return unknown(name, f"job {missing[0]} executed but has no attempts in the jobs table")
     if not groups:
@@ -184,7 +210,9 @@ def bounded_attempts(h: History, name: str) -> Result:
         {job: len(execs) for job, execs in groups.items()}, lambda job: max_attempts_of(h, job),
         lambda job, n, limit: f"job {job} executed {plural(n, 'time')} (max_attempts {limit})")
     if lines:
-        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
+        most = max_attempts_of(h, jobs[0]) or 0
+        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)), event=beyond(
+            h, jobs[0], most, f"execution {most + 1}, past max_attempts {most}"))
     if missing:
         return unknown(name, f"the schedule gives no max_attempts (job {missing[0]})")
     if not groups:

@@ -30,13 +30,17 @@ _RANK = {HELD: 0, UNKNOWN: 1, VIOLATED: 2}
 class Mark:
     """The event of a run a violation's evidence names, for a timeline to mark: ``t`` on the history's
     clock (``time.monotonic()``, as its records), what ``kind`` of event ("statement", "execution",
-    "status change"), the ``worker`` and ``job`` where known, and one line saying ``what`` it is."""
+    "status change", "wait", "transaction"), the ``worker``, ``job`` and ``attempt`` where known, and one
+    sentence saying ``what`` it is; ``since``: where the event is a span (a job's wait from its enqueue,
+    a transaction open since it began), when it began, on the same clock."""
 
     t: float
     kind: str
     worker: str = ""
     job: int | None = None
     what: str = ""
+    attempt: int | None = None
+    since: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {k: v for k, v in vars(self).items() if v not in ("", None)}

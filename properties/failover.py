@@ -12,8 +12,8 @@ names a lost completion that ran again.
 from __future__ import annotations
 
 from ..core.history import History
-from .checks import by_job, job_rows, plural, rows_undecidable, who
-from .core import REGISTRY, Result, decides, held, unknown, violated
+from .checks import by_job, job_rows, last_seen, plural, rows_undecidable, who
+from .core import REGISTRY, Mark, Result, decides, held, unknown, violated
 
 
 def replicated(h: History) -> bool:
@@ -32,8 +32,12 @@ def acknowledged_enqueue(h: History, name: str) -> Result:
     if gone:
         lost = h.promotions()
         after = f" after {plural(len(lost), 'failover')}" if lost else ""
+        t = lost[0] if lost else h.t1
         return violated(name, [f"job {j} was enqueued (committed, acknowledged) and is not in the final "
-                               f"jobs table{after}" for j in gone], gone)
+                               f"jobs table{after}" for j in gone], gone,
+                        event=Mark(t, "failover", "", gone[0],
+                                   f"job {gone[0]}'s acknowledged enqueue was lost"
+                                   + (" when the primary stopped" if lost else "")))
     return held(name, f"all {plural(len(h.schedule.jobs), 'acknowledged enqueue')} in the final jobs table"
                       + (f" across {plural(len(h.promotions()), 'failover')}" if h.promotions() else ""))
 
@@ -51,6 +55,7 @@ def attempts_monotonic(h: History, name: str) -> Result:
     rows = job_rows(h)
     lines = []
     jobs = []
+    first = None
     for j, execs in sorted(by_job(h.executions()).items()):
         execs = sorted(execs, key=lambda e: e.start)
         bad = None
@@ -61,6 +66,9 @@ def attempts_monotonic(h: History, name: str) -> Result:
                     what = "committed its success" if acked else "started"
                     bad = (f"job {j}'s attempt count went down: {who(prior)} {what} at "
                            f"+{prior.start - h.t0:.2f} s, then {who(ex)} started at +{ex.start - h.t0:.2f} s")
+                    first = first or Mark(ex.start, "execution", ex.worker, j,
+                                          f"job {j}: {who(ex)} started after {who(prior)} {what}",
+                                          attempt=ex.attempt)
                     break
             if bad:
                 break
@@ -68,11 +76,12 @@ def attempts_monotonic(h: History, name: str) -> Result:
         acked_max = max((e.attempt for e in execs if e.outcome == "ok"), default=None)
         if bad is None and isinstance(final, int) and acked_max is not None and final < acked_max:
             bad = f"job {j} ended with attempts {final}, below the {acked_max} of an acknowledged success"
+            first = first or last_seen(h, j, f"job {j} ended with attempts {final}, below {acked_max}")
         if bad:
             lines.append(bad)
             jobs.append(j)
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     return held(name, "no job's attempt count went down" + (
         f" across {plural(len(h.promotions()), 'failover')}" if h.promotions() else ""))
 
@@ -95,7 +104,9 @@ def failover_recovers(h: History, name: str) -> Result:
     if stuck:
         return violated(name, [f"job {j} ended {rows[j]['status']} (attempts {rows[j].get('attempts')}) "
                                f"{h.t1 - stops[0]:.2f} s after the failover, owned by no live worker "
-                               f"(the run ended {h.ended_by})" for j in stuck], stuck)
+                               f"(the run ended {h.ended_by})" for j in stuck], stuck,
+                        event=last_seen(h, stuck[0], f"job {stuck[0]} was left {rows[stuck[0]]['status']} "
+                                                     "after the failover, owned by no live worker"))
     starts = sorted(e.start for e in h.executions())
     waits = [next((s - t for s in starts if s > t), None) for t in stops]
     told = ", ".join(f"{w:.2f} s" for w in waits if w is not None) or "none started after it"

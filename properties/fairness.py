@@ -60,9 +60,9 @@ import statistics
 from collections import defaultdict
 
 from ..core.history import History
-from ..core.waits import Steps, backlogged, bodies_running, job_waits
+from ..core.waits import JobWait, Steps, backlogged, bodies_running, job_waits
 from .checks import plural
-from .core import Result, decides, held, not_judged, violated
+from .core import Mark, Result, decides, held, not_judged, violated
 
 SLACK = 2.0  # times the tenant's own work up to the job (the module docstring)
 
@@ -172,6 +172,18 @@ def overserved(h: History) -> dict[int, tuple[int | None, float, float, int, int
     return out
 
 
+def _waited(h: History, w: JobWait, hot: int | None, ran: int) -> Mark:
+    """The event starvation-bound names: the starved job's wait, a span from its enqueue to its first start
+    (to the run's end, when it never started), on the worker that started it."""
+    first = min((e for e in h.executions() if e.job == w.job), key=lambda e: e.start, default=None)
+    t = w.started if w.started is not None else h.t1
+    waited = "waited" if w.started is not None else "never started in"
+    return Mark(t, "wait", first.worker if first else "", w.job,
+                f"tenant {w.tenant}'s job {w.job} {waited} {w.wait:.2f} s while tenant {hot} ran "
+                f"{plural(ran, 'job')}",
+                attempt=first.attempt if first else None, since=w.enqueued)
+
+
 @decides("starvation-bound", group="fairness", position=30)
 def starvation_bound(h: History, name: str) -> Result:
     """Violated by every job while whose wait another tenant was given more work than its bound (the
@@ -193,6 +205,7 @@ def starvation_bound(h: History, name: str) -> Result:
                      + (f"; the fair wait was {f:.2f} s" if f is not None else ""))
         jobs.append(job)
     if lines:
-        return violated(name, lines, jobs)
+        hot, _, _, ran, _ = found[jobs[0]]
+        return violated(name, lines, jobs, event=_waited(h, waits[jobs[0]], hot, ran))
     return held(name, f"while each of {plural(len(waits), 'job')} waited, no other tenant was given more "
                       "work or more turns than equal sharing allows")

@@ -35,7 +35,8 @@ def _again_mark(job: int, execs: list[Execution], after: float) -> Mark | None:
     """The event :func:`_again` names: the start of the first execution after *after*."""
     later = sorted((o for o in execs if o.start > after), key=lambda o: o.start)
     return (Mark(later[0].start, "execution", later[0].worker, job,
-                 f"job {job} executed again after its success: {who(later[0])}") if later else None)
+                 f"job {job} executed again after its success: {who(later[0])}", attempt=later[0].attempt)
+            if later else None)
 
 
 def _again(job: int, ex: Execution | None, execs: list[Execution], after: float) -> list[str]:
@@ -103,6 +104,18 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
     return lines, jobs
 
 
+def _lost_mark(h: History, job: int) -> Mark | None:
+    """The event :func:`acknowledged_lost` names: the acknowledged commit of *job*'s first success."""
+    acked = sorted((e for e in h.executions() if e.job == job and e.outcome == "ok" and e.end is not None),
+                   key=lambda e: e.end or 0.0)
+    ack = acked[0] if acked else None
+    if ack is None or ack.end is None:
+        return None
+    return Mark(ack.end, "commit", ack.worker, job,
+                f"job {job}'s done, committed and acknowledged ({who(ack)}), was lost: the job ran again",
+                attempt=ack.attempt)
+
+
 def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
     """A design on the harness's jobs table: its committed status changes against its job_runs rows;
     first the successes the workers saw acknowledged that were lost (:func:`acknowledged_lost`)."""
@@ -119,7 +132,7 @@ def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
     executions = by_job(h.executions())
     lines = list(lost_lines)
     jobs = list(lost_jobs)
-    first = None
+    first = _lost_mark(h, lost_jobs[0]) if lost_jobs else None
     for j, run in sorted(done.items()):
         if j in lost_jobs:
             continue

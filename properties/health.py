@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 from ..core.events import EndedBy, LogEvent, WorkerExitReason
 from ..core.history import Clock, Execution, History
 from ..faults.catalogue import entries
-from .checks import end_of, job_rows, limit_changes, max_attempts_of, plural, rows_undecidable
-from .core import VIOLATED, Result, decides, held, not_judged, over_limits, unknown, violated
+from .checks import end_of, job_rows, last_seen, limit_changes, max_attempts_of, plural, rows_undecidable
+from .core import VIOLATED, Mark, Result, decides, held, not_judged, over_limits, unknown, violated
 
 TERMINAL = ("done", "dead")
 
@@ -70,7 +70,10 @@ def progress(h: History, name: str) -> Result:
     if lines:
         if h.ended_by not in _SAID:
             lines[0] += f" (the run ended: {h.ended_by})"
-        return violated(name, lines, jobs, suffix=stopped_by_themselves(h))
+        row = rows.get(jobs[0])
+        ended = f"ended {row.get('status')}" if row else "is missing from the jobs table"
+        return violated(name, lines, jobs, suffix=stopped_by_themselves(h),
+                        event=last_seen(h, jobs[0], f"job {jobs[0]} (no fault) made no progress and {ended}"))
     return held(name, f"all {plural(len(clean), 'job')} without a fault ended done")
 
 
@@ -98,7 +101,9 @@ def terminal_states(h: History, name: str) -> Result:
     if lines:
         if h.ended_by not in _SAID:  # say how the run ended: it may explain the state
             lines[0] += f" (the run ended: {h.ended_by})"
-        return violated(name, lines, jobs, suffix=stopped_by_themselves(h))
+        stuck = job_rows(h)[jobs[0]]
+        return violated(name, lines, jobs, suffix=stopped_by_themselves(h),
+                        event=last_seen(h, jobs[0], f"job {jobs[0]} was left {stuck.get('status')}"))
     counts = Counter(row.get("status") for row in h.jobs)
     return held(name, ", ".join(f"{counts[s]} {s}" for s in TERMINAL if counts[s]))
 
@@ -129,11 +134,25 @@ def bounded_blast_radius(h: History, name: str) -> Result:
 
     lines, jobs, missing = over_limits(deaths, limit, line)
     if lines:
-        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)))
+        return violated(name, lines, jobs, suffix=limit_changes(h, jobs, job_rows(h)),
+                        event=_death(h, jobs[0], limit(jobs[0]) or 0))
     if missing:
         return unknown(name, f"the schedule gives no max_attempts (job {missing[0]})")
     return held(name, f"{plural(sum(deaths.values()), 'worker death')} during jobs, "
                       "none beyond max_attempts per job")
+
+
+def _death(h: History, job: int, most: int) -> Mark | None:
+    """The event bounded-blast-radius names: the death of the worker process number *most* + 1 that
+    *job* took with it."""
+    died = sorted((x for x in h.exits if x.died and x.job == job), key=lambda x: x.t)
+    if len(died) <= most:
+        return None
+    x = died[most]
+    return Mark(x.t, "death", x.worker, job,
+                f"job {job} killed worker process {most + 1} ({x.worker}: {x.told()}), "
+                f"past its limit of {most}",
+                attempt=x.attempt)
 
 
 class Threshold(NamedTuple):
@@ -206,7 +225,23 @@ def horizon(h: History, name: str) -> Result:
         evidence += f"; {len(pids)} worker sessions in all"
     executions = h.executions()
     jobs = (_job_at(h, executions, s) for s in held_back)
-    return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence)
+    return Result(name, VIOLATED, len(pids), tuple(j for j in jobs if j is not None), evidence,
+                  event=_holding(h, executions, held_back))
+
+
+def _holding(h: History, executions: list[Execution], held_back: list[dict[str, Any]]) -> Mark:
+    """The event horizon names: the longest-open transaction sampled, a span from its start to the sample
+    (to the worker's death, for a dead worker's session)."""
+    s = max(held_back, key=lambda s: s["xact_age"])
+    t = s.get("judged_at", s["t"])
+    job = _job_at(h, executions, s)
+    what = "an xid" if s.get("xid") is not None else "a snapshot"
+    during = f" during job {job}" if job is not None else ""
+    ex = next((e for e in executions if e.job == job and e.worker == (s.get("app") or "").split("/")[0]
+               and e.start <= t <= end_of(h, e)), None)
+    return Mark(t, "transaction", (s.get("app") or "").split("/")[0], job,
+                f"{s.get('app')} held a transaction with {what} open {s['xact_age']:.2f} s{during}, "
+                "holding back VACUUM's horizon", attempt=ex.attempt if ex else None, since=t - s["xact_age"])
 
 
 def _designs_share(sample: dict[str, Any], died: dict[str, float]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..core.events import EndedBy
 from ..core.history import Execution, History
-from .checks import by_job, job_rows, plural, rows_undecidable
+from .checks import by_job, job_rows, last_seen, plural, rows_undecidable
 from .core import Result, decides, held, unknown, violated
 
 
@@ -67,7 +67,8 @@ def done_means_committed(h: History, name: str) -> Result:
                          f"{_ended(last)} before its work committed: a failure acknowledged as done")
             jobs.append(j)
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs,
+                        event=last_seen(h, jobs[0], f"job {jobs[0]} is done with no committed work"))
     if not done:
         return held(name, "no job ended done")
     return held(name, f"{plural(len(done), 'done job')}: each done by an execution whose work committed")
@@ -110,7 +111,9 @@ def transient_recovers(h: History, name: str) -> Result:
                      + (": the design never retried it" if n <= k else ""))
         jobs.append(j.id)
     if lines:
-        return violated(name, lines, jobs)
+        status = (rows.get(jobs[0]) or {}).get("status") or "missing"
+        return violated(name, lines, jobs, event=last_seen(
+            h, jobs[0], f"job {jobs[0]}'s fault stopped striking, yet it ended {status}"))
     if undecided:
         return unknown(name, f"job {undecided[0]} did not end done and cannot decide it "
                              f"(the run ended: {h.ended_by})")

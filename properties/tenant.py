@@ -91,8 +91,10 @@ def _mark(ex: Execution, stmts: list[StatementTenant], wrong: list[str]) -> Mark
     leak = next((st for st in stmts if st.as_tenant(ex.tenant) is not None), None)
     if leak is not None:
         return Mark(leak.t, "statement", ex.worker, ex.job,
-                    f'job {ex.job} ran "{leak.statement}" as tenant {leak.as_tenant(ex.tenant)}')
-    return Mark(ex.start, "execution", ex.worker, ex.job, f"job {ex.job} attempt {ex.attempt} {wrong[0]}")
+                    f'job {ex.job} ran "{leak.statement}" as tenant {leak.as_tenant(ex.tenant)}',
+                    attempt=ex.attempt)
+    return Mark(ex.start, "execution", ex.worker, ex.job, f"job {ex.job} attempt {ex.attempt} {wrong[0]}",
+                attempt=ex.attempt)
 
 
 @decides("tenant-isolation", group="safety", position=1)
