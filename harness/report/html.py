@@ -16,15 +16,22 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from ...core.events import LogEvent
-from ...core.history import History
+from ...core.history import Execution, History, WorkerExit
+from ...properties.core import Mark
 from ...properties.health import horizon_threshold
 
 TEMPLATE = Path(__file__).with_name("report.html")
 _COMMIT_EVENTS = {LogEvent.FINISHED}
+EVIDENCE = "evidence"  # the kind of the marks the evidence names
+FENCED_OUT = "fenced out"
+# A mark this close after the run's end is at its end (times are rounded to 0.1 ms): not folded away.
+SAME_INSTANT = 1e-3
+Of = tuple[str | None, int | None, int | None]  # what a mark is of: (worker, job, attempt), where known
 
 
 def _rel(t: float | None, t0: float) -> float | None:
@@ -36,58 +43,170 @@ def _lane_key(worker: str):
     return (0, int(slot), int(gen)) if slot.isdigit() and gen.isdigit() else (1, 0, 0, worker)
 
 
-def timeline_data(h: History) -> dict:
-    """The timeline of one run as JSON data: ``lanes`` (worker identities in start order, with pid
-    and how each ended), ``bars`` (executions), ``marks`` (lease expiries, strikes, effects, commits,
-    deaths), times in seconds since the run began; every bar and mark carries its ``record``."""
-    t0 = h.t0
-    lanes: dict[str, dict] = {}
+def ended(ex: Execution, exits: dict[str, WorkerExit]) -> str:
+    """How an execution ended, in the words its bar ends with: ``done``, ``failed``, ``fenced out``,
+    ``died`` (its worker died under it) or ``unfinished`` (the run ended under it)."""
+    if ex.fenced:
+        return FENCED_OUT
+    if ex.outcome == "ok":
+        return "done"
+    if ex.outcome == "fail":
+        return "failed"
+    x = exits.get(ex.worker)
+    return "died" if ex.process_ended or (x is not None and not x.by_harness) else "unfinished"
 
-    def lane(worker: str | None) -> str:
-        w = worker or "?"
-        lanes.setdefault(w, {"worker": w, "pid": None, "outcome": None})
-        return w
 
-    for r in sorted(h.records, key=lambda r: r["t"]):
-        lane(r.get("worker"))
-    for x in h.exits:
-        lanes.setdefault(x.worker, {"worker": x.worker, "pid": None, "outcome": None}).update(
-            pid=x.pid, outcome=x.outcome)
-    bars = []
-    marks = []
-    for ex in h.executions():
-        rec = {k: v for k, v in vars(ex).items() if v not in (None, [], False)}
-        bars.append({"lane": lane(ex.worker), "start": _rel(ex.start, t0), "end": _rel(ex.end, t0),
-                     "label": f"{ex.job}/{ex.attempt}", "outcome": ex.outcome, "record": rec})
+def bar_label(job: int, tenant: int | None, attempt: int) -> str:
+    """``job N · tenant T · attempt A``: what a bar says (``no tenant`` for a system job)."""
+    return f"job {job} · {'no tenant' if tenant is None else f'tenant {tenant}'} · attempt {attempt}"
+
+
+def _rows(executions: list[Execution], workers: list[str]) -> tuple[list[dict], dict]:
+    """The timeline's rows: one per worker identity, and inside it one per server session (connection)
+    when the worker's executions ran on more than one; and each (worker, session)'s row index."""
+    conns: dict[str, list] = {w: [] for w in workers}
+    for ex in executions:
+        if ex.server_pid is not None and ex.server_pid not in conns[ex.worker]:
+            conns[ex.worker].append(ex.server_pid)
+    rows: list[dict] = []
+    index: dict = {}
+    for w in workers:
+        lane = conns[w] if len(conns[w]) > 1 else [conns[w][0] if conns[w] else None]
+        index[(w, None)] = len(rows)  # a mark with no session: the worker's first row
+        for c in lane:
+            index[(w, c)] = len(rows)
+            rows.append({"worker": w, "conn": c, "first": c == lane[0], "sessions": len(conns[w])})
+    return rows, index
+
+
+def timeline_data(h: History, events: Sequence[tuple[str, Mark]] = ()) -> dict:
+    """The timeline of one run as JSON data, times in seconds since the run began: ``lanes`` (worker
+    identities in start order, with pid and how each ended), ``rows`` (a lane, split per server session when
+    it used more than one), ``tenants`` (the jobs' tenants, the most jobs first: the legend's order),
+    ``bars`` (executions, each with its row, job, attempt, tenant, session and how it ended), ``marks``
+    (lease expiries, strikes, effects, commits, deaths, transactions past the horizon threshold; each with
+    the job, attempt, tenant, worker and session it is of, where known). Marks after the run's end are
+    left out and counted in ``folded`` (kind -> count): the axis ends at the run's end. *events*:
+    ``(property, Mark)``, the events the evidence names, drawn as ``evidence`` marks (``property``; ``from``
+    where the event is a span) on the row of the execution they are of (across every row when they are of
+    no worker's); ``focus``: the index of the first of them, the mark the page opens on (None: none)."""
+    d = _Drawing(h)
+    for ex in d.executions:
+        d.bar(ex)
+    for ex in d.executions:
+        who = (ex.worker, ex.job, ex.attempt)
         if ex.lease_until is not None:
-            marks.append({"lane": ex.worker, "t": _rel(ex.lease_until, t0), "kind": "lease",
-                          "label": f"lease of job {ex.job} attempt {ex.attempt} expires", "record": rec})
+            d.mark("lease", ex.lease_until, f"lease of job {ex.job} attempt {ex.attempt} expires",
+                   {"job": ex.job, "attempt": ex.attempt, "lease_until": ex.lease_until}, who)
         for t in ex.effect_times:
-            marks.append({"lane": ex.worker, "t": _rel(t, t0), "kind": "effect",
-                          "label": f"side effect of job {ex.job} attempt {ex.attempt}", "record": rec})
+            d.mark("effect", t, f"side effect of job {ex.job} attempt {ex.attempt}",
+                   {"job": ex.job, "attempt": ex.attempt, "t": t}, who)
         for f in ex.faults:
-            marks.append({"lane": ex.worker, "t": _rel(f["t"], t0), "kind": "fault",
-                          "label": f"fault {f['fault']} strikes at {f['point']}", "record": f})
+            d.mark("fault", f["t"], f"fault {f['fault']} strikes at {f['point']}", f, who)
     for r in h.records:
         if r.get("event") in _COMMIT_EVENTS:
-            marks.append({"lane": lane(r.get("worker")), "t": _rel(r["t"], t0), "kind": "commit",
-                          "label": f"job {r.get('job')} attempt {r.get('attempt')} committed", "record": r})
+            d.mark("commit", r["t"], f"job {r.get('job')} attempt {r.get('attempt')} committed", r,
+                   (r.get("worker"), r.get("job"), r.get("attempt")))
     for i in h.injected:
-        marks.append({"lane": lane(i.get("worker")), "t": _rel(i["t"], t0), "kind": "fault",
-                      "label": f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})",
-                      "record": i})
+        d.mark("fault", i["t"], f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})", i,
+               (i.get("worker"), i.get("job"), i.get("attempt")))
     for s in _held_back(h):
-        marks.append({"lane": lane(s["worker"]), "t": _rel(s["t"], t0),
-                      "from": _rel(s["t"] - s["xact_age"], t0), "kind": "horizon", "record": s["record"],
-                      "label": f"transaction open {s['xact_age']:.2f} s "
-                               f"(sampled; over {s['threshold']:.2f} s)"})
+        d.mark("horizon", s["t"], f"transaction open {s['xact_age']:.2f} s (sampled; over "
+                                  f"{s['threshold']:.2f} s)", s["record"], (s["worker"], None, None),
+               since=s["t"] - s["xact_age"])
     for x in h.exits:
         if not x.by_harness:
-            marks.append({"lane": x.worker, "t": _rel(x.t, t0), "kind": "death",
-                          "label": f"{x.worker} (pid {x.pid}) ended: {x.told()}", "record": vars(x)})
-    order = sorted(lanes, key=_lane_key)  # w1.0, w1.1 (its restart), w2.0, ...
-    return {"lanes": [lanes[w] for w in order], "bars": bars, "marks": marks, "end": _rel(h.t1, t0),
-            "ended_by": h.ended_by, "notes": h.notes}
+            d.mark("death", x.t, f"{x.worker} (pid {x.pid}) ended: {x.told()}", vars(x),
+                   (x.worker, x.job, x.attempt))
+    for name, e in events:
+        d.mark(EVIDENCE, e.t, f"{name}: {e.what or e.kind}", {"property": name, **e.to_dict()},
+               (e.worker or None, e.job, e.attempt), since=e.since, prop=name)
+    return d.data()
+
+
+class _Drawing:
+    """The rows, bars and marks of one run's timeline as :func:`timeline_data` builds them."""
+
+    def __init__(self, h: History) -> None:
+        self.h = h
+        self.lanes: dict[str, dict] = {}
+        for r in sorted(h.records, key=lambda r: r["t"]):
+            self.lane(r.get("worker"))
+        for x in h.exits:
+            self.lane(x.worker).update(pid=x.pid, outcome=x.outcome)
+        self.executions = h.executions()
+        for ex in self.executions:
+            self.lane(ex.worker)
+        self.order = sorted(self.lanes, key=_lane_key)  # w1.0, w1.1 (its restart), w2.0, ...
+        self.rows, self.row_of = _rows(self.executions, self.order)
+        self.tenant_of = {j.id: j.tenant for j in h.schedule.jobs}
+        for ex in self.executions:
+            self.tenant_of.setdefault(ex.job, ex.tenant)
+        self.exits = {x.worker: x for x in h.exits}
+        self.bars: list[dict] = []
+        self.marks: list[dict] = []
+        self.where: dict[tuple, dict] = {}  # (worker, job, attempt) -> its bar's row and session
+
+    def lane(self, worker: str | None) -> dict:
+        w = worker or "?"
+        return self.lanes.setdefault(w, {"worker": w, "pid": None, "outcome": None})
+
+    def bar(self, ex: Execution) -> None:
+        row = self.row_of.get((ex.worker, ex.server_pid), self.row_of[(ex.worker, None)])
+        tenant = ex.tenant if ex.tenant is not None else self.tenant_of.get(ex.job)
+        self.where[(ex.worker, ex.job, ex.attempt)] = {"row": row, "conn": ex.server_pid}
+        self.bars.append({"lane": ex.worker, "row": row, "conn": ex.server_pid, "job": ex.job,
+                          "attempt": ex.attempt, "tenant": tenant, "start": _rel(ex.start, self.h.t0),
+                          "end": _rel(ex.end, self.h.t0), "label": bar_label(ex.job, tenant, ex.attempt),
+                          "outcome": ex.outcome, "ended": ended(ex, self.exits),
+                          "record": {k: v for k, v in vars(ex).items() if v not in (None, [], False)}})
+
+    def mark(self, kind: str, t: float, label: str, record: dict, of: Of, *, since: float | None = None,
+             prop: str | None = None) -> None:
+        """A mark at *t* of (worker, job, attempt) *of*: on its execution's row where it has one, else on
+        the worker's first row, else across every row (``row`` -1)."""
+        worker, job, attempt = of
+        w = self.lane(worker)["worker"] if worker else None
+        if attempt is None and w is not None:  # the worker's latest execution of the job by then
+            attempt = max((ex.attempt for ex in self.executions if ex.worker == w and ex.job == job
+                           and ex.start <= t), default=None)
+        at = self.where.get((w, job, attempt)) or {"row": self.row_of.get((w, None), -1), "conn": None}
+        m = {"kind": kind, "t": _rel(t, self.h.t0), "label": label, "record": record, "lane": w,
+             "row": at["row"], "job": job, "attempt": attempt,
+             "tenant": self.tenant_of.get(job) if job is not None else None, "conn": at["conn"]}
+        if since is not None:
+            m["from"] = _rel(since, self.h.t0)
+        if prop is not None:
+            m["property"] = prop
+        self.marks.append(m)
+
+    def data(self) -> dict:
+        for r in self.rows:
+            lane = self.lanes[r["worker"]]
+            r.update(pid=lane["pid"], outcome=lane["outcome"])
+        end = _rel(self.h.t1, self.h.t0)
+        kept, folded = _fold(self.marks, end)
+        jobs = Counter(self.tenant_of.values())
+        return {"lanes": [self.lanes[w] for w in self.order], "rows": self.rows, "bars": self.bars,
+                "marks": kept, "end": end, "folded": folded, "ended_by": self.h.ended_by,
+                "notes": self.h.notes,
+                "tenants": [t for t, _ in sorted(jobs.items(), key=lambda kv: (-kv[1], str(kv[0])))],
+                "focus": next((i for i, m in enumerate(kept) if m["kind"] == EVIDENCE), None)}
+
+
+def _fold(marks: list[dict], end: float | None) -> tuple[list[dict], dict[str, int]]:
+    """*marks* without those after the run's *end*, and how many of each kind were left out (an evidence
+    mark is never left out: one past the end is drawn at the end)."""
+    kept = []
+    folded: Counter[str] = Counter()
+    for m in marks:
+        if end is not None and m["t"] is not None and m["t"] > end + SAME_INSTANT:
+            if m["kind"] != EVIDENCE:
+                folded[m["kind"]] += 1
+                continue
+            m["t"] = end
+        kept.append(m)
+    return kept, dict(folded)
 
 
 def _held_back(h: History) -> list[dict]:
@@ -109,23 +228,16 @@ def _held_back(h: History) -> list[dict]:
              "threshold": threshold, "record": s} for s in oldest.values()]
 
 
-def evidence_mark(name: str, event, t0: float) -> dict:
-    """A timeline mark for the event *name*'s evidence names (``properties.core.Mark``): a line across
-    every lane (on its worker's lane when it has one), labelled with the property."""
-    return {"lane": event.worker or None, "t": _rel(event.t, t0), "kind": "evidence",
-            "label": f"{name}: {event.what or event.kind}", "record": {"property": name, **event.to_dict()}}
-
-
 def counterexample(*, name: str, schedule_json: str, file: str | None, replay: str | None,
                    violated: list[str], history: History, shown_for: Sequence[str] = (), how: str = "",
-                   events: Sequence[tuple[str, object]] = ()) -> dict:
+                   events: Sequence[tuple[str, Mark]] = (), story: Sequence[tuple[str, str]] = ()) -> dict:
     """One counterexample section: what it violates, the schedule, the replay command, the timeline;
     *shown_for*: the properties whose rows name it, *how* it was reached, *events*: ``(property,
-    Mark)`` the evidence names, marked on the timeline."""
-    tl = timeline_data(history)
-    tl["marks"] += [evidence_mark(n, e, history.t0) for n, e in events]
+    Mark)`` the evidence names, marked on the timeline; *story*: ``(property, what happened)``, the
+    paragraphs said above it (:mod:`.story`)."""
     return {"name": name, "schedule": schedule_json, "file": file, "replay": replay, "violated": violated,
-            "shown_for": list(shown_for), "how": how, "timeline": tl}
+            "shown_for": list(shown_for), "how": how, "timeline": timeline_data(history, events),
+            "story": [{"property": n, "text": t} for n, t in story]}
 
 
 def results_rows(results: dict, schedules: dict | None = None) -> list[dict]:

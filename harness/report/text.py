@@ -16,6 +16,7 @@ from rich.text import Text
 from ...core.events import LogEvent
 from ...core.history import History
 from ...properties import PROPERTIES
+from ...properties.core import Mark
 from ...properties.effects import RETRY_ADVICE
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
@@ -122,7 +123,7 @@ def notes_for(results: dict) -> list[str]:
     return []
 
 
-def evidence_marks(saved) -> list[tuple[str, object]]:
+def evidence_marks(saved) -> list[tuple[str, Mark]]:
     """``(property, Result.event)`` for each property a saved schedule is shown for whose evidence names
     an event of its run."""
     results = saved.results or {}

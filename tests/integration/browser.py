@@ -38,9 +38,10 @@ def unavailable() -> str | None:
     return None
 
 
-def _run(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+def _run(page: Path, profile: Path, *extra: str, fragment: str = "") -> subprocess.CompletedProcess:
     exe = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
-    cmd = ["unshare", "-n", exe, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()]
+    url = page.resolve().as_uri() + fragment
+    cmd = ["unshare", "-n", exe, *FLAGS, f"--user-data-dir={profile}", *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
 
 
@@ -51,8 +52,12 @@ def load(page: Path, profile: Path) -> Loaded:
     return Loaded(r.stdout, console)
 
 
-def screenshot(page: Path, png: Path, profile: Path, *, size: tuple[int, int] = (1280, 1600)) -> Path:
-    r = _run(page, profile, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", "--hide-scrollbars")
+def screenshot(page: Path, png: Path, profile: Path, *, size: tuple[int, int] = (1280, 1600),
+               fragment: str = "#top") -> Path:
+    """A PNG of the page from its top (*fragment* ``#top``: a report page then does not scroll to its
+    counterexample's event, which a screenshot would catch half painted)."""
+    r = _run(page, profile, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", "--hide-scrollbars",
+             fragment=fragment)
     if not png.is_file():
         raise AssertionError(f"no screenshot written (exit {r.returncode}): {r.stderr[-2000:]}")
     return png
