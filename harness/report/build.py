@@ -144,7 +144,7 @@ def replay_report(history: History, results: dict, schedule: Schedule, file: str
     what = header(schedule.design, schedule.tenant_mode, schedule.design_options, [history])
     title = f"replay of {file} on {what}"
     saved = [Saved("this replay", schedule, Path(file), violated_names(results),
-                   history)]
+                   history, results=results)]  # its own results: the events its evidence names, marked
     report = Report("replay", title, {schedule.design: results}, saved=saved, strict=strict, history=history,
                     notes=[*notes, *text.notes_for(results)], gate=gate,
                     bodies=overlap.bodies_at_once(history).to_dict())

@@ -18,6 +18,7 @@ from ...core.history import History
 from ...properties import PROPERTIES
 from ...properties.core import Mark
 from ...properties.effects import RETRY_ADVICE
+from . import story
 
 SYMBOL = {"held": "held", "violated": "VIOLATED", "unknown": "unknown"}
 WIDTH = 100  # columns every table fits (CI logs, a default terminal); evidence wraps inside it
@@ -123,11 +124,24 @@ def notes_for(results: dict) -> list[str]:
     return []
 
 
+def shown_names(saved) -> tuple[str, ...]:
+    """The properties a saved schedule's run is shown for: a search's rows that name it, else (a replay,
+    a compare's schedule) every property it violated."""
+    return tuple(saved.shown_for) or tuple(saved.violated)
+
+
 def evidence_marks(saved) -> list[tuple[str, Mark]]:
-    """``(property, Result.event)`` for each property a saved schedule is shown for whose evidence names
-    an event of its run."""
+    """``(property, Result.event)`` for each property a saved schedule is shown for (:func:`shown_names`)
+    whose evidence names an event of its run."""
     results = saved.results or {}
-    return [(n, results[n].event) for n in saved.shown_for if n in results and results[n].event is not None]
+    return [(n, results[n].event) for n in shown_names(saved)
+            if n in results and results[n].event is not None]
+
+
+def story_lines(saved) -> list[str]:
+    """The "what happened" paragraphs of a saved schedule's run (:mod:`.story`), one block each."""
+    told = story.paragraphs(saved.history, saved.results, shown_names(saved))
+    return ["what happened:", *(f"  {n}: {text}" for n, text in told)] if told else []
 
 
 def timeline(h: History, *, limit: int = 200, marks=()) -> str:
@@ -256,7 +270,9 @@ def render(report) -> str:
     if report.allowed():
         out.append(f"{ALLOWED}{', '.join(report.allowed())}")
     if report.kind == "replay":
-        out += bodies_line(report.bodies) + ["timeline:", timeline(report.history)]
+        this = report.saved[0] if report.saved else None
+        out += bodies_line(report.bodies) + (story_lines(this) if this else [])
+        out += ["timeline:", timeline(report.history, marks=evidence_marks(this) if this else ())]
         return "\n".join(out)
     out += (coverage_line(report.coverage) + retry_line(report.retry_spacing) + bodies_line(report.bodies)
             + report.warnings())
@@ -268,6 +284,6 @@ def render(report) -> str:
                   else "")
         out += [f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "
                 f"violates {', '.join(ce.violated)}; {state} (schedule [1]: {', '.join(ce.shown_for)})",
-                ce.schedule.to_json(), f"saved to {ce.file}\nreplay with: {ce.replay}",
-                "\ntimeline of that run:", timeline(ce.history, marks=evidence_marks(ce))]
+                ce.schedule.to_json(), f"saved to {ce.file}\nreplay with: {ce.replay}", "",
+                *story_lines(ce), "timeline of that run:", timeline(ce.history, marks=evidence_marks(ce))]
     return "\n".join(out)
