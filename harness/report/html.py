@@ -119,7 +119,8 @@ def timeline_data(h: History, events: Sequence[tuple[str, Mark]] = ()) -> dict:
             d.mark("death", x.t, f"{x.worker} (pid {x.pid}) ended: {x.told()}", vars(x),
                    (x.worker, x.job, x.attempt))
     for name, e in events:
-        d.mark(EVIDENCE, e.t, f"{name}: {e.what or e.kind}", {"property": name, **e.to_dict()},
+        on_clock = {"t": _rel(e.t, h.t0)} | ({"since": _rel(e.since, h.t0)} if e.since is not None else {})
+        d.mark(EVIDENCE, e.t, f"{name}: {e.what or e.kind}", {"property": name, **e.to_dict(), **on_clock},
                (e.worker or None, e.job, e.attempt), since=e.since, prop=name)
     return d.data()
 
