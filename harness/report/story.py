@@ -61,7 +61,8 @@ def _ran(h: History, ex: Execution) -> str:
     if ex.fenced:
         how = "fenced out"
     session = f" on session {ex.server_pid}" if ex.server_pid is not None else ""
-    return f"{ex.worker} ran attempt {ex.attempt}{session} from {_at(h, ex.start)} ({how})"
+    until = f" to {_at(h, ex.end)}" if ex.end is not None else ""
+    return f"{ex.worker} ran attempt {ex.attempt}{session} from {_at(h, ex.start)}{until} ({how})"
 
 
 def _runs_of(h: History, job: int) -> str:
@@ -142,6 +143,9 @@ def what_happened(h: History, name: str, result: Result) -> str:
         return f"{_sentence(result.evidence)} {promise}"
     lead = _lead(h, name, m)
     event = _sentence(f"at {_at(h, m.t)}, {m.what or m.kind}")
+    if m.kind == "wait" and m.since is not None:  # the lead said what ran meanwhile
+        event = (f"At {_at(h, m.t)}, {m.worker} started it, {m.t - m.since:.2f} s after its enqueue."
+                 if m.worker else f"It never started: the run ended at {_at(h, m.t)}.")
     return " ".join(s for s in (lead, event, promise) if s)
 
 

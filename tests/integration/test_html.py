@@ -6,12 +6,13 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
 from matplotlib import image
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.integration import browser
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -60,7 +61,7 @@ def test_search_page_shows_tables_and_a_timeline_per_counterexample(tmp_path, no
     assert 'class="bar bar-' in dom and "mark mark-lease" in dom and "mark mark-commit" in dom
     if re.search(r"violates [^<]*horizon", dom):
         assert "mark mark-horizon" in dom  # the long transaction, drawn under its bar
-    assert re.search(r">\d+/\d+</text>", dom)  # bars labelled job/attempt
+    assert re.search(r">job \d+ · (tenant \d+|no tenant) · attempt \d+</text>", dom)  # bars labelled
     # Every violated property's row names its own schedule and replay command, as the JSON does; the
     # timeline of the run it names is the one anchored there (issue 36, item 4).
     props = json.loads((tmp_path / "r.json").read_text())["properties"]
@@ -97,3 +98,128 @@ def test_experiment_page_inlines_its_curves(tmp_path, no_browser):
     assert text.count("data:image/png;base64,") == 1  # vacuum draws one curve
     dom = _open(page, tmp_path, no_browser, "vacuum")
     assert '<img src="data:image/png;base64,' in dom and 'class="text"' in dom
+
+
+# --- the counterexample's story (issue 50): what the page shows without hovering, read from its attributes
+
+def _attrs(dom: str, cls: str) -> list[dict[str, str]]:
+    """The attributes of every element of class *cls* (``execution``, ``mark mark-evidence``...)."""
+    found = re.findall(rf'<g class="{cls}[" ]([^>]*)>', dom)
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in found]
+
+
+def _data(page) -> dict:
+    """The page's data: the run's history as drawn (bars: the executions, with their start times)."""
+    blob = re.search(r'<script id="data" type="application/json">(.*?)</script>', page.read_text(), re.S)[1]
+    return json.loads(blob)
+
+
+def _story(dom: str, prop: str) -> str:
+    return html.unescape(re.search(rf'<p data-property="{prop}">{prop}: (.*?)</p>', dom)[1])
+
+
+def _focused_and_laid_out(dom: str, prop: str) -> dict[str, str]:
+    """The evidence mark of *prop* the page opened on (in view, outlined), and no two labels overlap: both
+    measured in the page (``data-focus-in-view``, ``data-labels-overlapping``)."""
+    root = dict(re.findall(r'([\w-]+)="([^"]*)"', re.search(r"<html([^>]*)>", dom)[1]))
+    (mark,) = [m for m in _attrs(dom, "mark mark-evidence") if m.get("data-property") == prop][:1]
+    assert root["data-focus"] == mark["id"] and root["data-focus-in-view"] == "yes", root
+    assert 'class="mark mark-evidence focused" id="' + mark["id"] in dom
+    overlapping = re.findall(r'data-labels-overlapping="(\d+)"', dom)
+    assert overlapping and set(overlapping) == {"0"}, overlapping
+    assert re.findall(r'data-labels-shown="(\d+)"', dom) != ["0"]  # not by showing none
+    return mark
+
+
+def _leak_page_shows_it(dom: str, page, event_job: int) -> None:
+    """The leaking job, its connection, the tenant that connection carried over, and the statement."""
+    mark = _focused_and_laid_out(dom, "tenant-isolation")
+    assert int(mark["data-job"]) == event_job
+    bars = _attrs(dom, "execution")
+    leak = next(b for b in bars
+                if (b["data-job"], b["data-attempt"]) == (mark["data-job"], mark["data-attempt"]))
+    assert leak["data-conn"] == mark["data-conn"] and leak["data-worker"] == mark["data-worker"]
+    assert f'class="conn-label" data-worker="{leak["data-worker"]}" data-conn="{leak["data-conn"]}"' in dom
+    ran_as = re.search(r'ran "([^"]+)" as tenant (\d+)', _attrs_text(dom, mark))
+    assert ran_as, "the statement's text is shown"
+    # the job before it on the same server session is the tenant it ran as: the pool handed it on
+    drawn = _data(page)["counterexamples"][0]["timeline"]["bars"]
+    start = {(b["job"], b["attempt"]): b["start"] for b in drawn}
+    mine = start[(int(leak["data-job"]), int(leak["data-attempt"]))]
+    before = [b for b in drawn if b["conn"] == int(leak["data-conn"]) and b["start"] < mine]
+    prev = max(before, key=lambda b: b["start"])
+    assert str(prev["tenant"]) == ran_as[2]
+    told = _story(dom, "tenant-isolation")
+    assert told.index(f"job {prev['job']} (tenant {prev['tenant']})") < told.index(f"job {event_job} (")
+    assert f"session {leak['data-conn']}" in told and leak["data-worker"] in told and ran_as[1] in told
+
+
+def _attrs_text(dom: str, mark: dict[str, str]) -> str:
+    """The evidence list's line for *mark* (the words shown without hovering)."""
+    return html.unescape(re.search(rf'<li data-property="{mark["data-property"]}"[^>]*>(.*?)</li>', dom)[1])
+
+
+def test_a_tenant_leak_on_an_own_worker_search_and_replay_pages(tmp_path, no_browser):
+    shutil.copy(ROOT / "examples" / "tenant_pool_worker.py", tmp_path / "tenant_pool_worker.py")
+    r = run_cli("--design", "tenant_pool_worker.py:PoolWorker", "--design-option", "scope=session",
+                "--examples", "1", "--seed", "1", "--time-scale", "0.25", "--out", str(tmp_path / "out"),
+                "--html", str(tmp_path / "search.html"), "--json", str(tmp_path / "s.json"), timeout=300,
+                cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    found = json.loads((tmp_path / "s.json").read_text())
+    event = found["properties"]["tenant-isolation"]["event"]
+    dom = _open(tmp_path / "search.html", tmp_path, no_browser, "leak-search")
+    _leak_page_shows_it(dom, tmp_path / "search.html", event["job"])
+    assert re.search(r"s  w\S+ +>>> tenant-isolation: job \d+ ran \"", r.stdout)  # the same, in text
+    r = run_cli("replay", found["counterexample"]["file"], "--html", str(tmp_path / "replay.html"),
+                "--json", str(tmp_path / "r.json"), timeout=300, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    again = json.loads((tmp_path / "r.json").read_text())["properties"]["tenant-isolation"]["event"]
+    dom = _open(tmp_path / "replay.html", tmp_path, no_browser, "leak-replay")
+    _leak_page_shows_it(dom, tmp_path / "replay.html", again["job"])  # a replay's page marks it too
+    assert "what happened:" in r.stdout and ">>> tenant-isolation: " in r.stdout
+
+
+def test_a_double_commit_under_overrun(tmp_path, no_browser):
+    page = tmp_path / "overrun.html"
+    r = run_cli("--design", "lease", "--faults", "overrun", "--examples", "1", "--seed", "1",
+                "--time-scale", "0.2", "--out", str(tmp_path / "out"), "--html", str(page),
+                "--json", str(tmp_path / "s.json"), timeout=300)
+    assert r.returncode == 1, r.stderr
+    props = json.loads((tmp_path / "s.json").read_text())["properties"]
+    assert props["single-commit"]["status"] == "violated"  # lease's finish is unfenced: both commit
+    dom = _open(page, tmp_path, no_browser, "overrun")
+    (mark,) = [m for m in _attrs(dom, "mark mark-evidence") if m.get("data-property") == "single-commit"]
+    job = mark["data-job"]
+    runs = sorted((b for b in _data(page)["counterexamples"][0]["timeline"]["bars"] if str(b["job"]) == job),
+                  key=lambda b: b["start"])
+    committed = [b for b in runs if b["ended"] == "done"]
+    assert len(committed) >= 2  # the two commits, each a bar ending done
+    second = committed[1]
+    assert (mark["data-worker"], mark["data-attempt"]) == (second["lane"], str(second["attempt"]))
+    assert [b for b in _attrs(dom, "execution") if b["data-job"] == job and b["data-ended"] == "done"]
+    told = _story(dom, "single-commit")
+    order = [told.index(f"{b['lane']} ran attempt {b['attempt']}") for b in runs[:2]]
+    assert order == sorted(order), told  # in start order
+    assert f"Job {job} " in told and "second job_runs row committed" in told
+
+
+def test_a_starvation_under_a_flood(tmp_path, no_browser):
+    page = tmp_path / "flood.html"
+    r = run_cli("replay", str(ROOT / "docs" / "findings" / "floods" / "flood-10.json"), "--design", "lease",
+                "--html", str(page), timeout=300)
+    assert r.returncode == 1, r.stderr  # FIFO under a flood ahead of the small tenants
+    dom = _open(page, tmp_path, no_browser, "flood")
+    mark = _focused_and_laid_out(dom, "starvation-bound")
+    tl = _data(page)["counterexamples"][0]["timeline"]
+    ev = tl["marks"][tl["focus"]]
+    assert ev["from"] is not None and 'class="evidence-span"' in dom  # the wait, hatched, enqueue to start
+    legend = dom.split("legend-tenants")[1]
+    assert mark["data-tenant"] != "1" and f'data-tenant="{mark["data-tenant"]}"' in legend
+    hot = sorted((b for b in tl["bars"] if b["tenant"] == 1 and ev["from"] <= b["start"] < ev["t"]),
+                 key=lambda b: b["start"])
+    told = _story(dom, "starvation-bound")
+    named = ", ".join(str(b["job"]) for b in hot[:4])
+    assert f"Job {mark['data-job']} (tenant {mark['data-tenant']})" in told
+    assert f"tenant 1 started {len(hot)} jobs ({named}" in told, told
+    assert f"{mark['data-worker']} started it" in told
