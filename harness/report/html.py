@@ -1,14 +1,21 @@
 """``--html FILE``: one self-contained page per search, replay or compare (no network, no CDN).
 
-The page holds the property table, the compare matrix, and for every counterexample a timeline:
-one lane per worker identity (a restart is a new identity, so a new lane), each execution a bar
-labelled ``job/attempt``, with marks for lease expiry, fault strikes, side effects, commits,
-process deaths and sampled transactions past the horizon threshold; hovering a mark shows its
-record, clicking pins it below. The saved schedule and the replay command go beside it.
-Experiments' PNG curves go in as ``data:`` images.
+The page holds the property table, the compare matrix, and for every counterexample its story: a "what
+happened" paragraph (:mod:`.story`), the events the evidence names in words, and a timeline -- one lane per
+worker identity (a restart is a new identity, so a new lane), split into a row per server session when the
+worker used more than one; each execution a bar labelled ``job N · tenant T · attempt A``, filled with its
+tenant's colour and ending in how it ended (done, failed, died, fenced out); marks for lease expiry, fault
+strikes, side effects, commits, process deaths, sampled transactions past the horizon threshold and the
+event each violated property's evidence names (a span, such as a starved job's wait, hatched). Every bar and
+mark carries its job, attempt, tenant, worker and session as data attributes; the axis ends at the run's
+end (marks after it are counted, not drawn); a label that does not fit its bar shortens, else moves to the
+hover; the page opens on the first counterexample's event. Hovering shows a record, clicking pins it. The
+saved schedule and the replay command go beside it. Experiments' PNG curves go in as ``data:`` images.
 
 The page's layout and script live in ``report.html`` beside this module; this module only turns
-histories into plain JSON data (:func:`timeline_data`) and fills the template (:func:`write`).
+histories into plain JSON data (:func:`timeline_data`) and fills the template (:func:`write`). The page
+measures itself and says so on its elements (``data-labels-overlapping``, ``data-focus-in-view``,
+``data-draw-ms``), which the browser tests read.
 """
 
 from __future__ import annotations
