@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ...core.history import Execution, History
 from ...properties.core import VIOLATED, Mark, Result
+from .html import ended
 
 SHOWN = 4  # executions a sentence names before "and N more"
 
@@ -56,10 +57,9 @@ def _tenant(t: int | None) -> str:
 
 
 def _ran(h: History, ex: Execution) -> str:
-    """``w1.0 ran attempt 2 from +0.10 s (fenced out)``: one execution, with how it ended."""
-    how = {"ok": "done", "fail": "failed"}.get(ex.outcome, "never finished")
-    if ex.fenced:
-        how = "fenced out"
+    """``w1.0 ran attempt 2 from +0.10 s to +0.90 s (fenced out)``: one execution, with how it ended (the
+    words its bar ends with: :func:`.html.ended`)."""
+    how = ended(ex, {x.worker: x for x in h.exits})
     session = f" on session {ex.server_pid}" if ex.server_pid is not None else ""
     until = f" to {_at(h, ex.end)}" if ex.end is not None else ""
     return f"{ex.worker} ran attempt {ex.attempt}{session} from {_at(h, ex.start)}{until} ({how})"
