@@ -12,6 +12,7 @@ from pg_job_chaos.harness.report import story, text
 from pg_job_chaos.harness.report.result import Saved
 from pg_job_chaos.properties import PROPERTIES, check
 from pg_job_chaos.properties.core import REGISTRY
+from tests.unit.test_failover_properties import lost_completion
 from tests.unit.test_fairness import _fifo_flood
 from tests.unit.test_properties import died, execution, history, job, run_row, sample, sane, schedule
 from tests.unit.test_statement_tenants import stmt
@@ -122,3 +123,14 @@ def test_the_text_report_tells_it_above_the_marked_timeline():
     assert lines[0] == "what happened:" and lines[1].startswith("  starvation-bound: Job 11 (tenant 100)")
     tl = text.timeline(h, marks=text.evidence_marks(saved))
     assert ">>> starvation-bound: tenant 100's job 11 waited 10.00 s while tenant 1 ran 10 jobs" in tl
+
+
+def test_a_lost_completion_across_a_failover_names_the_acknowledged_commit():
+    h = lost_completion()
+    said, event = told(h, "success-final")
+    assert (event.kind, event.worker, event.job, event.attempt, event.t) == ("commit", "w1.0", 1, 1, 1.2)
+    assert said.startswith("Job 1 (tenant 1) ran 2 times: w1.0 ran attempt 1 from +1.00 s to +1.20 s (done), "
+                           "then w1.1 ran attempt 1 from +2.40 s to +2.60 s (done).")
+    assert "At +1.20 s, job 1's done, committed and acknowledged (w1.0 attempt 1), was lost" in said
+    said, event = told(h, "attempts-monotonic")
+    assert (event.worker, event.t) == ("w1.1", 2.4) and "w1.1 attempt 1 started after w1.0 attempt 1" in said
