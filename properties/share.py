@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from ..core.events import LogEvent, event_of
 from ..core.history import Execution, History
 from ..core.waits import job_waits
-from .core import REGISTRY, Result, decides, held, not_judged, unknown, violated
+from .core import REGISTRY, Mark, Result, decides, held, not_judged, unknown, violated
 
 
 def _tenant(t: int | None) -> str:
@@ -113,6 +113,7 @@ def tenant_cap(h: History, name: str) -> Result:
     jobs: list[int] = []
     unsure: list[str] = []
     most = 0
+    first: Mark | None = None
     for tenant in sorted(by_tenant, key=lambda t: (t is None, t or 0)):
         execs = by_tenant[tenant]
         n, at, alive = _peak((ex.start, _known_end(h, ex), ex) for ex in execs)
@@ -124,12 +125,16 @@ def tenant_cap(h: History, name: str) -> Result:
                          + ("; an execution past its lease runs beside the one that re-claimed its job "
                             "(a cap on leases held does not stop it)" if late else ""))
             jobs += [ex.job for ex in alive]
+            last = max(alive, key=lambda ex: ex.start)  # the start that went over the cap
+            first = first or Mark(at, "execution", last.worker, last.job,
+                                  f"{_tenant(tenant)}'s job {last.job} started as its execution {n} "
+                                  f"running at once, over the cap of {cap}", attempt=last.attempt)
             continue
         m, at, alive = _peak((ex.start, _end(h, ex), ex) for ex in execs)
         if m > cap:
             unsure.append(f"{_tenant(tenant)}: {_names(alive, at)} {at - h.t0:.2f} s into the run")
     if lines:
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if unsure:
         return unknown(name, f"over the cap of {cap} only where a finish may have committed before its "
                              f"'finished' line, which the log cannot order: {unsure[0]}"
@@ -226,6 +231,7 @@ def work_conserving(h: History, name: str) -> Result:
     waits = job_waits(h)
     lines: list[str] = []
     waiting: list[int] = []  # the lone tenant's jobs queued through an idle stretch
+    idle: Mark | None = None
     unready: list[str] = []
     judged = 0.0
     for worker in sorted(first):
@@ -253,8 +259,11 @@ def work_conserving(h: History, name: str) -> Result:
                              f"({limit:.2f} s); other workers started {others} of its jobs meanwhile")
                 waiting += [w.job for w in waits if w.tenant == t and w.enqueued <= start
                             and (w.started is None or w.started >= end)]
+                idle = idle or Mark(end, "idle", worker, None,
+                                    f"{worker} ran no body for {end - start:.2f} s while {_tenant(t)} "
+                                    "alone had jobs queued", since=start)
     if lines:
-        return violated(name, lines, waiting)
+        return violated(name, lines, waiting, event=idle)
     if unready:
         return unknown(name, f"{unready[0]}: starting up or held back, the log cannot tell"
                              + (f" (and {len(unready) - 1} more)" if len(unready) > 1 else ""))

@@ -15,6 +15,7 @@ from pg_job_chaos.properties.core import REGISTRY
 from tests.unit.test_failover_properties import lost_completion
 from tests.unit.test_fairness import _fifo_flood
 from tests.unit.test_properties import died, execution, history, job, run_row, sample, sane, schedule
+from tests.unit.test_share import _history as share_history
 from tests.unit.test_statement_tenants import stmt
 
 
@@ -134,3 +135,21 @@ def test_a_lost_completion_across_a_failover_names_the_acknowledged_commit():
     assert "At +1.20 s, job 1's done, committed and acknowledged (w1.0 attempt 1), was lost" in said
     said, event = told(h, "attempts-monotonic")
     assert (event.worker, event.t) == ("w1.1", 2.4) and "w1.1 attempt 1 started after w1.0 attempt 1" in said
+
+
+def test_a_cap_exceeded_names_the_start_that_went_over_it():
+    over = share_history([("w1.0", 1, 0.0, 1.0), ("w2.0", 2, 0.5, 1.5), ("w3.0", 4, 0.0, 1.0)],
+                         {1: 1, 2: 1, 3: 1, 4: 2}, cap=1)
+    said, event = told(over, "tenant-cap")
+    assert (event.worker, event.job, event.t) == ("w2.0", 2, 0.5)
+    assert said.startswith("Job 2 (tenant 1) ran once: w2.0 ran attempt 1 from +0.50 s")
+    assert "over the cap of 1" in said
+
+
+def test_an_idle_worker_beside_a_lone_tenant_names_its_idle_stretch():
+    tenants = {**dict.fromkeys(range(1, 7), 1), 7: 2}
+    h = share_history([("w1.0", j, j - 1.0, float(j)) for j in range(1, 7)] + [("w2.0", 7, 0.0, 1.0)],
+                      tenants)
+    said, event = told(h, "work-conserving")
+    assert (event.kind, event.worker, event.since) == ("idle", "w2.0", 1.0)
+    assert said.startswith("At +") and "w2.0 ran no body for" in said
