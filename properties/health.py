@@ -244,6 +244,21 @@ def _holding(h: History, executions: list[Execution], held_back: list[dict[str, 
                 "holding back VACUUM's horizon", attempt=ex.attempt if ex else None, since=t - s["xact_age"])
 
 
+def _pool_event(h: History, greedy: dict[str, int], broken: list[dict[str, Any]], pool: int | None) -> Mark:
+    """The event pool-hygiene names: the first prepared-statement error, else the first greedy worker's
+    last connect (the one that took it past its pool)."""
+    if broken:
+        r = broken[0]
+        return Mark(r["t"], "error", r.get("worker") or "", r.get("job"),
+                    f"{r.get('worker')}: prepared-statement error: {r.get('error')}",
+                    attempt=r.get("attempt"))
+    w, n = next(iter(greedy.items()))
+    worker = w.split("[")[0].split("/")[0]  # "w1.0[pid 7]/heartbeat": its worker's lane
+    connects = [r["t"] for r in h.records if r.get("event") == LogEvent.CONNECT and r.get("worker") == worker]
+    return Mark(max(connects, default=h.t1), "connect", worker, None,
+                f"{w} opened its connection number {n}, for a pool of {pool}")
+
+
 def _designs_share(sample: dict[str, Any], died: dict[str, float]) -> dict[str, Any]:
     """*sample* with its transaction's age counted until its worker died, when it was sampled after
     (``after_death``; ``sampled_age`` keeps what the server said). The transaction started at
@@ -336,7 +351,8 @@ def pool_hygiene(h: History, name: str) -> Result:
                          f"({first.get('event')} on {first.get('worker')}): {first.get('error')}")
         evidence = "; ".join(lines[:2]) + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else "")
         return Result(name, VIOLATED, len(greedy) + len(broken),
-                      tuple(r["job"] for r in broken if r.get("job") is not None), evidence)
+                      tuple(r["job"] for r in broken if r.get("job") is not None), evidence,
+                      event=_pool_event(h, greedy, broken, pool))
     if not connects:
         if any(r.get("own_tenant") for r in h.records if r.get("event") == LogEvent.STARTED):
             return not_judged(name, "the jobs ran on the worker's own connections, whose pool size the "

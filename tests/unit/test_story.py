@@ -14,7 +14,7 @@ from pg_job_chaos.properties import PROPERTIES, check
 from pg_job_chaos.properties.core import REGISTRY
 from tests.unit.test_failover_properties import lost_completion
 from tests.unit.test_fairness import _fifo_flood
-from tests.unit.test_properties import died, execution, history, job, run_row, sample, sane, schedule
+from tests.unit.test_properties import died, execution, history, job, rec, run_row, sample, sane, schedule
 from tests.unit.test_share import _history as share_history
 from tests.unit.test_statement_tenants import stmt
 
@@ -153,3 +153,11 @@ def test_an_idle_worker_beside_a_lone_tenant_names_its_idle_stretch():
     said, event = told(h, "work-conserving")
     assert (event.kind, event.worker, event.since) == ("idle", "w2.0", 1.0)
     assert said.startswith("At +") and "w2.0 ran no body for" in said
+
+
+def test_connection_churn_names_the_last_connect():
+    h = sane(records=[rec(i / 10, "w1.0", "connect", backend=i) for i in range(51)])
+    said, event = told(h, "pool-hygiene")
+    assert (event.kind, event.worker, event.t) == ("connect", "w1.0", 5.0)
+    assert said == ("At +5.00 s, w1.0 opened its connection number 51, for a pool of 1. That breaks "
+                    f"pool-hygiene: {story.PROMISES['pool-hygiene']}.")
