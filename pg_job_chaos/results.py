@@ -136,8 +136,12 @@ class ChaosResult:
                 lines.append(f"HTML page: {self.page}")
         if self.history is not None:
             ce = getattr(self.report, "counterexample", None)  # its evidence's events, marked
+            saved = getattr(self.report, "saved", None) or []
+            if ce is None and getattr(self.report, "kind", None) == "replay" and saved:
+                ce = saved[0]  # a replay's own run, with its own results
             tl = report.timeline(self.history, marks=report.evidence_marks(ce) if ce is not None else ()
                                  ).splitlines()
+            lines += report.story_lines(ce) if ce is not None else []
             lines.append("timeline of that run:")
             lines += tl[:TIMELINE_LINES] + ([f"... {len(tl) - TIMELINE_LINES} more lines"]
                                             if len(tl) > TIMELINE_LINES else [])
