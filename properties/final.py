@@ -168,6 +168,12 @@ def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:
             lines.append(f"job {j}'s success committed ({run.get('worker')} attempt {run.get('attempt')}) "
                          f"but it ended {status}")
             jobs.append(j)
+            t = on_clock(h, server_time(run["finished"]))
+            if first is None and t is not None:
+                by = f"{run.get('worker')} attempt {run.get('attempt')}"
+                first = Mark(t, "commit", run.get("worker") or "", j,
+                             f"job {j}'s success committed ({by}), yet it ended {status}",
+                             attempt=run.get("attempt"))
             continue
         if ex is not None and ex.end is not None:
             again = _again(j, ex, mine, ex.end)

@@ -12,11 +12,23 @@ from pg_job_chaos.harness.report import story, text
 from pg_job_chaos.harness.report.result import Saved
 from pg_job_chaos.properties import PROPERTIES, check
 from pg_job_chaos.properties.core import REGISTRY
-from tests.unit.test_failover_properties import lost_completion
+from tests.unit.test_failover_properties import _walled, lost_completion
 from tests.unit.test_fairness import _fifo_flood
-from tests.unit.test_properties import died, execution, history, job, rec, run_row, sample, sane, schedule
+from tests.unit.test_properties import (
+    died,
+    execution,
+    history,
+    job,
+    lifecycle,
+    rec,
+    run_row,
+    sample,
+    sane,
+    schedule,
+)
 from tests.unit.test_share import _history as share_history
 from tests.unit.test_statement_tenants import stmt
+from tests.unit.test_success_final import one_job
 
 
 def sentences(told: str) -> int:
@@ -161,3 +173,11 @@ def test_connection_churn_names_the_last_connect():
     assert (event.kind, event.worker, event.t) == ("connect", "w1.0", 5.0)
     assert said == ("At +5.00 s, w1.0 opened its connection number 51, for a pool of 1. That breaks "
                     f"pool-hygiene: {story.PROMISES['pool-hygiene']}.")
+
+
+def test_a_success_that_ended_otherwise_names_its_commit():
+    h = one_job(status="dead", transitions=lifecycle(1, 1.0, 2.0, first_seq=1),
+                records=_walled(execution("w1.0", 1, 1, 1.0, 2.0)))
+    said, event = told(h, "success-final")
+    assert (event.kind, event.worker, event.t) == ("commit", "w1.0", 2.0)
+    assert "At +2.00 s, job 1's success committed (w1.0 attempt 1), yet it ended dead." in said
