@@ -205,7 +205,9 @@ def results_json(results: dict, report=None) -> dict:
         if s is not None:
             d.update(schedule=str(s.file), replay=s.replay, shrink=s.how)
             if "event" in d and s.history is not None:  # on the clock of its run: seconds since it began
-                d["event"]["t"] = round(d["event"]["t"] - s.history.t0, 4)
+                for k in ("t", "since"):  # since: where the event is a span (a wait, a transaction)
+                    if k in d["event"]:
+                        d["event"][k] = round(d["event"][k] - s.history.t0, 4)
     return out
 
 
