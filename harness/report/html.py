@@ -74,7 +74,8 @@ def timeline_data(h: History) -> dict:
                           "label": f"job {r.get('job')} attempt {r.get('attempt')} committed", "record": r})
     for i in h.injected:
         marks.append({"lane": lane(i.get("worker")), "t": _rel(i["t"], t0), "kind": "fault",
-                      "label": f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})",
+                      "label": f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})"
+                               + (f": {i['detail']}" if i.get("detail") else ""),
                       "record": i})
     for s in _held_back(h):
         marks.append({"lane": lane(s["worker"]), "t": _rel(s["t"], t0),

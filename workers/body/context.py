@@ -57,7 +57,11 @@ class WorkerContext:
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
-        self.identity = spec.identity
+        self.identity = spec.identity  # the harness's: its log, its lane, its sessions' application_name
+        # The system's: what a hosted library is told as its worker / executor id (WorkerSpec.system_id)
+        self.system_id = spec.system_id or spec.identity
+        # A deploy's SIGTERM arrived (harness/supervisor/process.py installs the handler): claim nothing more
+        self.terminating = False
         self.schedule = s = spec.schedule
         self.mode = MODES[s.tenant_mode]
         self.log = ExecLog(path_for(spec.run_dir, spec.identity), spec.identity)
@@ -130,6 +134,11 @@ class WorkerContext:
 
     # --- the loop ---------------------------------------------------------------------------------
     def may_dequeue(self) -> bool:
+        """Whether the worker may claim another job: not after a deploy's SIGTERM (:attr:`terminating`:
+        the job in hand finishes, nothing more is claimed -- a hosted library's own stop, which the adapters
+        call once this is false, is its graceful path), nor with the dequeue budget spent."""
+        if self.terminating:
+            return False
         return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
 
     def budget_spent(self) -> bool:
@@ -143,7 +152,7 @@ class WorkerContext:
         budget = self.schedule.dequeues
         if budget is None:
             return False
-        if not self.may_dequeue():
+        if self.dequeues >= budget:
             return True
         try:
             return count_started(self.log.path.read_bytes()) >= budget
