@@ -157,12 +157,14 @@ def deploy(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
                    detail=f"SIGTERM, grace {grace:g} s, {event.variant}", **elsewhere)
         _grace_timer(sup, event, at, grace, elsewhere)
         signalled.append((at, elsewhere))
+    # The worker goes on from the point at once: held there longer, its session could outlive a server-side
+    # limit (lease-outbox's) for a reason that is ours, not the design's.
+    sup.go(stop)
     for at, elsewhere in signalled:
         if how == DRAIN:
             _when_gone(sup, event, at, elsewhere)
         else:
             _replace(sup, event, at, elsewhere, same_identity=how == SAME_IDENTITY)
-    sup.go(stop)
 
 
 def _grace_timer(sup: SupervisorAPI, event: Event, at: Stop, grace: float, elsewhere: dict) -> None:

@@ -1,0 +1,138 @@
+"""The deploy fault's data (issue 47), no database: schedule format 4 (``timing.grace``, the deploy's
+variants) round-trips, formats 1 to 3 still load and mean what they meant, the strategies draw every
+variant, the fault's steps per variant, and ``--grace``'s usage error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.core.events import FaultStep
+from pg_job_chaos.core.schedule import DEFAULT_GRACE, FORMAT, Event, JobSpec, Schedule, Timing, load
+from pg_job_chaos.faults import check_schedule, parse_faults
+from pg_job_chaos.faults.api import Stop
+from pg_job_chaos.faults.catalogue import CATALOGUE
+from pg_job_chaos.faults.supervisor import DEPLOY_VARIANTS
+from pg_job_chaos.properties.strategies import schedules
+from tests.conftest import ROOT, run_cli
+from tests.unit.test_fault_needs import FakeAPI
+
+SAVED = sorted((ROOT / "docs").rglob("*.json"))
+
+
+def _saved_schedules() -> list[Path]:
+    """The saved schedule files under docs/ (a schedule: a top-level object with jobs and a format)."""
+    out = []
+    for p in SAVED:
+        try:
+            data = json.loads(p.read_text())
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "jobs" in data and isinstance(data.get("format"), int):
+            out.append(p)
+    return out
+
+
+def test_format_4_round_trips_a_deploy_and_its_grace():
+    assert FORMAT == 4
+    s = Schedule(jobs=(JobSpec(1, duration=2.0),), workers=2, timing=Timing(grace=0.5),
+                 events=(Event("deploy", 1, point="after-insert", variant="same-identity-all"),))
+    data = s.to_dict()
+    assert data["format"] == 4 and data["timing"]["grace"] == 0.5
+    again = Schedule.from_dict(json.loads(s.to_json()), validators=[check_schedule])
+    assert again == s and again.grace == 0.5
+    assert Event("deploy", 1).variant == "rolling"  # the first variant: the default
+    assert Schedule(jobs=(JobSpec(1),)).grace == DEFAULT_GRACE == 30.0  # Kubernetes' default
+    assert Schedule(jobs=(JobSpec(1),), time_scale=0.2).seconds(DEFAULT_GRACE) == pytest.approx(6.0)
+
+
+def test_saved_schedules_of_formats_1_to_3_load_and_replay_as_they_were_written():
+    saved = _saved_schedules()
+    formats = {json.loads(p.read_text())["format"] for p in saved}
+    assert saved and formats <= {1, 2, 3} and 3 in formats, formats
+    for p in saved:
+        s = load(p, validators=[check_schedule])
+        assert s.timing.grace is None and s.grace == DEFAULT_GRACE  # no deploy then: the default
+        data = s.to_dict()
+        assert data["format"] == 4
+        old = json.loads(p.read_text())
+        # every field it had reads back as written (the new field is the only addition)
+        defaults = {k: v for k, v in dataclasses.asdict(Timing()).items() if k != "grace"}
+        written = {**defaults, **(old.get("timing") or {})}
+        assert {k: v for k, v in data["timing"].items() if k != "grace"} == written
+        assert [e["fault"] for e in data["events"]] == [e["fault"] for e in old.get("events", [])]
+        assert Schedule.from_dict(json.loads(s.to_json()), validators=[check_schedule]) == s
+
+
+def test_a_format_3_schedule_by_hand_loads_and_a_newer_format_is_refused():
+    old = {"format": 3, "jobs": [{"id": 1}], "events": [{"fault": "horizon", "job": 1, "variant": "xid"}],
+           "timing": {"lease": 1.0}}
+    s = Schedule.from_dict(old, validators=[check_schedule])
+    assert s.timing == Timing() and s.events[0].variant == "xid"
+    with pytest.raises(UsageError, match="reads formats 1 to 4"):
+        Schedule.from_dict({**old, "format": 5})
+
+
+def test_a_deploy_takes_only_its_own_variants():
+    data = {"jobs": [{"id": 1}], "events": [{"fault": "deploy", "job": 1, "variant": "xid"}]}
+    with pytest.raises(UsageError, match="deploy takes 'rolling', 'same-identity', 'drain'"):
+        Schedule.from_dict(data, validators=[check_schedule])
+    # the faults drawn at a position still take the drawn names (formats 1-3)
+    Schedule.from_dict({"jobs": [{"id": 1}], "events": [{"fault": "failover", "job": 1, "variant": "xid"}]},
+                       validators=[check_schedule])
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.data())
+def test_the_strategies_draw_deploy_events_with_deploy_variants(data):
+    s = data.draw(schedules(faults=parse_faults("deploy"), design="lease"))
+    assert all(e.variant in DEPLOY_VARIANTS for e in s.events)
+
+
+def test_every_deploy_variant_is_drawn():
+    seen = set()
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(schedules(faults=parse_faults("deploy"), design="lease"))
+    def draw(s):
+        seen.update(e.variant for e in s.events)
+
+    draw()
+    assert seen == set(DEPLOY_VARIANTS)
+
+
+@pytest.mark.parametrize("variant", DEPLOY_VARIANTS)
+def test_the_deploy_steps_per_variant(variant):
+    sup = FakeAPI()
+    CATALOGUE["deploy"].inject(sup, Event("deploy", 7, variant=variant), Stop("w1.0", 1, 7, 7, 1, "mid-work"))
+    everyone = variant.endswith("-all")
+    terms = [c[1] for c in sup.calls if c[0] == "sigterm"]
+    assert terms == (["w1.0", "w2.0"] if everyone else ["w1.0"])
+    # every SIGTERM before any replacement; a drain's replacement only after the old one has gone
+    replaced_now = [c for c in sup.calls if c[0] == "replacement"]
+    if variant.startswith("drain"):
+        assert not replaced_now
+    else:
+        assert [c[2] for c in replaced_now] == [variant.startswith("same-identity")] * len(terms)
+    # the worker goes on from the point once every SIGTERM is sent, before any fork: its job finishes
+    go = sup.calls.index(("go",))
+    assert max(i for i, c in enumerate(sup.calls) if c[0] == "sigterm") < go
+    assert all(i > go for i, c in enumerate(sup.calls) if c[0] == "replacement")
+    sup.run_later()
+    steps = [c[1] for c in sup.calls if c[0] == "record"]
+    assert steps.count(FaultStep.DEPLOY) == steps.count(FaultStep.REPLACEMENT_STARTED) == len(terms)
+    assert steps.count(FaultStep.GRACE_KILL) == len(terms)  # FakeAPI: still there when the grace ends
+    assert ("signal", 9) not in sup.calls  # the grace's SIGKILL goes through kill_after_grace
+
+
+def test_a_negative_grace_is_a_usage_error(tmp_path):
+    sched = tmp_path / "s.json"
+    sched.write_text(json.dumps({"jobs": [{"id": 1}], "events": [{"fault": "deploy", "job": 1}]}))
+    r = run_cli("replay", str(sched), "--grace", "-1", timeout=60)
+    assert r.returncode == 2 and "--grace must be 0 or more" in r.stderr and r.stderr.count("\n") == 1
