@@ -115,24 +115,26 @@ def test_sigkill_of_the_harness_mid_grace_leaves_nothing_behind(tmp_path):
     running beside it: the harness SIGKILLed then leaves no worker, server or run directory."""
     mark = f"{os.getpid()}-deploy-{time.monotonic_ns()}"
     sched = tmp_path / "deploy.json"
-    deploy = Event("deploy", 1, point="mid-work", variant="rolling")
+    deploy = Event("deploy", 1, point="after-insert", variant="rolling")  # before the work: at once
     sched.write_text(Schedule(jobs=(JobSpec(1, duration=200.0), JobSpec(2)), workers=1, design="lease",
                               time_scale=0.5, events=(deploy,), timing=Timing(grace=400.0, deadline=1000.0),
                               dequeues=10).to_json())
     log = tmp_path / "harness.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "-v", "replay", str(sched)],
+        proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "replay", str(sched), "-v"],
                                 stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, cwd=ROOT,
                                 env=dict(os.environ, **{MARK_VAR: mark}))
 
     def said() -> str:
         return f"; exit {proc.poll()}; its stderr ends: {log.read_text(errors='replace')[-2000:]!r}"
 
+    began = time.monotonic()
     try:
         # the replacement's start is the deploy's last step: SIGTERM sent, the grace running
         struck = _wait_for(lambda: proc.poll() is not None or "replacement-started w" in
                            log.read_text(errors="replace"), 180, 0.02)
         assert struck and proc.poll() is None, "no deploy struck" + said()
+        struck_after = time.monotonic() - began
         run_dir = next(d for d in local.RUNS_DIR.glob(f"run-{proc.pid}-*"))
         workers = [p for p, cmd in _marked(mark).items()
                    if p != proc.pid and "run.py" in cmd and _leads(p)]
@@ -141,6 +143,8 @@ def test_sigkill_of_the_harness_mid_grace_leaves_nothing_behind(tmp_path):
         proc.wait(60)
         started = time.monotonic()
         left = _wait_for(lambda: not (run_dir.exists() or _pids_of(run_dir) or _marked(mark)), 120, 0.2)
+        print(f"deploy struck after {struck_after:.1f} s; everything gone {time.monotonic() - started:.1f} s "
+              f"after the SIGKILL")
         assert left, (f"left behind after {time.monotonic() - started:.0f} s: postgres {_pids_of(run_dir)}, "
                       f"run directory {run_dir.exists()}, processes {_marked(mark)}" + said())
     finally:
