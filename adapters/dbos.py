@@ -230,13 +230,16 @@ class Dbos(DeclaredDesign):
         logging.getLogger("dbos").addHandler(logging.NullHandler())
         DBOS(config={
             "name": APP, "system_database_url": url(ctx.worker_dsn), "dbos_system_schema": SCHEMA,
-            "executor_id": executor_id(ctx.identity), "run_migrations": False,
+            "executor_id": executor_id(ctx.system_id), "run_migrations": False,
             # its pool's sessions named for this worker (the supervisor's samples tell them apart)
             "db_engine_kwargs": {"connect_args": {"application_name": f"{ctx.identity}/dbos"}},
             "notification_listener_polling_interval_sec": t["notification listener polling interval"],
             "scheduler_polling_interval_sec": t["scheduler polling interval"],
         })
         DBOS.launch()
+        # a deploy's SIGTERM: the same shutdown (DBOS installs no handler in the process it runs in; its
+        # CLI's "dbos start" forwards SIGTERM to the app's process: dbos/cli/cli.py:185-194)
+        ctx.when_terminated(stop.set)
         try:
             DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
                                 partition_concurrency=self.partition_concurrency)

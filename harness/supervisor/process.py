@@ -215,11 +215,16 @@ def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoR
         # every statement the design sends is a strike point (workers/body/statements.py)
         statements.install(ctx)
         signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, ctx))
-        ctx.terminating = ctx.terminating or _SIGTERM_EARLY[0]
+        if _SIGTERM_EARLY[0]:
+            ctx.terminated()
         ctx.log.write(LogEvent.WORKER_START)
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()
-        design.run_worker(ctx)
+        try:
+            design.run_worker(ctx)
+        except SystemExit as exc:  # a library's own clean exit (django-tasks-db's SIGTERM handler, idle)
+            if exc.code not in (None, 0):
+                raise
         # It returned: at our asking (its budget spent), or by itself -- the design's code or its library
         # decided (procrastinate stops its worker when its listener fails: docs/findings/libraries.md).
         if ctx.terminating:
@@ -244,8 +249,9 @@ def _early_sigterm(signum: int, frame: object) -> None:
 def _on_sigterm(ctx: WorkerContext, signum: int, frame: object) -> None:
     """A deploy's SIGTERM: the worker claims nothing more (``ctx.may_dequeue()`` is false from now on); the
     job in hand goes on to its end, and the design's loop returns. Hazard: a signal handler runs between two
-    bytecodes of the main thread, anywhere: it only sets a flag (no log write: the log's lock may be held)."""
-    ctx.terminating = True
+    bytecodes of the main thread, anywhere: it only sets a flag and the events a hosted design registered
+    (``ctx.when_terminated``; no log write: the log's lock may be held)."""
+    ctx.terminated()
 
 
 def record_failure(spec: WorkerSpec, ctx: WorkerContext | None, exc: BaseException) -> None:
