@@ -39,8 +39,9 @@ def graceful_completes(h: History, name: str) -> Result:
     executed again. Violated by every such job that did not, or ran again. A job that carries a fault of
     its own, or that another supervisor fault aims at, is left to the properties of those faults; a job
     given a shorter grace is not judged here (the runs it took and what it lost are
-    ``at-most-once-effects``', ``bounded-attempts``' and ``progress``' business). Unknown when no deploy
-    struck (the job it aimed at never reached its point); vacuously held when none had such a job in hand.
+    ``at-most-once-effects``', ``bounded-attempts``' and ``progress``' business). Unknown when the
+    schedule's deploy never struck (the job it aimed at never reached its point); vacuously held when none
+    had such a job in hand, or the schedule has no deploy (a run's table then leaves it out).
     Count: jobs.
 
     That every job enqueued before a deploy reaches a terminal state is ``terminal-states``' (every job
@@ -48,6 +49,8 @@ def graceful_completes(h: History, name: str) -> Result:
     recovered by its lease, within the run, or reported there) and, for the jobs without a fault,
     ``progress``' (each ends ``done``)."""
     deploys = [i for i in h.injected if i.get("fault") == FaultStep.DEPLOY]
+    if not deploys and not deployed(h):  # shown only where the schedule has one (DEPLOY_ONLY)
+        return held(name, "vacuous: no deploy in this run's schedule")
     if not deploys:
         return unknown(name, "no deploy struck in this run (its job never reached the point)")
     other_events = {e.job for e in h.schedule.events if e.fault != DEPLOY}

@@ -136,3 +136,48 @@ def test_a_negative_grace_is_a_usage_error(tmp_path):
     sched.write_text(json.dumps({"jobs": [{"id": 1}], "events": [{"fault": "deploy", "job": 1}]}))
     r = run_cli("replay", str(sched), "--grace", "-1", timeout=60)
     assert r.returncode == 2 and "--grace must be 0 or more" in r.stderr and r.stderr.count("\n") == 1
+
+
+# --- graceful-completes on hand-written histories ------------------------------------------------------
+def _deploy_history(*, grace: float, records, exits=(), killed=False, struck=True):
+    from tests.unit.test_properties import budget_exit, history, job, schedule
+
+    sched = schedule(events=[("deploy", 1)])
+    sched["events"][0]["variant"] = "rolling"
+    injected = [{"t": 1.2, "fault": "deploy", "worker": "w1.0", "job": 1, "attempt": 1, "point": "mid-work",
+                 "seconds": grace, "variant": "rolling", "in_hand": [[1, 1]]}] if struck else []
+    if killed:
+        injected.append({"t": 1.2 + grace, "fault": "grace-kill", "worker": "w1.0", "job": 1, "attempt": 1,
+                         "point": "mid-work"})
+    return history(records=records, jobs=[job(1), job(2)], exits=list(exits) or [budget_exit("w1.0")],
+                   injected=injected, sched=sched)
+
+
+def test_graceful_completes_on_hand_written_histories():
+    from pg_job_chaos.properties import HELD, UNKNOWN, VIOLATED, check
+    from tests.unit.test_properties import execution, sane
+
+    def verdict(h):
+        r = check(h, ["graceful-completes"])["graceful-completes"]
+        return r.status, r.jobs, r.evidence
+
+    done = [*execution("w1.0", 1, 1, 1.0, 2.0), *execution("w1.1", 2, 1, 2.0, 3.0)]
+    # the job in hand finished in its worker within the grace (1.05 s needed: 0.05 of work and a lease)
+    status, jobs, evidence = verdict(_deploy_history(grace=30.0, records=done))
+    assert (status, jobs) == (HELD, ()) and evidence.startswith("1 job"), evidence
+    # ... and ran again afterwards, in the replacement
+    again = [*done, *execution("w1.1", 1, 2, 2.5, 2.8)]
+    status, jobs, evidence = verdict(_deploy_history(grace=30.0, records=again))
+    assert (status, jobs) == (VIOLATED, (1,)) and "ran again: w1.1 attempt 2" in evidence
+    # SIGKILLed after a grace it should have been enough for
+    cut = [*execution("w1.0", 1, 1, 1.0, None), *execution("w1.1", 2, 1, 2.0, 3.0)]
+    status, jobs, evidence = verdict(_deploy_history(grace=2.0, records=cut, killed=True))
+    assert (status, jobs) == (VIOLATED, (1,)) and "SIGKILLed after it" in evidence
+    # a grace shorter than the job needed: not judged here
+    status, jobs, evidence = verdict(_deploy_history(grace=0.5, records=cut, killed=True))
+    assert status == HELD and evidence.startswith("vacuous") and "shorter grace" in evidence
+    # the schedule's deploy never struck: cannot decide
+    assert verdict(_deploy_history(grace=30.0, records=done, struck=False))[0] == UNKNOWN
+    # no deploy in the schedule: left out of the run's table
+    assert "graceful-completes" not in check(sane())
+    assert "graceful-completes" in check(_deploy_history(grace=30.0, records=done))
