@@ -268,7 +268,9 @@ class Supervisor:
         line), in the run's notes, in the timeline, and in ``progress`` / ``terminal-states`` when jobs
         were left. Not replaced: ``budget`` (our dequeue budget spent: we asked), a deploy's ``graceful``
         and ``killed-after-grace`` (issue 47: the deploy starts its replacement itself)."""
-        x = w.record_exit(now, by_harness=by_harness, declared=self.declared, run_dir=self.run_dir)
+        # a deploy's worker may exit within the loop's pass that signalled it: never before its SIGTERM
+        when = max(now, w.terminated_at) if w.terminated_at is not None else now
+        x = w.record_exit(when, by_harness=by_harness, declared=self.declared, run_dir=self.run_dir)
         if self.janitor is not None and w.identity in self._janitor_keys:
             self.janitor.forget(self._janitor_keys.pop(w.identity))
         if by_harness:
