@@ -46,8 +46,10 @@ def graceful_completes(h: History, name: str) -> Result:
 
     That every job enqueued before a deploy reaches a terminal state is ``terminal-states``' (every job
     ``done`` or ``dead`` at the end, none stuck ``running``: a job a SIGKILL after the grace left behind is
-    recovered by its lease, within the run, or reported there) and, for the jobs without a fault,
-    ``progress``' (each ends ``done``)."""
+    recovered by its lease, within the run, or reported there) and, for the jobs no fault aims at,
+    ``progress``' (each ends ``done``; the job a deploy event names counts as one with a fault, as a
+    ``kill``'s does: ``History.job_faults``, so a job swept to ``dead`` after a SIGKILL is terminal, not a
+    violation)."""
     deploys = [i for i in h.injected if i.get("fault") == FaultStep.DEPLOY]
     if not deploys and not deployed(h):  # shown only where the schedule has one (DEPLOY_ONLY)
         return held(name, "vacuous: no deploy in this run's schedule")
