@@ -56,6 +56,9 @@ class Fault:
     cuts_worker: bool = False
     # It fails the primary over to its standby: only on the replicated back end (ServerSpec.replica).
     needs_replica: bool = False
+    # The small-scope pass strikes with it first at the design's recovery statements (a design's declared
+    # recovery_statements, workers/design.py): what production does while recovery runs (restart, deploy).
+    aims_at_recovery: bool = False
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:  # a bare string, misspelt
@@ -116,12 +119,13 @@ _FAULTS = [
           network=NetworkAction.LOSE_COMMIT_REPLY, cuts_worker=True),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
           "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
-          needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
+          needs_durable_settings=True, needs_local_server=True, breaks_every_session=True,
+          aims_at_recovery=True),
     # issue 47: SIGTERM, the worker's own graceful path within the grace, SIGKILL after it, a replacement
     Fault("deploy", "supervisor", "SIGTERM to the worker (-all: every worker), SIGKILL after the grace "
           "(--grace), a replacement: rolling (at once, a new identity), same-identity (at once, the old "
           "worker's), drain (once it has exited)", inject=supervisor.deploy,
-          variants=supervisor.DEPLOY_VARIANTS),
+          variants=supervisor.DEPLOY_VARIANTS, aims_at_recovery=True),
     # faults/failover.py: the replicated back end's primary fails over (--replica async|sync)
     Fault("failover", "supervisor", "the standby's WAL receiver is cut, the primary stops in immediate mode "
           "a while later and the standby is promoted (lagging); or a clean switchover (--replica)",

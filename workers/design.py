@@ -61,6 +61,11 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     at least 1; a job of no tenant counts as one more tenant): ``lease-tenant-cap``'s ``cap``, a hosted
     library's per-tenant limit where its adapter configures one. Recorded in the history;
     ``tenant-cap`` judges it (not judged without one). A limit per worker process is no such promise.
+``recovery_statements`` (``()``)
+    the names of the statements by which the design recovers another worker's jobs (``lease.claim``,
+    which takes over an expired lease; ``lease.sweep``; a library's re-pick or recovery query), as its
+    statement points name them (``sql:<name>``): the small-scope pass strikes the faults that aim at
+    recovery (a catalogue entry's ``aims_at_recovery``: ``restart``, ``deploy``) there first.
 ``for_run(schedule)`` (the design itself)
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
@@ -206,6 +211,7 @@ class DesignHandle:
     concurrency: int | str | None = POOL
     one_host: bool = False
     tenant_cap: int | None = None
+    recovery_statements: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None, *,
@@ -248,6 +254,10 @@ class DesignHandle:
         if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
             raise UsageError(f"--design {label}: tenant_cap {cap!r}: a whole number of at least 1, or None "
                              "(no per-tenant cap promised)")
+        recovery = getattr(design, "recovery_statements", None) or ()
+        if isinstance(recovery, str) or not all(isinstance(n, str) and n for n in recovery):
+            raise UsageError(f"--design {label}: recovery_statements {recovery!r}: a tuple of statement "
+                             "names (as its statement points name them: 'lease.sweep' for sql:lease.sweep)")
         return cls(
             design=d,
             spec=spec or d.name,
@@ -264,6 +274,7 @@ class DesignHandle:
             concurrency=concurrency,
             one_host=bool(getattr(design, "one_host", False)),
             tenant_cap=cap,
+            recovery_statements=tuple(recovery),
         )
 
     @property

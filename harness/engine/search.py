@@ -206,6 +206,9 @@ class Search:
         # What the runs showed of the design's own statements: strike between them too.
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
         self.out.statement_points = smallscope.ranked(self.statements)
+        # restart and deploy at the design's recovery statements first (issue 47, item 3)
+        self._run_cases(smallscope.recovery_schedules(self.statements, self.handle.recovery_statements,
+                                                      **common))
         self._run_cases(smallscope.statement_schedules(self.statements, **common))
         # the faults that end or cut a worker at every statement point seen (issue 36, item 1)
         self._run_cases(smallscope.cut_schedules(self.statements, progress=self.progress, **common))
