@@ -64,7 +64,9 @@ def graceful_completes(h: History, name: str) -> Result:
     bad: list[int] = []
     short = aside = 0
     for d in deploys:
-        worker, t, grace = d.get("worker"), d["t"], float(d.get("seconds") or 0.0)
+        worker = d.get("worker")
+        t = d["t"]
+        grace = float(d.get("seconds") or 0.0)
         for job, attempt in d.get("in_hand") or []:
             if job in faulted or job in other_events:
                 aside += 1
