@@ -181,3 +181,44 @@ def test_graceful_completes_on_hand_written_histories():
     # no deploy in the schedule: left out of the run's table
     assert "graceful-completes" not in check(sane())
     assert "graceful-completes" in check(_deploy_history(grace=30.0, records=done))
+
+
+# --- issue 47, item 3: a design's recovery statements ------------------------------------------------
+def test_the_built_ins_declare_their_recovery_statements():
+    from pg_job_chaos.workers import load_design
+
+    names = ("one-transaction", "lease", "lease-fenced", "lease-heartbeat", "lease-outbox", "lease-round-robin")
+    got = {d: load_design(d).recovery_statements for d in names}
+    assert got == {"one-transaction": (), "lease": ("lease.claim",), "lease-fenced": ("lease.claim",),
+                   "lease-heartbeat": ("lease.claim", "lease.sweep"),
+                   "lease-outbox": ("lease.claim", "lease.sweep", "outbox.relay_claim"),
+                   "lease-round-robin": ("fair.claim_round_robin",)}
+
+
+def test_a_misdeclared_recovery_statement_is_a_usage_error():
+    from pg_job_chaos.workers.builtin.lease import Lease
+    from pg_job_chaos.workers.design import DesignHandle
+
+    class Odd(Lease):
+        recovery_statements = "lease.claim"  # type: ignore[assignment]  # a string, not a tuple
+
+    with pytest.raises(UsageError, match="recovery_statements 'lease.claim': a tuple of statement"):
+        DesignHandle.of(Odd())
+
+
+def test_restart_and_deploy_strike_first_at_the_recovery_statements_seen():
+    from pg_job_chaos.harness.engine import smallscope
+
+    seen = [("sql:lease.claim", False), ("sql:lease.sweep", True), ("sql:lease.finish_fenced", True),
+            ("sql:lease.claim:after", False), ("sql:outbox.relay_claim", False)]
+    cases = smallscope.recovery_schedules(seen, ("lease.claim", "lease.sweep"),
+                                          faults=parse_faults("deploy,restart,kill,crash"),
+                                          design="lease-heartbeat", tenant_mode="local", time_scale=0.5)
+    struck = [(s.events[0].fault, s.events[0].point, s.events[0].job, s.events[0].variant) for _, s in cases]
+    # only the faults that aim at recovery, only before the declared statements, every variant of each
+    assert {f for f, *_ in struck} == {"deploy", "restart"}
+    assert {p for _, p, *_ in struck} == {"sql:lease.claim", "sql:lease.sweep"}
+    assert len(struck) == 2 * (len(DEPLOY_VARIANTS) + 1)
+    assert {(p, j) for _, p, j, _ in struck} == {("sql:lease.claim", None), ("sql:lease.sweep", 1)}
+    assert all(CATALOGUE[f].aims_at_recovery for f in ("deploy", "restart"))
+    assert not [n for n, f in CATALOGUE.items() if f.aims_at_recovery and n not in ("deploy", "restart")]
