@@ -187,7 +187,8 @@ def test_graceful_completes_on_hand_written_histories():
 def test_the_built_ins_declare_their_recovery_statements():
     from pg_job_chaos.workers import load_design
 
-    names = ("one-transaction", "lease", "lease-fenced", "lease-heartbeat", "lease-outbox", "lease-round-robin")
+    names = ("one-transaction", "lease", "lease-fenced", "lease-heartbeat", "lease-outbox",
+             "lease-round-robin")
     got = {d: load_design(d).recovery_statements for d in names}
     assert got == {"one-transaction": (), "lease": ("lease.claim",), "lease-fenced": ("lease.claim",),
                    "lease-heartbeat": ("lease.claim", "lease.sweep"),
