@@ -66,6 +66,10 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     which takes over an expired lease; ``lease.sweep``; a library's re-pick or recovery query), as its
     statement points name them (``sql:<name>``): the small-scope pass strikes the faults that aim at
     recovery (a catalogue entry's ``aims_at_recovery``: ``restart``, ``deploy``) there first.
+``system_identity(identity)`` (the identity itself)
+    the identity its worker gives its system when the harness names none (``WorkerSpec.system_id`` empty):
+    DBOS's adapter gives its executor the worker's slot (``w1`` of ``w1.0``), so a restart keeps it. A
+    deploy's ``same-identity`` replacement is given the old worker's, a ``rolling`` one its own identity.
 ``for_run(schedule)`` (the design itself)
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
@@ -90,7 +94,7 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
@@ -212,6 +216,7 @@ class DesignHandle:
     one_host: bool = False
     tenant_cap: int | None = None
     recovery_statements: tuple[str, ...] = ()
+    system_identity: Callable[[str], str] = str  # the identity itself
 
     @classmethod
     def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None, *,
@@ -275,6 +280,7 @@ class DesignHandle:
             one_host=bool(getattr(design, "one_host", False)),
             tenant_cap=cap,
             recovery_statements=tuple(recovery),
+            system_identity=getattr(design, "system_identity", None) or str,
         )
 
     @property

@@ -215,15 +215,18 @@ class Supervisor:
                 if self.extra else "")
 
     # --- workers ------------------------------------------------------------------------------------
-    def _spawn(self, slot: int, *, system_id: str = "") -> str:
+    def _spawn(self, slot: int, *, system_id: str | None = None) -> str:
         """Fork the slot's next generation (a new identity: its log, its lane); *system_id*: the identity it
-        gives its system ("": its own). Returns its identity."""
+        gives its system (None: the design's for its identity, ``DesignHandle.system_identity``; "": its own
+        identity, named). Returns its identity."""
         generation = self._generations.get(slot, 0)
         self._generations[slot] = generation + 1
         identity = f"w{slot}.{generation}"
+        if system_id == "":
+            system_id = identity
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
-                          tenant_setting=self.design.handle.tenant_setting, system_id=system_id)
+                          tenant_setting=self.design.handle.tenant_setting, system_id=system_id or "")
         taken = self.standby.take(slot, spec, self.design.handle) if self.standby and not generation else None
         w, key = taken or (process.spawn(spec, self.design, slot=slot, generation=generation,
                                          close_fds=self._close_fds()), None)
@@ -231,6 +234,8 @@ class Supervisor:
             key = self.janitor.register("killpg", pgid=w.pid)
         if key is not None:
             self._janitor_keys[identity] = key
+        # what its system sees it as: named, or the design's for its identity (the deploy reads it)
+        w.system_id = system_id or self.design.handle.system_identity(identity)
         self.workers[identity] = w
         log.debug("started %s (pid %s)", identity, w.pid)
         return identity
