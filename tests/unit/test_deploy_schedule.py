@@ -223,3 +223,18 @@ def test_restart_and_deploy_strike_first_at_the_recovery_statements_seen():
     assert {(p, j) for _, p, j, _ in struck} == {("sql:lease.claim", None), ("sql:lease.sweep", 1)}
     assert all(CATALOGUE[f].aims_at_recovery for f in ("deploy", "restart"))
     assert not [n for n, f in CATALOGUE.items() if f.aims_at_recovery and n not in ("deploy", "restart")]
+
+
+def test_a_design_names_the_identity_its_worker_gives_its_system():
+    """What a deploy's same-identity replacement is given: the old worker's identity as its system saw it
+    (a design's ``system_identity``: DBOS's adapter gives the slot, as a restart keeps it)."""
+    from pg_job_chaos.workers import load_design
+    from pg_job_chaos.workers.builtin.lease import Lease
+    from pg_job_chaos.workers.design import DesignHandle
+
+    class BySlot(Lease):
+        def system_identity(self, identity: str) -> str:
+            return identity.split(".", 1)[0]
+
+    assert load_design("lease").system_identity("w1.3") == "w1.3"
+    assert DesignHandle.of(BySlot()).system_identity("w1.3") == "w1"
