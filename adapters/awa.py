@@ -274,6 +274,8 @@ class Awa(DeclaredDesign):
                 if not ctx.may_dequeue():  # the budget is spent: awa's own graceful shutdown
                     loop.call_soon_threadsafe(stop.set)
 
+        # a deploy's SIGTERM: the same graceful shutdown (awa's Python client installs no signal handler)
+        ctx.when_terminated(lambda: loop.call_soon_threadsafe(stop.set))
         for name in self.queues():  # per-tenant-partition: the handler on every partition, each its own
             client.task(PgjcJob, kind=KIND, queue=name)(handle)
         queues = [{"name": name, "max_workers": self.max_workers, "deadline_duration_ms": _ms(t["deadline"])}

@@ -257,7 +257,7 @@ class Chancy(DeclaredDesign):
         plugins = [Leadership(poll_interval=t["leadership poll"], timeout=t["leadership timeout"]),
                    Recovery(poll_interval=t["recovery period"])]
         async with _app(dsn, plugins=plugins, log=_worker_log(self.options.get("log"), ctx.identity)) as app:
-            worker = Worker(app, worker_id=ctx.identity, heartbeat_poll_interval=t["heartbeat interval"],
+            worker = Worker(app, worker_id=ctx.system_id, heartbeat_poll_interval=t["heartbeat interval"],
                             heartbeat_timeout=t["heartbeat timeout"])
             await worker.start()
             stopper = asyncio.create_task(self._until_stop(ctx, event))

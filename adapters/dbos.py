@@ -198,6 +198,10 @@ class Dbos(DeclaredDesign):
         """The declared rows, DBOS's serialized error read as text (:func:`_error_text`)."""
         return [{**r, "last_error": _error_text(r["last_error"])} for r in super().final_states(conn)]
 
+    def system_identity(self, identity: str) -> str:
+        """The executor id a worker gives DBOS when the harness names none: its slot (a restart keeps it)."""
+        return executor_id(identity)
+
     # --- the worker's side (forked worker process) ------------------------------------------------
     def run_worker(self, ctx) -> None:
         if not self.ready(ctx):
@@ -230,13 +234,16 @@ class Dbos(DeclaredDesign):
         logging.getLogger("dbos").addHandler(logging.NullHandler())
         DBOS(config={
             "name": APP, "system_database_url": url(ctx.worker_dsn), "dbos_system_schema": SCHEMA,
-            "executor_id": executor_id(ctx.identity), "run_migrations": False,
+            "executor_id": ctx.spec.system_id or executor_id(ctx.identity), "run_migrations": False,
             # its pool's sessions named for this worker (the supervisor's samples tell them apart)
             "db_engine_kwargs": {"connect_args": {"application_name": f"{ctx.identity}/dbos"}},
             "notification_listener_polling_interval_sec": t["notification listener polling interval"],
             "scheduler_polling_interval_sec": t["scheduler polling interval"],
         })
         DBOS.launch()
+        # a deploy's SIGTERM: the same shutdown (DBOS installs no handler in the process it runs in; its
+        # CLI's "dbos start" forwards SIGTERM to the app's process: dbos/cli/cli.py:185-194)
+        ctx.when_terminated(stop.set)
         try:
             DBOS.register_queue(QUEUE, polling_interval_sec=t["queue polling interval"],
                                 partition_concurrency=self.partition_concurrency)

@@ -279,4 +279,4 @@ class DjangoTasks(DeclaredDesign):
         from django.core.management import call_command
 
         interval = self.intervals(ctx.schedule)["interval"]
-        call_command("db_worker", interval=interval, worker_id=ctx.identity, max_tasks=ctx.schedule.dequeues)
+        call_command("db_worker", interval=interval, worker_id=ctx.system_id, max_tasks=ctx.schedule.dequeues)

@@ -221,6 +221,7 @@ class PgQueuer(DeclaredDesign):
             asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
+        from pgqueuer.adapters.cli.supervisor import setup_signal_handlers
         from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
         from pgqueuer.adapters.persistence.queries import Queries
         from pgqueuer.core.executors import DatabaseRetryEntrypointExecutor
@@ -258,6 +259,9 @@ class PgQueuer(DeclaredDesign):
         else:
             qm.entrypoint(ENTRYPOINT, executor_factory=executor)(task)
 
+        # a deploy's SIGTERM: pgqueuer's own handler, as its CLI installs it (shutdown.set on SIGTERM/SIGINT:
+        # pgqueuer/adapters/cli/supervisor.py:35-44); it replaces the worker's own while the queue runs
+        setup_signal_handlers(qm.shutdown)
         try:
             await qm.run(
                 dequeue_timeout=timedelta(seconds=t["dequeue timeout"]),

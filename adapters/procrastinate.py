@@ -201,7 +201,7 @@ class Procrastinate(DeclaredDesign):
 
         # concurrency, listen_notify, shutdown_graceful_timeout: procrastinate's defaults (1, True, None).
         t = self.intervals(ctx.schedule)
-        return {"name": ctx.identity, "fetch_job_polling_interval": t["fetch polling interval"],
+        return {"name": ctx.system_id, "fetch_job_polling_interval": t["fetch polling interval"],
                 "abort_job_polling_interval": t["abort polling interval"],
                 "update_heartbeat_interval": t["heartbeat interval"],
                 "stalled_worker_timeout": t["stalled worker timeout"], "task_middleware": [budget]}

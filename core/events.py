@@ -94,6 +94,7 @@ class FaultStep(StrEnum):
     RESTART = "restart"
     FAILOVER = "failover"  # the standby's receiver cut (lagging), or a switchover's start
     FAILOVER_CANCEL = "failover-cancel"
+    DEPLOY = "deploy"  # SIGTERM to the worker (its grace, its variant, the jobs in its hands)
     # The steps that follow it
     RESUME = "resume"  # a pause's SIGCONT
     HORIZON_RELEASED = "horizon-released"  # the horizon's holder ended its transaction
@@ -104,6 +105,8 @@ class FaultStep(StrEnum):
     PRIMARY_STOPPED = "primary-stopped"  # a failover's primary stops (the record's time: as it began)
     PROMOTED = "promoted"  # the standby promoted (with the promotion's seconds)
     FAILOVER_SKIPPED = "failover-skipped"  # no standby left to fail over to (a second failover in a run)
+    GRACE_KILL = "grace-kill"  # a deploy's grace ran out with the worker still there: SIGKILL to its group
+    REPLACEMENT_STARTED = "replacement-started"  # a deploy's replacement worker forked (its identities)
 
 
 EVENTS: frozenset[str] = frozenset(e.value for e in LogEvent)
@@ -137,7 +140,7 @@ class WorkerExitReason(StrEnum):
 
     BUDGET = "budget"  # run_worker returned, the dequeue budget spent: we asked (saved before as "drained")
     STOPPED_BY_ITSELF = "stopped-by-itself"  # run_worker returned, the budget not spent: its log says why
-    # A deploy's (issue 47; no fault produces them yet): the worker got SIGTERM and ...
+    # A deploy's (issue 47, faults/supervisor.py's deploy): the worker got SIGTERM and ...
     GRACEFUL = "graceful"  # ... exited within the grace
     KILLED_AFTER_GRACE = "killed-after-grace"  # ... was still there after it: SIGKILL
 

@@ -304,7 +304,8 @@ class History:
         for r in self.records:
             w = r["worker"]
             last[w] = max(last.get(w, r["t"]), r["t"])
-        killed = {x["worker"]: x["t"] for x in self.injected if x.get("fault") == FaultStep.KILL}
+        killed = {x["worker"]: x["t"] for x in self.injected
+                  if x.get("fault") in (FaultStep.KILL, FaultStep.GRACE_KILL)}
         out = {}
         for x in self.exits:
             if x.worker in killed:

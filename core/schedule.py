@@ -20,8 +20,10 @@ from .workload import Workload
 
 # 2: an event may strike at a statement point (sql:<name>) and name no job; 3: a point after a statement's
 # reply (sql:<name>:after) and at a COMMIT (sql:commit:<name>, sql:commit:<name>:after), and a job's fault
-# (crash) at a statement point; format 1 and 2 files load as they are (their points mean what they meant)
-FORMAT = 3
+# (crash) at a statement point; 4: the deploy fault (its variants rolling, same-identity, drain and their
+# -all forms) and ``timing.grace``; format 1 to 3 files load as they are (their points mean what they meant,
+# their timing has no grace: the default)
+FORMAT = 4
 
 # The named points of a job's life, in the order a job body reaches them. Faults strike here.
 JOB_POINTS = ("before-tenant", "after-insert", "mid-work", "after-effect", "before-finish")
@@ -117,6 +119,14 @@ class Timing:
     stall: float | None = None  # end when nothing happened for this long (default: see Schedule.stall)
     strike_wait: float = 30.0  # a worker waits at most this long for the supervisor at a strike point
     latency: float = 0.05  # the latency fault: added to every chunk of the worker's traffic, either way
+    # The deploy fault: SIGTERM, then SIGKILL this long after it if the worker is still there (None:
+    # DEFAULT_GRACE, Kubernetes' terminationGracePeriodSeconds default)
+    grace: float | None = None
+
+
+# Kubernetes' default terminationGracePeriodSeconds (article seconds, so scaled like every duration): the
+# grace a deploy gives when neither the schedule (--grace) nor the system names one.
+DEFAULT_GRACE = 30.0
 
 
 # --- tenant workloads (issue 38): the parameters in core/workload.py ------------------------------------
@@ -168,6 +178,11 @@ class Schedule:
     @property
     def heartbeat(self) -> float:
         return self.timing.heartbeat if self.timing.heartbeat is not None else self.timing.lease / 4
+
+    @property
+    def grace(self) -> float:
+        """A deploy's grace in article seconds: the schedule's, else :data:`DEFAULT_GRACE`."""
+        return self.timing.grace if self.timing.grace is not None else DEFAULT_GRACE
 
     @property
     def restart_budget(self) -> int:

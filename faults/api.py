@@ -71,6 +71,34 @@ class SupervisorAPI(Protocol):
     def later(self, delay: float, fn: Callable[[], None]) -> None:
         """Call *fn* from the supervisor's loop after *delay* real seconds (before the run ends)."""
 
+    # The deploy fault (issue 47)
+    def grace_seconds(self) -> float:
+        """A deploy's grace in real seconds (the schedule's ``timing.grace``, else the default, scaled)."""
+
+    def live_workers(self) -> tuple[str, ...]:
+        """The workers alive now that no deploy has signalled yet, in start order."""
+
+    def worker_alive(self, worker: str) -> bool:
+        """Whether *worker*'s process is still there (its exit not yet reaped counts as there)."""
+
+    def terminate_worker(self, worker: str) -> dict[int, int | None]:
+        """SIGTERM to the worker's own process (as Kubernetes signals a container's first process), and
+        its idle sleep woken; from now on its exit is the deploy's (``graceful``, or ``killed-after-grace``
+        after :meth:`kill_after_grace`) and the supervisor does not replace it. Returns the jobs in its
+        hands ``{job: attempt}``, per its log."""
+
+    def kill_after_grace(self, worker: str) -> bool:
+        """SIGKILL to the group of a terminated worker still there (its exit: ``killed-after-grace``);
+        False when it was gone."""
+
+    def start_replacement(self, worker: str, *, same_identity: bool) -> str:
+        """Fork a replacement of *worker* in its slot, with a new harness identity (log, lane); with
+        *same_identity* it carries *worker*'s system identity (what a library uses as worker / executor
+        id), else its own. Returns the replacement's harness identity."""
+
+    def system_identity(self, worker: str) -> str:
+        """The identity *worker* gives its system (the library's worker / executor id)."""
+
     def open_holder(self, variant: str) -> Holder:
         """Open a session holding a transaction: ``xid`` (it wrote) or ``repeatable-read`` (a snapshot)."""
 

@@ -56,6 +56,9 @@ class Fault:
     cuts_worker: bool = False
     # It fails the primary over to its standby: only on the replicated back end (ServerSpec.replica).
     needs_replica: bool = False
+    # The small-scope pass strikes with it first at the design's recovery statements (a design's declared
+    # recovery_statements, workers/design.py): what production does while recovery runs (restart, deploy).
+    aims_at_recovery: bool = False
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:  # a bare string, misspelt
@@ -116,7 +119,13 @@ _FAULTS = [
           network=NetworkAction.LOSE_COMMIT_REPLY, cuts_worker=True),
     Fault("restart", "supervisor", "the server stops in immediate mode, starts again after a while "
           "(local server; durable settings)", inject=supervisor.restart, needs_one_slot=True,
-          needs_durable_settings=True, needs_local_server=True, breaks_every_session=True),
+          needs_durable_settings=True, needs_local_server=True, breaks_every_session=True,
+          aims_at_recovery=True),
+    # issue 47: SIGTERM, the worker's own graceful path within the grace, SIGKILL after it, a replacement
+    Fault("deploy", "supervisor", "SIGTERM to the worker (-all: every worker), SIGKILL after the grace "
+          "(--grace), a replacement: rolling (at once, a new identity), same-identity (at once, the old "
+          "worker's), drain (once it has exited)", inject=supervisor.deploy,
+          variants=supervisor.DEPLOY_VARIANTS, aims_at_recovery=True),
     # faults/failover.py: the replicated back end's primary fails over (--replica async|sync)
     Fault("failover", "supervisor", "the standby's WAL receiver is cut, the primary stops in immediate mode "
           "a while later and the standby is promoted (lagging); or a clean switchover (--replica)",
@@ -131,9 +140,17 @@ CATALOGUE: dict[str, Fault] = {f.name: f for f in _FAULTS}
 declare_variants({f.name: f.variants for f in _FAULTS if f.variants})
 # What the strategies draw an event's variant from: a position, named by the first fault that takes
 # variants (horizon's xid and repeatable-read: kept so that old seeds draw the schedules they drew); a
-# fault with variants of its own takes its own at the drawn position (event_variant).
+# fault with variants of its own takes its own at the drawn position (event_variant). A fault with more
+# variants than that (deploy) has its own drawn (properties/strategies.py: an extra draw for its events
+# only, so that the draws of schedules without it stay as they were).
 VARIANTS: tuple[str, ...] = next(f.variants for f in _FAULTS if f.variants)
-assert all(len(f.variants) <= len(VARIANTS) for f in _FAULTS), "a fault with more variants than are drawn"
+
+
+def draws_own_variant(fault: str) -> bool:
+    """Whether an event of *fault* draws its variant among its own (more than :data:`VARIANTS` holds),
+    not at the position drawn for every event (:func:`event_variant`)."""
+    f = CATALOGUE.get(fault)
+    return f is not None and len(f.variants) > len(VARIANTS)
 
 
 def known() -> str:
@@ -198,6 +215,7 @@ def check_schedule(s: Schedule, bad: Callable[[str], None]) -> None:
         f = CATALOGUE.get(e.fault)
         if f is None or f.kind != "supervisor":
             bad(f"events[{i}].fault: {e.fault!r} is not a supervisor fault; supervisor faults: {sup_faults}")
-        elif e.variant not in (*VARIANTS, *f.variants):  # VARIANTS: any fault took them before (format 1-3)
-            bad(f"events[{i}].variant: {e.variant!r}; {e.fault} takes "
-                f"{', '.join(repr(v) for v in dict.fromkeys((*VARIANTS, *f.variants)))}")
+        # VARIANTS: any fault drawn at a position took them before (format 1-3); deploy (format 4) never did
+        elif e.variant not in (*(() if draws_own_variant(f.name) else VARIANTS), *f.variants):
+            takes = f.variants if draws_own_variant(f.name) else dict.fromkeys((*VARIANTS, *f.variants))
+            bad(f"events[{i}].variant: {e.variant!r}; {e.fault} takes {', '.join(repr(v) for v in takes)}")

@@ -8,6 +8,7 @@ what it did (``sup.record``: a :class:`~core.events.FaultStep`) and lets the wor
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 
 from ..core.events import FaultStep
@@ -119,3 +120,76 @@ def lost_commit_reply(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     sup.record(FaultStep.LOST_COMMIT_REPLY, event, stop, backend=stop.backend)
     sup.lose_commit_reply(stop.worker, stop.backend)
     sup.go(stop)
+
+
+# The deploy fault's variants: how the replacement starts, and -- with ALL -- every worker deployed at once.
+ROLLING = "rolling"  # at once, beside the old worker, with a new system identity
+SAME_IDENTITY = "same-identity"  # at once, with the old worker's system identity (a StatefulSet pod's name)
+DRAIN = "drain"  # once the old worker has exited (Recreate)
+ALL = "-all"  # a variant's suffix: every live worker gets SIGTERM, not only the one at the point
+DEPLOY_VARIANTS = (ROLLING, SAME_IDENTITY, DRAIN, ROLLING + ALL, SAME_IDENTITY + ALL, DRAIN + ALL)
+DRAIN_CHECK = 0.01  # seconds between looks at whether a draining worker has exited (the loop's tick)
+
+
+def deploy(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
+    """A deploy as production does one: SIGTERM to the worker at the point (with ``-all``: to every live
+    worker), the worker's own graceful path within the grace (``--grace``, scaled; default Kubernetes'
+    30 s), SIGKILL to whatever is still there when the grace ends, and a replacement per the variant:
+    ``rolling`` and ``same-identity`` at once (beside the old worker, which finishes its job meanwhile),
+    ``drain`` once the old one has exited. Each step is an injected record: ``deploy`` (SIGTERM, with the
+    grace, the variant and the jobs in the worker's hands), ``grace-kill``, ``replacement-started``."""
+    grace = sup.grace_seconds()
+    everyone = event.variant.endswith(ALL)
+    how = event.variant.removesuffix(ALL)
+    targets = [stop.worker] + ([w for w in sup.live_workers() if w != stop.worker] if everyone else [])
+    signalled = []  # every SIGTERM first, then the replacements (a fork each: ~20 ms)
+    for worker in targets:
+        in_hand = sup.terminate_worker(worker)
+        elsewhere = {}  # another worker's record names the first job in its hands (job None: none)
+        if worker == stop.worker:
+            at = stop
+        else:
+            at = dataclasses.replace(stop, worker=worker, point="(elsewhere)")
+            job = next(iter(in_hand), None)
+            elsewhere = {"job": job, "attempt": in_hand.get(job) if job is not None else None}
+        sup.record(FaultStep.DEPLOY, event, at, seconds=grace, variant=event.variant,
+                   in_hand=[[job, attempt] for job, attempt in in_hand.items()],
+                   detail=f"SIGTERM, grace {grace:g} s, {event.variant}", **elsewhere)
+        _grace_timer(sup, event, at, grace, elsewhere)
+        signalled.append((at, elsewhere))
+    # The worker goes on from the point at once: held there longer, its session could outlive a server-side
+    # limit (lease-outbox's) for a reason that is ours, not the design's.
+    sup.go(stop)
+    for at, elsewhere in signalled:
+        if how == DRAIN:
+            _when_gone(sup, event, at, elsewhere)
+        else:
+            _replace(sup, event, at, elsewhere, same_identity=how == SAME_IDENTITY)
+
+
+def _grace_timer(sup: SupervisorAPI, event: Event, at: Stop, grace: float, elsewhere: dict) -> None:
+    def over():
+        if sup.kill_after_grace(at.worker):
+            sup.record(FaultStep.GRACE_KILL, event, at, detail="SIGKILL: still there after the grace",
+                       **elsewhere)
+
+    sup.later(grace, over)
+
+
+def _replace(sup: SupervisorAPI, event: Event, at: Stop, elsewhere: dict, *, same_identity: bool) -> None:
+    system = sup.system_identity(at.worker) if same_identity else None
+    new = sup.start_replacement(at.worker, same_identity=same_identity)
+    sup.record(FaultStep.REPLACEMENT_STARTED, event, at, replacement=new,
+               system_identity=system or sup.system_identity(new),
+               detail=f"replacement {new} ({'same' if same_identity else 'new'} system identity)",
+               **elsewhere)
+
+
+def _when_gone(sup: SupervisorAPI, event: Event, at: Stop, elsewhere: dict) -> None:
+    def look():
+        if sup.worker_alive(at.worker):
+            sup.later(DRAIN_CHECK, look)
+        else:
+            _replace(sup, event, at, elsewhere, same_identity=False)
+
+    sup.later(DRAIN_CHECK, look)

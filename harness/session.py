@@ -143,10 +143,12 @@ class Servers:
 
 
 def search_options(args, runner=None) -> dict:
-    """--budget, --shard, --example-db and --parallel as the search takes them."""
+    """--budget, --shard, --example-db, --parallel and --grace as the search takes them."""
     from .engine.exampledb import open_database
 
     opts: dict = {"budget": args.budget}
+    if getattr(args, "grace", None) is not None:  # --grace: every drawn schedule's (the deploy fault's)
+        opts["grace"] = args.grace
     if runner is not None and runner.slots is not None:
         opts.update(run_many=runner.slots.run_many, parallel=runner.slots.n)
     if args.shard:

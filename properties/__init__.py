@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 from ..core.errors import UsageError
 from ..core.history import History
-from . import checks, effects, failover, fairness, final, health, library, outcome, share, tenant  # noqa: F401 -- each registers its properties
+from . import checks, deploy, effects, failover, fairness, final, health, library, outcome, share, tenant  # noqa: F401 -- each registers its properties
 from .core import (
     HELD,
     REGISTRY,
@@ -85,11 +85,13 @@ def gate(fail_on: str | Iterable[str] | None = None,
     return tuple(n for n in PROPERTIES if n in chosen)
 
 
-def applying(*, replica: bool, workload: bool, capped: bool = False) -> list[str]:
+def applying(*, replica: bool, workload: bool, capped: bool = False, deployed: bool = False) -> list[str]:
     """The properties that apply to a run, in order: a failover property only on the replicated back end
-    (properties/failover.py), the ``fairness`` group only under a declared tenant workload -- but
+    (properties/failover.py), a deploy property only when the schedule has a deploy (*deployed*,
+    properties/deploy.py), the ``fairness`` group only under a declared tenant workload -- but
     ``tenant-cap`` also in a run whose design declares a cap (*capped*, properties/share.py)."""
     return [n for n in PROPERTIES if (replica or n not in failover.REPLICA_ONLY)
+            and (deployed or n not in deploy.DEPLOY_ONLY)
             and (workload or n not in GROUPS.get("fairness", ()) or (capped and n in share.WHERE_CAPPED))]
 
 
@@ -102,7 +104,7 @@ def check(history: History, names: Iterable[str] | None = None) -> dict[str, Res
     """
     if names is None:
         names = applying(replica=failover.replicated(history), workload=history.schedule.workload is not None,
-                         capped=history.tenant_cap is not None)
+                         capped=history.tenant_cap is not None, deployed=deploy.deployed(history))
     names = [names] if isinstance(names, str) else list(names)
     unknown_names = [n for n in names if n not in PROPERTIES]
     if unknown_names:

@@ -61,6 +61,15 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
     at least 1; a job of no tenant counts as one more tenant): ``lease-tenant-cap``'s ``cap``, a hosted
     library's per-tenant limit where its adapter configures one. Recorded in the history;
     ``tenant-cap`` judges it (not judged without one). A limit per worker process is no such promise.
+``recovery_statements`` (``()``)
+    the names of the statements by which the design recovers another worker's jobs (``lease.claim``,
+    which takes over an expired lease; ``lease.sweep``; a library's re-pick or recovery query), as its
+    statement points name them (``sql:<name>``): the small-scope pass strikes the faults that aim at
+    recovery (a catalogue entry's ``aims_at_recovery``: ``restart``, ``deploy``) there first.
+``system_identity(identity)`` (the identity itself)
+    the identity its worker gives its system when the harness names none (``WorkerSpec.system_id`` empty):
+    DBOS's adapter gives its executor the worker's slot (``w1`` of ``w1.0``), so a restart keeps it. A
+    deploy's ``same-identity`` replacement is given the old worker's, a ``rolling`` one its own identity.
 ``for_run(schedule)`` (the design itself)
     the design's view of one run, bound to its schedule (``HostedDesign`` returns a copy carrying
     ``schedule`` and ``lease``); a ``for_run`` that returns None leaves the design itself as the view.
@@ -85,7 +94,7 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
@@ -206,6 +215,8 @@ class DesignHandle:
     concurrency: int | str | None = POOL
     one_host: bool = False
     tenant_cap: int | None = None
+    recovery_statements: tuple[str, ...] = ()
+    system_identity: Callable[[str], str] = str  # the identity itself
 
     @classmethod
     def of(cls, design: object, spec: str = "", options: Mapping[str, str] | None = None, *,
@@ -248,6 +259,10 @@ class DesignHandle:
         if cap is not None and not (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
             raise UsageError(f"--design {label}: tenant_cap {cap!r}: a whole number of at least 1, or None "
                              "(no per-tenant cap promised)")
+        recovery = getattr(design, "recovery_statements", None) or ()
+        if isinstance(recovery, str) or not all(isinstance(n, str) and n for n in recovery):
+            raise UsageError(f"--design {label}: recovery_statements {recovery!r}: a tuple of statement "
+                             "names (as its statement points name them: 'lease.sweep' for sql:lease.sweep)")
         return cls(
             design=d,
             spec=spec or d.name,
@@ -264,6 +279,8 @@ class DesignHandle:
             concurrency=concurrency,
             one_host=bool(getattr(design, "one_host", False)),
             tenant_cap=cap,
+            recovery_statements=tuple(recovery),
+            system_identity=getattr(design, "system_identity", None) or str,
         )
 
     @property

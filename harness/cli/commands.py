@@ -29,6 +29,8 @@ def _check_common(args) -> tuple[str, ...]:
     """The common checks; returns the gate (the properties whose violation fails the run)."""
     if args.time_scale is not None and args.time_scale <= 0:
         raise UsageError("--time-scale must be greater than 0")
+    if getattr(args, "grace", None) is not None and args.grace < 0:
+        raise UsageError("--grace must be 0 or more (article seconds between SIGTERM and SIGKILL)")
     if args.tenant_mode is not None and args.tenant_mode not in MODES:
         raise UsageError(f"unknown tenant mode {args.tenant_mode!r}; modes: {', '.join(MODES)}")
     return gate(args.fail_on, args.allow)
@@ -115,6 +117,8 @@ def replay(args, progress) -> int:
         changes["tenant_mode"] = args.tenant_mode
     if args.time_scale or scale != schedule.time_scale:
         changes["time_scale"] = scale
+    if args.grace is not None:
+        changes["timing"] = dataclasses.replace(schedule.timing, grace=args.grace)
     schedule = schedule.replace(**changes)
     chosen = _workload_gate(args, chosen, schedule.workload is not None)
     with runner_for(server, progress, schedule.faults(), designs=[design]) as runner:

@@ -188,6 +188,13 @@ def _runs() -> _Parser:
         f"default {scales.SEARCH:g}; replay: the schedule's own)",
     )
     runs.add_argument(
+        "--grace",
+        type=float,
+        metavar="SECONDS",
+        help="the deploy fault's grace between SIGTERM and SIGKILL, in article seconds (scaled by "
+        "--time-scale; default 30, Kubernetes' terminationGracePeriodSeconds; replay: the schedule's)",
+    )
+    runs.add_argument(
         "--json",
         metavar="FILE",
         help="write the results as JSON (format in the README)",

@@ -14,6 +14,7 @@ shrinking, the rest of the example budget, the replay. Why it stopped: one :clas
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -76,8 +77,9 @@ class Search:
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
                  gate: tuple[str, ...] | None = None, workload: str | None = None,
-                 stop_at_first: bool = False):
+                 stop_at_first: bool = False, grace: float | None = None):
         self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
+        self.grace = grace  # --grace: the deploy fault's grace in every schedule (article seconds)
         # stop starting new schedules once one fails the gate (a known bug's hunt, issue 48): the rest
         # of the small-scope pass and of the examples is not run; the failure is still shrunk and replayed
         self.stop_at_first = stop_at_first
@@ -115,6 +117,8 @@ class Search:
     # -- running schedules ---------------------------------------------------------------------------
 
     def _configured(self, s: Schedule) -> Schedule:
+        if self.grace is not None:
+            s = s.replace(timing=dataclasses.replace(s.timing, grace=self.grace))
         return s.replace(design_options=dict(self.design_options)) if self.design_options else s
 
     def _spent(self) -> bool:
@@ -202,6 +206,9 @@ class Search:
         # What the runs showed of the design's own statements: strike between them too.
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
         self.out.statement_points = smallscope.ranked(self.statements)
+        # restart and deploy at the design's recovery statements first (issue 47, item 3)
+        self._run_cases(smallscope.recovery_schedules(self.statements, self.handle.recovery_statements,
+                                                      **common))
         self._run_cases(smallscope.statement_schedules(self.statements, **common))
         # the faults that end or cut a worker at every statement point seen (issue 36, item 1)
         self._run_cases(smallscope.cut_schedules(self.statements, progress=self.progress, **common))
@@ -225,6 +232,8 @@ class Search:
                f"{','.join(sorted(f.name for f in self.faults))}|{self.time_scale}|{self.workers}")
         if self.workload:
             key += f"|workload={self.workload}"
+        if self.grace is not None:
+            key += f"|grace={self.grace:g}"
         if self.gate != tuple(PROPERTIES):  # what the database keeps is what failed under this gate
             key += f"|gate={','.join(self.gate)}"
         database = (self.database if self.database is not None

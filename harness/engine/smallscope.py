@@ -46,7 +46,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...core.schedule import AFTER, COMMIT, JOB_POINTS, Event, JobSpec, Schedule, Timing, is_before_statement
+from ...core.schedule import (
+    AFTER,
+    COMMIT,
+    JOB_POINTS,
+    STATEMENT_PREFIX,
+    Event,
+    JobSpec,
+    Schedule,
+    Timing,
+    is_before_statement,
+)
 from ...properties.strategies import dequeue_budget
 
 SHAPE_ONE_JOB = "one job, two workers"
@@ -107,6 +117,30 @@ def statement_schedules(statements, *, faults, design: str, tenant_mode: str, ti
                          dequeues=dequeue_budget(1, max_attempts),
                          timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
             out.append((f"{f.name} at {point}{'' if bound else ' (no job)'}; {SHAPE_STATEMENT}", s))
+    return out
+
+
+def recovery_schedules(statements, recovery: tuple[str, ...], *, faults, design: str, tenant_mode: str,
+                       time_scale: float, workers: int | None = None,
+                       max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+    """The faults that aim at recovery (``aims_at_recovery``: restart, deploy) before each of the design's
+    *recovery* statements the runs showed (its declared ``recovery_statements``; a point of no job strikes
+    a maintenance pass), each variant of the fault: one short job on two workers."""
+    out = []
+    aimed = [f for f in faults if f.kind == "supervisor" and f.aims_at_recovery]
+    points = [(p, b) for p, b in dict.fromkeys(statements)
+              if is_before_statement(p) and p[len(STATEMENT_PREFIX):] in recovery]
+    for point, bound in points:
+        for f in aimed:
+            for variant in f.variants or ("xid",):
+                s = Schedule(jobs=(JobSpec(id=1, tenant=1),), workers=workers or 2,
+                             events=(Event(fault=f.name, job=1 if bound else None, point=point,
+                                           variant=variant),),
+                             design=design, tenant_mode=tenant_mode, time_scale=time_scale,
+                             max_attempts=max_attempts, dequeues=dequeue_budget(1, max_attempts),
+                             timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
+                what = f" ({variant})" if variant != "xid" else ""
+                out.append((f"{f.name}{what} at {point}{'' if bound else ' (no job)'}; recovery", s))
     return out
 
 

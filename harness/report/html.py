@@ -115,7 +115,8 @@ def timeline_data(h: History, events: Sequence[tuple[str, Mark]] = ()) -> dict:
             d.mark("commit", r["t"], f"job {r.get('job')} attempt {r.get('attempt')} committed", r,
                    (r.get("worker"), r.get("job"), r.get("attempt")))
     for i in h.injected:
-        d.mark("fault", i["t"], f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})", i,
+        d.mark("fault", i["t"], f"supervisor: {i.get('fault')} (job {i.get('job')}, {i.get('point')})"
+               + (f": {i['detail']}" if i.get("detail") else ""), i,
                (i.get("worker"), i.get("job"), i.get("attempt")))
     for s in _held_back(h):
         d.mark("horizon", s["t"], f"transaction open {s['xact_age']:.2f} s (sampled; over "

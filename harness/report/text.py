@@ -180,8 +180,9 @@ def timeline(h: History, *, limit: int = 200, marks=()) -> str:
         elif ev == LogEvent.FAILED:
             lines.append((r["t"], w, f"{what} failed: {r.get('error')}"))
     for i in h.injected:
-        lines.append((i["t"], i["worker"],
-                      f"supervisor: {i['fault']} (job {i['job']} attempt {i['attempt']}, {i['point']})"))
+        detail = f": {i['detail']}" if i.get("detail") else ""  # a deploy's steps say what they did
+        said = f"supervisor: {i['fault']} (job {i['job']} attempt {i['attempt']}, {i['point']}){detail}"
+        lines.append((i["t"], i["worker"], said))
     for x in h.exits:
         if not x.by_harness:
             inflight = f" during job {x.job} attempt {x.attempt}" if x.job is not None else ""

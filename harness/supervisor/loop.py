@@ -84,7 +84,9 @@ class Supervisor:
         self.records: list[dict] = []
         self.samples: list[dict] = []
         self.notes: list[str] = []
-        self._restarts_due: list[tuple[float, int, int]] = []  # (when, slot, generation)
+        self._restarts_due: list[tuple[float, int]] = []  # (when, slot)
+        # each slot's next generation (a restart, a deploy's replacement: each takes one)
+        self._generations: dict[int, int] = {}
         self._restarts_used = 0
         self._janitor_keys = dict[str, str]()
         self._unknown: set[str] = set()  # unknown events already warned of, as repr (_on_record)
@@ -122,7 +124,8 @@ class Supervisor:
                 self.net = Network(self.worker_dsn, self.s.workers, self.janitor)
                 cleanup.push("ending the network faults", self.net.close)
             self.strikes = Strikes(self.s, self.workers, admin, server=self.server, replica=self.replica,
-                                   janitor=self.janitor, network=self.net, state=self.server_state)
+                                   janitor=self.janitor, network=self.net, state=self.server_state,
+                                   replace=self._replacement)
             tail = execlog.Tail(self.run_dir)
             merger = logs.Merger(self.run_dir)
             self.waker = Waker(self.run_dir)
@@ -131,7 +134,7 @@ class Supervisor:
             cleanup.push("reading the last records", lambda: self._read(tail))
             cleanup.push("ending the workers", self._shutdown)
             for slot in range(1, self.s.workers + 1):
-                self._spawn(slot, 0)
+                self._spawn(slot)
             if self.standby is not None:  # no session but this run's own while it runs
                 self.standby.release()
             steps["spawned"] = time.monotonic()
@@ -212,11 +215,18 @@ class Supervisor:
                 if self.extra else "")
 
     # --- workers ------------------------------------------------------------------------------------
-    def _spawn(self, slot: int, generation: int) -> None:
+    def _spawn(self, slot: int, *, system_id: str | None = None) -> str:
+        """Fork the slot's next generation (a new identity: its log, its lane); *system_id*: the identity it
+        gives its system (None: the design's for its identity, ``DesignHandle.system_identity``; "": its own
+        identity, named). Returns its identity."""
+        generation = self._generations.get(slot, 0)
+        self._generations[slot] = generation + 1
         identity = f"w{slot}.{generation}"
+        if system_id == "":
+            system_id = identity
         dsn = self.net.dsn_for(slot) if self.net is not None else self.worker_dsn
         spec = WorkerSpec(identity, self.s, client_timeouts(dsn), self.run_dir, self.watch,
-                          tenant_setting=self.design.handle.tenant_setting)
+                          tenant_setting=self.design.handle.tenant_setting, system_id=system_id or "")
         taken = self.standby.take(slot, spec, self.design.handle) if self.standby and not generation else None
         w, key = taken or (process.spawn(spec, self.design, slot=slot, generation=generation,
                                          close_fds=self._close_fds()), None)
@@ -224,8 +234,15 @@ class Supervisor:
             key = self.janitor.register("killpg", pgid=w.pid)
         if key is not None:
             self._janitor_keys[identity] = key
+        # what its system sees it as: named, or the design's for its identity (the deploy reads it)
+        w.system_id = system_id or self.design.handle.system_identity(identity)
         self.workers[identity] = w
         log.debug("started %s (pid %s)", identity, w.pid)
+        return identity
+
+    def _replacement(self, old: process.WorkerProcess, system_id: str) -> str:
+        """A deploy's replacement of *old*: its slot's next generation, now (Strikes.start_replacement)."""
+        return self._spawn(old.slot, system_id=system_id)
 
     def _close_fds(self) -> tuple[int, ...]:
         """What a forked child must not hold: the janitor's pipe, this run's network."""
@@ -256,7 +273,9 @@ class Supervisor:
         line), in the run's notes, in the timeline, and in ``progress`` / ``terminal-states`` when jobs
         were left. Not replaced: ``budget`` (our dequeue budget spent: we asked), a deploy's ``graceful``
         and ``killed-after-grace`` (issue 47: the deploy starts its replacement itself)."""
-        x = w.record_exit(now, by_harness=by_harness, declared=self.declared, run_dir=self.run_dir)
+        # a deploy's worker may exit within the loop's pass that signalled it: never before its SIGTERM
+        when = max(now, w.terminated_at) if w.terminated_at is not None else now
+        x = w.record_exit(when, by_harness=by_harness, declared=self.declared, run_dir=self.run_dir)
         if self.janitor is not None and w.identity in self._janitor_keys:
             self.janitor.forget(self._janitor_keys.pop(w.identity))
         if by_harness:
@@ -264,10 +283,12 @@ class Supervisor:
         log.info("%s ended: %s%s", w.identity, x.told(), f" during job {x.job}" if x.job else "")
         if x.outcome in WORKER_EXIT_REASONS and WorkerExitReason(x.outcome).asked:
             return
+        if w.terminated_at is not None:  # a deploy's, ended otherwise in its grace: the deploy replaces it
+            return
         stopped = x.outcome == WorkerExitReason.STOPPED_BY_ITSELF
         if self._restarts_used < self.s.restart_budget:
             self._restarts_used += 1
-            self._restarts_due.append((now + self.restart_delay, w.slot, w.generation + 1))
+            self._restarts_due.append((now + self.restart_delay, w.slot))
             if stopped:
                 self.notes.append(f"{w.identity} {x.told()}; replaced")
         else:
@@ -277,7 +298,7 @@ class Supervisor:
     def _restart_due(self, now: float) -> None:
         for due in [d for d in self._restarts_due if d[0] <= now]:
             self._restarts_due.remove(due)
-            self._spawn(due[1], due[2])
+            self._spawn(due[1])
 
     def _end_workers(self) -> None:
         """Kill the live workers, end the strikes (a stopped server starts); :meth:`_shutdown` reaps."""

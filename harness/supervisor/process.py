@@ -5,7 +5,9 @@
   through ``os._exit``;
 * :meth:`WorkerProcess.reaped` notices an exit; :func:`classify` turns an exit status into a named
   outcome ("exit 1", "killed by SIGKILL", or one the design declares in ``exit_outcomes``);
-* a worker whose design's ``run_worker`` returns leaves with a code that says why (:func:`live`): its
+* a worker whose design's ``run_worker`` returns leaves with a code that says why (:func:`live`): after a
+  deploy's SIGTERM (:data:`EXIT_GRACEFUL`, ``graceful``: its handler, :func:`_on_sigterm`, makes
+  ``ctx.may_dequeue()`` false), its
   dequeue budget spent (:data:`EXIT_BUDGET`, outcome ``budget``) or not (:data:`EXIT_STOPPED_BY_ITSELF`,
   ``stopped-by-itself``, recorded with the last line of the worker's log): the reasons are
   ``core/events.py``'s :class:`~core.events.WorkerExitReason`;
@@ -42,9 +44,10 @@ EXIT_WORKER_ERROR = 70
 # 126-255. Hazard: a worker contract's client exiting 79 itself would read as this (contract.py passes a
 # client's code on); no client does.
 EXIT_STOPPED_BY_ITSELF = 79
+EXIT_GRACEFUL = 80  # run_worker returned after a deploy's SIGTERM (the worker's graceful path); ours too
 REAP_TIMEOUT = 10.0  # seconds to wait for a SIGKILLed worker to be reaped
 OUTCOMES = {EXIT_BUDGET: WorkerExitReason.BUDGET, EXIT_STOPPED_BY_ITSELF: WorkerExitReason.STOPPED_BY_ITSELF,
-            EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
+            EXIT_GRACEFUL: WorkerExitReason.GRACEFUL, EXIT_CRASH: "exit 1", EXIT_WORKER_ERROR: "worker error"}
 EXIT_CODES = {reason: code for code, reason in OUTCOMES.items() if isinstance(reason, WorkerExitReason)}
 _FORK = multiprocessing.get_context("fork")
 
@@ -92,6 +95,20 @@ class WorkerProcess:
     # Its contract client's interpreter is starting (between the worker's contract-client record and the
     # client's client-start): the machine's time, not the design's -- the run's stall clock waits.
     client_starting: bool = False
+    system_id: str = ""  # the identity it gives its system (WorkerSpec.system_id; "": its own identity)
+    # A deploy (faults/supervisor.py): when it got SIGTERM, and whether the grace ran out (SIGKILL)
+    terminated_at: float | None = None
+    killed_after_grace: bool = False
+
+    @property
+    def system_identity(self) -> str:
+        """What it gives its system as its worker / executor id."""
+        return self.system_id or self.identity
+
+    @property
+    def running(self) -> bool:
+        """Its process is still there (:attr:`alive` stays true until the loop records the exit)."""
+        return self.alive and self.proc.exitcode is None
 
     @property
     def alive(self) -> bool:
@@ -121,7 +138,14 @@ class WorkerProcess:
         (``core/logs.py``'s :func:`~core.logs.last_lines`, from *run_dir*)."""
         code = self.proc.exitcode
         job, attempt = next(iter(self.current.items()), (None, None))  # the oldest job in flight
-        self.exit = WorkerExit(self.identity, self.pid, now, classify(code, declared),
+        outcome = classify(code, declared)
+        if self.terminated_at is not None and not by_harness:  # a deploy's: the reason is the deploy's
+            if self.killed_after_grace:
+                outcome = WorkerExitReason.KILLED_AFTER_GRACE
+            elif outcome in (WorkerExitReason.BUDGET, WorkerExitReason.STOPPED_BY_ITSELF):
+                # run_worker returned after SIGTERM: a library's own handler, not ours, may have stopped it
+                outcome = WorkerExitReason.GRACEFUL
+        self.exit = WorkerExit(self.identity, self.pid, now, outcome,
                                code if code and code > 0 else None, -code if code and code < 0 else None,
                                by_harness, job, attempt, self.error)
         if self.exit.outcome == WorkerExitReason.STOPPED_BY_ITSELF and run_dir is not None:
@@ -168,8 +192,10 @@ def child_setup(close_fds: tuple[int, ...], parent: int, identity: str) -> None:
             os.close(fd)
         except OSError:
             pass
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    # A deploy's SIGTERM before the worker's context exists is kept for it (live: _on_sigterm from then on)
+    signal.signal(signal.SIGTERM, _early_sigterm)
     # Blocked in every thread (threads inherit the mask): only sigtimedwait at a point takes it.
     signal.pthread_sigmask(signal.SIG_BLOCK, {STRIKE_SIGNAL, WAKE_SIGNAL})  # WAKE: the idle sleep's
     # A connection the design's own code opens names this worker unless the code names itself:
@@ -188,19 +214,44 @@ def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoR
             ctx.adopt(*ahead)
         # every statement the design sends is a strike point (workers/body/statements.py)
         statements.install(ctx)
+        signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, ctx))
+        if _SIGTERM_EARLY[0]:
+            ctx.terminated()
         ctx.log.write(LogEvent.WORKER_START)
         if design.handle.pool_first:  # a hosted design: its library's task borrows from it
             ctx.open_pool()
-        design.run_worker(ctx)
+        try:
+            design.run_worker(ctx)
+        except SystemExit as exc:  # a library's own clean exit (django-tasks-db's SIGTERM handler, idle)
+            if exc.code not in (None, 0):
+                raise
         # It returned: at our asking (its budget spent), or by itself -- the design's code or its library
         # decided (procrastinate stops its worker when its listener fails: docs/findings/libraries.md).
-        reason = WorkerExitReason.BUDGET if ctx.budget_spent() else WorkerExitReason.STOPPED_BY_ITSELF
+        if ctx.terminating:
+            reason = WorkerExitReason.GRACEFUL
+        else:
+            reason = WorkerExitReason.BUDGET if ctx.budget_spent() else WorkerExitReason.STOPPED_BY_ITSELF
         ctx.log.write(LogEvent.WORKER_EXIT, reason=reason)
         code = EXIT_CODES[reason]
     except BaseException as exc:
         record_failure(spec, ctx, exc)
     finally:
         os._exit(code)
+
+
+_SIGTERM_EARLY = [False]  # a SIGTERM came before live() installed _on_sigterm
+
+
+def _early_sigterm(signum: int, frame: object) -> None:
+    _SIGTERM_EARLY[0] = True
+
+
+def _on_sigterm(ctx: WorkerContext, signum: int, frame: object) -> None:
+    """A deploy's SIGTERM: the worker claims nothing more (``ctx.may_dequeue()`` is false from now on); the
+    job in hand goes on to its end, and the design's loop returns. Hazard: a signal handler runs between two
+    bytecodes of the main thread, anywhere: it only sets a flag and the events a hosted design registered
+    (``ctx.when_terminated``; no log write: the log's lock may be held)."""
+    ctx.terminated()
 
 
 def record_failure(spec: WorkerSpec, ctx: WorkerContext | None, exc: BaseException) -> None:
@@ -244,7 +295,7 @@ def spawn(spec: WorkerSpec, design: DesignRun, *, slot: int, generation: int,
           close_fds: tuple[int, ...]) -> WorkerProcess:
     """Fork one worker running *design* per *spec*; it is in its own process group when this returns."""
     proc = fork(_entry, (spec, design, close_fds, os.getpid()), spec.identity)
-    return WorkerProcess(spec.identity, slot, generation, proc)
+    return WorkerProcess(spec.identity, slot, generation, proc, system_id=spec.system_id)
 
 
 def kill_all(workers: list[WorkerProcess]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Mapping
@@ -36,11 +37,14 @@ class Strikes:
     def __init__(self, schedule: Schedule, workers: Mapping[str, WorkerProcess], admin: Admin, *,
                  server: Restartable | None = None, replica: Replicated | None = None,
                  janitor: Janitor | None = None, network: Network | None = None,
-                 state: ServerState | None = None):
+                 state: ServerState | None = None,
+                 replace: Callable[[WorkerProcess, str], str] | None = None):
         """*server*: the back end the restart fault stops and starts (the replicated one's pair too);
         *replica*: the replicated back end's pair, which the failover faults drive; *network*: the run's
         proxies, when the schedule has network faults; *state*: the supervisor's record of the server,
-        which the strikes keep (a new one when not given)."""
+        which the strikes keep (a new one when not given); *replace(old, system_id)*: the supervisor's fork of
+        a deploy's replacement in *old*'s slot (system_id "": its own), returning its identity."""
+        self._replace = replace
         self.server = server
         self.replica = replica
         self.janitor = janitor
@@ -79,6 +83,45 @@ class Strikes:
 
     def later(self, delay: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), fn))
+
+    def grace_seconds(self) -> float:
+        return self.s.seconds(self.s.grace)
+
+    def live_workers(self) -> tuple[str, ...]:
+        return tuple(n for n, w in self.workers.items() if w.running and w.terminated_at is None)
+
+    def worker_alive(self, worker: str) -> bool:
+        w = self.workers.get(worker)
+        return w is not None and w.running
+
+    def terminate_worker(self, worker: str) -> dict[int, int | None]:
+        w = self.workers[worker]
+        if not w.running:
+            return {}
+        w.terminated_at = time.monotonic()
+        try:  # its own process only, as Kubernetes signals a container's first process
+            os.kill(w.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return {}
+        w.wake()  # out of its idle sleep now: it looks at the flag SIGTERM set and leaves
+        return dict(w.current)
+
+    def kill_after_grace(self, worker: str) -> bool:
+        w = self.workers[worker]
+        if not w.running:
+            return False
+        w.killed_after_grace = True
+        w.signal_group(signal.SIGKILL)  # the whole group, as a container's processes all go
+        return True
+
+    def start_replacement(self, worker: str, *, same_identity: bool) -> str:
+        if self._replace is None:
+            raise HarnessError("a deploy without the supervisor's replacement (Strikes made without replace)")
+        old = self.workers[worker]
+        return self._replace(old, old.system_identity if same_identity else "")
+
+    def system_identity(self, worker: str) -> str:
+        return self.workers[worker].system_identity
 
     def open_holder(self, variant: str) -> Holder:
         holder = Holder(self.admin.dsn, variant)

@@ -23,7 +23,7 @@ SAVED = ROOT / "docs" / "findings" / "libraries" / "schedules"
 
 
 def test_the_new_point_names():
-    assert base.FORMAT == 3
+    assert base.FORMAT == 4  # 4: the deploy fault and timing.grace (tests/unit/test_deploy_schedule.py)
     for p in ("sql:lease.finish", "sql:lease.finish:after", "sql:commit", "sql:commit:after",
               "sql:commit:body.insert_finished_run", "sql:commit:body.insert_finished_run:after"):
         assert is_statement_point(p), p
@@ -58,8 +58,9 @@ def test_a_saved_format_2_schedule_loads_and_saves_unchanged_but_for_its_format(
     assert data["format"] == 2
     s = files.load(path)
     again = json.loads(s.to_json())
-    assert again.pop("format") == 3
+    assert again.pop("format") == 4
     data.pop("format")
+    assert again["timing"].pop("grace") is None  # format 4's one new field: the default grace
     assert {k: again[k] for k in data} == data  # every point, event and job as saved
 
 
@@ -123,10 +124,10 @@ def test_the_generator_draws_the_new_points_for_the_faults_that_cut_only(s):
     Schedule.from_dict(json.loads(s.to_json()), validators=files.VALIDATORS)
 
 
-@pytest.mark.parametrize("fmt", [4, 0, "3", 2.5, True])
+@pytest.mark.parametrize("fmt", [5, 0, "3", 2.5, True])
 def test_a_format_this_version_cannot_read_is_refused_naming_the_field(tmp_path, fmt):
     f = tmp_path / "s.json"
     f.write_text(json.dumps({"format": fmt, "jobs": [{"id": 1}]}))
-    with pytest.raises(UsageError, match=r"field format: .*reads formats 1 to 3") as e:
+    with pytest.raises(UsageError, match=r"field format: .*reads formats 1 to 4") as e:
         files.load(f)
-    assert ("newer pg-job-chaos" in str(e.value)) == (fmt == 4)
+    assert ("newer pg-job-chaos" in str(e.value)) == (fmt == 5)

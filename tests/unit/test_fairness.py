@@ -216,7 +216,7 @@ def test_a_workload_saves_as_its_parameters_and_replays_the_same():
     assert len(s.jobs) == 506 and s.jobs[1].fault == "crash"
     assert [j.tenant for j in s.jobs[:4]] == [1, 100, 99, 98]
     data = json.loads(s.to_json())
-    assert data["format"] == 3 and [j["id"] for j in data["jobs"]] == [2]  # what the parameters do not give
+    assert data["format"] == 4 and [j["id"] for j in data["jobs"]] == [2]  # what the parameters do not give
     assert Schedule.from_dict(data) == s
     plain = Schedule(jobs=(JobSpec(1),))
     assert "workload" not in plain.to_dict() and Schedule.from_dict(json.loads(plain.to_json())) == plain

@@ -43,6 +43,8 @@ DECLARED = {
     "failover": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True,
                  "variants": ("lagging", "switchover")},
     "failover-cancel": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True},
+    "deploy": {"variants": ("rolling", "same-identity", "drain",
+                            "rolling-all", "same-identity-all", "drain-all")},
 }
 NEEDS = {"needs_one_slot": False, "needs_durable_settings": False, "needs_local_server": False,
          "breaks_every_session": False, "network": None, "needs_root_nftables": False, "variants": (),
@@ -140,6 +142,32 @@ class FakeAPI:
     def last_promotion(self):
         self.calls.append(("replica", "last-promotion"))
         return Promotion(seconds=0.1)
+
+    # the deploy fault: two workers, the one at the point (w1.0) and another; a terminated one has gone
+    # by the time a timer looks (drain), and is still there when the grace ends (grace-kill recorded)
+    def grace_seconds(self):
+        return 6.0
+
+    def live_workers(self):
+        return ("w1.0", "w2.0")
+
+    def worker_alive(self, worker):
+        return False
+
+    def terminate_worker(self, worker):
+        self.calls.append(("sigterm", worker))
+        return {7: 1} if worker == "w1.0" else {}
+
+    def kill_after_grace(self, worker):
+        self.calls.append(("kill_after_grace", worker))
+        return True
+
+    def start_replacement(self, worker, *, same_identity):
+        self.calls.append(("replacement", worker, same_identity))
+        return worker.split(".")[0] + ".1"
+
+    def system_identity(self, worker):
+        return worker
 
     def run_later(self):
         for fn in self._later:

@@ -133,7 +133,7 @@ def test_the_properties_in_design_order():
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
         "success-final", "starvation-bound", "tenant-cap", "work-conserving", "acknowledged-enqueue",
-        "attempts-monotonic", "failover-recovers"]
+        "attempts-monotonic", "failover-recovers", "graceful-completes"]
     assert set(properties.__all__) == {"Result", "PROPERTIES", "check", "applying", "aggregate", "worst",
                                        "HELD", "VIOLATED", "UNKNOWN", "violated_names", "undecided_names",
                                        "not_judged_names", "gate", "GROUPS", "OPT_IN"}

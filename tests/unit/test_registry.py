@@ -22,14 +22,14 @@ def test_properties_and_groups_keep_their_contents_and_order():
         "bounded-attempts", "progress", "terminal-states", "bounded-blast-radius", "horizon", "pool-hygiene",
         "no-stale-effect", "done-means-committed", "transient-recovers", "library-one-finish",
         "success-final", "starvation-bound", "tenant-cap", "work-conserving", "acknowledged-enqueue",
-        "attempts-monotonic", "failover-recovers"]
+        "attempts-monotonic", "failover-recovers", "graceful-completes"]
     assert GROUPS == {
         "safety": ("tenant-isolation", "single-commit", "no-overlap", "at-most-once-effects",
                    "attempts-counted",
                    "bounded-attempts", "no-stale-effect", "done-means-committed", "library-one-finish",
                    "success-final", "acknowledged-enqueue", "attempts-monotonic"),
         "liveness": ("progress", "terminal-states", "bounded-blast-radius", "transient-recovers",
-                     "failover-recovers"),
+                     "failover-recovers", "graceful-completes"),
         "resources": ("horizon", "pool-hygiene"),
         "fairness": ("starvation-bound", "tenant-cap", "work-conserving"),
     }

@@ -88,7 +88,8 @@ def test_the_exit_codes_name_the_reasons_and_a_design_cannot_rename_them():
     assert process.classify(process.EXIT_BUDGET) is WorkerExitReason.BUDGET
     assert process.classify(process.EXIT_STOPPED_BY_ITSELF) is STOPPED
     assert process.classify(process.EXIT_STOPPED_BY_ITSELF, {79: "mine"}) is STOPPED
-    assert process.EXIT_CODES == {WorkerExitReason.BUDGET: 0, STOPPED: 79}
+    assert process.EXIT_CODES == {WorkerExitReason.BUDGET: 0, STOPPED: 79, WorkerExitReason.GRACEFUL: 80}
+    assert process.classify(process.EXIT_GRACEFUL, {80: "mine"}) is WorkerExitReason.GRACEFUL
     assert process.classify(-9) == "killed by SIGKILL" and process.classify(1) == "exit 1"
 
 

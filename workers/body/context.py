@@ -57,7 +57,12 @@ class WorkerContext:
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
-        self.identity = spec.identity
+        self.identity = spec.identity  # the harness's: its log, its lane, its sessions' application_name
+        # The system's: what a hosted library is told as its worker / executor id (WorkerSpec.system_id)
+        self.system_id = spec.system_id or spec.identity
+        # A deploy's SIGTERM arrived (harness/supervisor/process.py installs the handler): claim nothing more
+        self.terminating = False
+        self._on_terminate: list = []  # what a hosted design's loop asked to be called then (when_terminated)
         self.schedule = s = spec.schedule
         self.mode = MODES[s.tenant_mode]
         self.log = ExecLog(path_for(spec.run_dir, spec.identity), spec.identity)
@@ -130,7 +135,28 @@ class WorkerContext:
 
     # --- the loop ---------------------------------------------------------------------------------
     def may_dequeue(self) -> bool:
+        """Whether the worker may claim another job: not after a deploy's SIGTERM (:attr:`terminating`:
+        the job in hand finishes, nothing more is claimed -- a hosted library's own stop, which the adapters
+        call once this is false, is its graceful path), nor with the dequeue budget spent."""
+        if self.terminating:
+            return False
         return self.schedule.dequeues is None or self.dequeues < self.schedule.dequeues
+
+    def when_terminated(self, fn) -> None:
+        """Call *fn()* when a deploy's SIGTERM arrives (at once if it has): a hosted design's way to start
+        its library's own stop from an idle wait, as its budget's end does after a job. Hazard: *fn* runs in
+        the SIGTERM handler, between two bytecodes of the main thread: it may only set an event
+        (``threading.Event.set``, ``loop.call_soon_threadsafe``), never log or wait."""
+        self._on_terminate.append(fn)
+        if self.terminating:
+            fn()
+
+    def terminated(self) -> None:
+        """A deploy's SIGTERM: claim nothing more (:meth:`may_dequeue` false), call what
+        :meth:`when_terminated` registered (the SIGTERM handler calls this)."""
+        self.terminating = True
+        for fn in self._on_terminate:
+            fn()
 
     def budget_spent(self) -> bool:
         """Whether the schedule's dequeue budget is spent, as the worker's ``run_worker`` returns: by this
@@ -143,7 +169,7 @@ class WorkerContext:
         budget = self.schedule.dequeues
         if budget is None:
             return False
-        if not self.may_dequeue():
+        if self.dequeues >= budget:
             return True
         try:
             return count_started(self.log.path.read_bytes()) >= budget

@@ -81,6 +81,9 @@ class WorkerSpec:
     # (job, point) pairs the supervisor strikes at; job None: a statement point of no job (statements.py)
     watch: frozenset[tuple[int | None, str]] = frozenset()
     tenant_setting: str = SETTING  # the design's (HostedDesign.tenant_setting): its own tenant code's
+    # The identity the worker gives its system (a library's worker / executor id); "": its own identity.
+    # A deploy's same-identity replacement carries the old worker's (faults/supervisor.py's deploy).
+    system_id: str = ""
 
 
 class BodyContext(Protocol):

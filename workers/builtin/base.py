@@ -31,6 +31,9 @@ class QueueDesign:
     hosted = False
     one_host = False  # psycopg takes the replicated back end's multi-host DSN
     tenant_cap: int | None = None  # the most of one tenant's jobs running at once it promises (None: none)
+    # the statements by which it recovers another worker's jobs (workers/design.py): none for a design whose
+    # row lock dies with the session (one-transaction)
+    recovery_statements: tuple[str, ...] = ()
     PENDING_SQL = "select count(*) from jobs where status = 'queued'"
 
     def clock(self, schedule: Schedule) -> Clock:

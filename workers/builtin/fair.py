@@ -46,6 +46,7 @@ def _install_views(conn, worker_role: str) -> None:
 
 class LeaseRoundRobin(Lease):
     name = "lease-round-robin"
+    recovery_statements: tuple[str, ...] = ("fair.claim_round_robin",)  # it takes over an expired lease
 
     def install(self, conn, *, worker_role: str) -> None:
         _install_views(conn, worker_role)
@@ -67,6 +68,7 @@ class LeaseRoundRobin(Lease):
 
 class LeaseTenantCap(Lease):
     name = "lease-tenant-cap"
+    recovery_statements: tuple[str, ...] = ("fair.cap_claim",)  # its claim takes over an expired lease
 
     def __init__(self, cap: str | int = 1):
         try:

@@ -100,6 +100,7 @@ class LeaseHeartbeat(LeaseFenced):
     name = "lease-heartbeat"
     exit_outcomes = {EXIT_ABANDONED: "abandoned after max runtime"}
     heartbeat = Heartbeat  # the class that keeps the lease (a subclass may change how)
+    recovery_statements: tuple[str, ...] = ("lease.claim", "lease.sweep")  # and the idle sweep to dead
     # the sweep acts on the rest
     PENDING_SQL = "select count(*) from jobs where status in ('queued', 'running')"
 

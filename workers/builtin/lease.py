@@ -26,6 +26,7 @@ class Lease(QueueDesign):
     name = "lease"
     fenced = False
     default_restart_delay = 1.1  # the article started a fresh worker 1.1 s after a crash
+    recovery_statements: tuple[str, ...] = ("lease.claim",)  # its claim takes over an expired lease
     PENDING_SQL = ("select count(*) from jobs where status = 'queued'"
                    " or (status = 'running' and attempts < max_attempts)")
 

@@ -110,6 +110,8 @@ class Watchdog:
 class LeaseOutbox(LeaseHeartbeat):
     name = "lease-outbox"
     points = POINTS  # the job's points and the relay's
+    # and the relay's sweep, which claims an undelivered row another relay left behind
+    recovery_statements: tuple[str, ...] = ("lease.claim", "lease.sweep", "outbox.relay_claim")
     PENDING_SQL = Q.pending  # effects still owed keep the run going, like jobs still queued
 
     def install(self, conn, *, worker_role: str) -> None:

@@ -22,6 +22,7 @@ the ``started`` records in its log reach the dequeue budget, else ``stopped-by-i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -213,6 +214,9 @@ class ContractDesign(hosted.HostedDesign):
 
         proc = subprocess.Popen([*self.command, "work"], env=env, stdin=subprocess.DEVNULL, preexec_fn=child)
         ctx.log.write("contract-client", client=proc.pid, command=shlex.join(self.command))
+        # a deploy's SIGTERM reaches the client, as a container's signal reaches the queue's own process:
+        # its own handler (graphile-worker's), else the contract's (its mayDequeue is false from then on)
+        ctx.when_terminated(functools.partial(_forward, proc.pid, signal.SIGTERM))
         stop = threading.Event()
         # a client that dies mid-job: process-exit ends its execution
         spawned.watch(ctx, stop, library=proc.pid)
@@ -270,3 +274,11 @@ def url(dsn: str) -> str:
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
     at = f"{auth}@" if auth else ""
     return f"postgresql://{at}{where}/{quote(str(dbname), safe='')}" + (f"?{query}" if query else "")
+
+
+def _forward(pid: int, sig: int) -> None:
+    """Send *sig* to the client (called from the worker's SIGTERM handler: no lock, no log)."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

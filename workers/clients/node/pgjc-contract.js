@@ -87,6 +87,10 @@ class Client {
     this.waiting = Promise.resolve(); // one waiter at a time: the go is process-wide
     this.go = null;
     process.on('SIGUSR1', () => { const go = this.go; this.go = null; if (go) go(true); });
+    // A deploy's SIGTERM (forwarded by the forked worker): take no more jobs; the adapter's own stop follows
+    // (a listener here also keeps Node's default exit off: the job in hand finishes).
+    this.terminating = false;
+    process.on('SIGTERM', () => { this.terminating = true; });
     // The forked worker that started us asked the kernel to kill us with it; a parent that is gone
     // all the same (reparented) ends us too.
     const parent = process.ppid;
@@ -116,6 +120,7 @@ class Client {
   }
 
   mayDequeue() {
+    if (this.terminating) return false;
     return this.spec.dequeues === null || this.started < this.spec.dequeues;
   }
 

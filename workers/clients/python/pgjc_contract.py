@@ -121,6 +121,10 @@ class Client:
         self._seen: set[tuple[str, bool]] = set()
         # The go is taken only by sigtimedwait: blocked in every thread (threads inherit the mask).
         signal.pthread_sigmask(signal.SIG_BLOCK, {GO})
+        # A deploy's SIGTERM (forwarded by the forked worker): take no more jobs; the adapter's own stop
+        # follows once may_dequeue says so. Hazard: a handler runs between bytecodes: it only sets a flag.
+        self.terminating = False
+        signal.signal(signal.SIGTERM, self._terminated)
         self.log("client-start", runtime=f"python {sys.version.split()[0]}", contract=CONTRACT)
 
     # --- the log and the points ------------------------------------------------------------------
@@ -136,8 +140,14 @@ class Client:
             if signal.sigtimedwait([GO], self.spec["strike_wait"]) is None:
                 self.log("point-timeout", job=job, attempt=attempt, point=point)
 
+    def _terminated(self, signum: int, frame: object) -> None:
+        self.terminating = True
+
     def may_dequeue(self) -> bool:
-        """Whether the worker may take another job (the schedule's dequeue budget)."""
+        """Whether the worker may take another job: not after a deploy's SIGTERM, nor past the schedule's
+        dequeue budget."""
+        if self.terminating:
+            return False
         return self.spec["dequeues"] is None or self.started < self.spec["dequeues"]
 
     def watch_statements(self) -> None:
