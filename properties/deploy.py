@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..core.events import FaultStep
 from ..core.history import History
 from .checks import by_job, plural
-from .core import REGISTRY, Result, decides, held, unknown, violated
+from .core import REGISTRY, Mark, Result, decides, held, unknown, violated
 
 DEPLOY = "deploy"  # the catalogue's name (faults/catalogue.py); this layer reads the schedule's events
 
@@ -62,6 +62,7 @@ def graceful_completes(h: History, name: str) -> Result:
     judged: list[int] = []
     lines: list[str] = []
     bad: list[int] = []
+    first_event: Mark | None = None
     short = aside = 0
     for d in deploys:
         worker = d.get("worker")
@@ -84,14 +85,19 @@ def graceful_completes(h: History, name: str) -> Result:
                     f"ended it {mine.outcome}" if mine is not None else "has no record of it")
                 lines.append(f"job {job} attempt {attempt}: {worker} got SIGTERM with a grace of "
                              f"{grace:.2f} s (the job needed at most {needed:.2f} s) and {how}")
+                end = mine.end if mine is not None and mine.end is not None else t + grace
+                first_event = first_event or Mark(end, "execution", worker or "", job, lines[-1],
+                                                  attempt=attempt, since=t)
                 bad.append(job)
             elif again:
                 first = again[0]
                 lines.append(f"job {job} finished in {worker} after its SIGTERM and ran again: "
                              f"{first.worker} attempt {first.attempt} at +{first.start - h.t0:.2f} s")
+                first_event = first_event or Mark(first.start, "execution", first.worker, job, lines[-1],
+                                                  attempt=first.attempt)
                 bad.append(job)
     if bad:
-        return violated(name, lines, sorted(set(bad)))
+        return violated(name, lines, sorted(set(bad)), event=first_event)
     if not judged:
         why = []
         if short:

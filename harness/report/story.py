@@ -45,6 +45,8 @@ PROMISES = {
     "acknowledged-enqueue": "an enqueue whose commit was acknowledged is never lost",
     "attempts-monotonic": "a job's attempt count never goes down",
     "failover-recovers": "after a failover, every job still ends done or dead",
+    "graceful-completes": "a job whose worker got SIGTERM with the grace it needed finishes once, in that "
+                          "worker, and never runs again",
 }
 
 

@@ -57,7 +57,9 @@ def test_the_generator_may_let_a_transient_fault_spend_the_attempts_before_an_ev
     assert strategies._spent(yes, jobs, 3, "before-finish") == 1  # an overrun passes every point
     assert strategies._spent(yes, jobs, 2, "mid-work") == 0  # no transient fault: nothing drawn
     # and Hypothesis reaches it: an event on the last attempt of a job whose fault spent the others
+    # (derandomized: whether 2000 random draws reach it is chance; a fixed seed makes it one answer)
     found = find(schedules(faults=parse_faults("crash,kill"), design="lease", max_attempts=3),
                  lambda s: len(s.events) == 1 and s.events[0].job is not None and s.events[0].occurrence == 3,
-                 settings=settings(max_examples=2000, database=None, suppress_health_check=list(HealthCheck)))
+                 settings=settings(max_examples=2000, database=None, derandomize=True,
+                                   suppress_health_check=list(HealthCheck)))
     assert found.jobs[found.events[0].job - 1].strikes == 2
