@@ -62,7 +62,7 @@ def command(case: Case, env: Env, *, seed: int, budget: float, replays: int, jso
     return [env.python, "-m", "pg_job_chaos", "search", "--design", case.design,
             "--fail-on", case.prop, "--stop-at-first", "--seed", str(seed),
             "--examples", str(EXAMPLES), "--budget", f"{budget:g}", "--replays", str(replays),
-            "--json", str(json_path), "--out", str(out_dir), "--no-config", "-q",
+            "--json", str(json_path), "--out", str(out_dir), "--no-config",
             *case.search_flags(), *server]
 
 

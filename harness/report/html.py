@@ -118,14 +118,14 @@ def evidence_mark(name: str, event, t0: float) -> dict:
 
 def counterexample(*, name: str, schedule_json: str, file: str | None, replay: str | None,
                    violated: list[str], history: History, shown_for: Sequence[str] = (), how: str = "",
-                   events: Sequence[tuple[str, object]] = ()) -> dict:
+                   events: Sequence[tuple[str, object]] = (), replays: str = "") -> dict:
     """One counterexample section: what it violates, the schedule, the replay command, the timeline;
     *shown_for*: the properties whose rows name it, *how* it was reached, *events*: ``(property,
-    Mark)`` the evidence names, marked on the timeline."""
+    Mark)`` the evidence names, marked on the timeline; *replays*: how its replays went (a search's)."""
     tl = timeline_data(history)
     tl["marks"] += [evidence_mark(n, e, history.t0) for n, e in events]
     return {"name": name, "schedule": schedule_json, "file": file, "replay": replay, "violated": violated,
-            "shown_for": list(shown_for), "how": how, "timeline": tl}
+            "shown_for": list(shown_for), "how": how, "timeline": tl, "replays": replays}
 
 
 def results_rows(results: dict, schedules: dict | None = None) -> list[dict]:
