@@ -289,16 +289,13 @@ class PgQueuer(DeclaredDesign):
         else:
             qm.entrypoint(ENTRYPOINT, **recovery)(task)
 
-        timing = ({} if LEGACY else
-                  {"heartbeat_timeout": timedelta(seconds=heartbeat_timeout),
-                   "log_aggregation_interval": timedelta(seconds=t["log aggregation interval"])})
+        run: dict = {"dequeue_timeout": timedelta(seconds=t["dequeue timeout"]), "batch_size": self.batch_size,
+                     "max_concurrent_tasks": self.max_concurrent_tasks}
+        if not LEGACY:  # 1.x's own intervals; 0.x derives them from retry_timer
+            run.update(heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
+                       log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]))
         try:
-            await qm.run(
-                dequeue_timeout=timedelta(seconds=t["dequeue timeout"]),
-                batch_size=self.batch_size,
-                max_concurrent_tasks=self.max_concurrent_tasks,
-                **timing,
-            )
+            await qm.run(**run)
         finally:
             await aconn.close()
 

@@ -119,8 +119,8 @@ def add_parser(sub, parents) -> None:
 
 def corpus_figures(args, progress, out) -> int:
     """Every case of ``corpus/`` hunted as ``run.py corpus`` hunts it: the table, and the wall time."""
-    from ..corpus.command import CORPUS, REPLAYS, render, run_case
     from ..corpus.case import load_dir
+    from ..corpus.command import CORPUS, REPLAYS, render, run_case
 
     t0 = time.monotonic()
     outcomes = [run_case(c, seed=1, replays=REPLAYS, budget=None, out_dir=Path("chaos-out/corpus"), server=[],
