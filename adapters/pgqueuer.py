@@ -289,8 +289,8 @@ class PgQueuer(DeclaredDesign):
         else:
             qm.entrypoint(ENTRYPOINT, **recovery)(task)
 
-        run: dict = {"dequeue_timeout": timedelta(seconds=t["dequeue timeout"]), "batch_size": self.batch_size,
-                     "max_concurrent_tasks": self.max_concurrent_tasks}
+        run: dict = {"dequeue_timeout": timedelta(seconds=t["dequeue timeout"]),
+                     "batch_size": self.batch_size, "max_concurrent_tasks": self.max_concurrent_tasks}
         if not LEGACY:  # 1.x's own intervals; 0.x derives them from retry_timer
             run.update(heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
                        log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]))
