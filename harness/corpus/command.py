@@ -28,7 +28,11 @@ __all__ = ["CORPUS", "Outcome", "add_parser", "command", "run_case"]
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"  # the repository's own cases
 REPLAYS = 10  # the counterexample replayed this many times: its reproducibility
-QUICK_REPLAYS = 3
+# --quick checks the whole path in the test suite (cases at the pinned versions, no environment to build)
+# in under a minute: each case's search gets this budget, not its own, and one replay. It shows that the
+# command runs, not that it finds: the corpus's figures are run.py corpus's and run.py bench --corpus's.
+QUICK_REPLAYS = 1
+QUICK_BUDGET = 15.0
 DEFAULT_SEED = 1
 
 
@@ -65,7 +69,9 @@ def add_parser(sub, parents: Iterable[argparse.ArgumentParser]) -> None:
     p.add_argument("cases", nargs="*", metavar="CASE", help="case names or .toml files (default: every case)")
     p.add_argument("--cases", dest="folder", metavar="DIR", help="a folder of cases (default: corpus/)")
     p.add_argument("--prepare", action="store_true", help="only install the cases' versions (cached)")
-    p.add_argument("--quick", action="store_true", help="only the cases marked quick")
+    p.add_argument("--quick", action="store_true",
+                   help=f"only the cases marked quick, each for {QUICK_BUDGET:g} s (--budget) with "
+                        f"{QUICK_REPLAYS} replay: the command's own check, not its figures")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the searches' seed (default {DEFAULT_SEED})")
@@ -215,8 +221,9 @@ def command(args, progress) -> int:
                         f"{'built' if p.built else 'ready'} ({p.env.label}, {p.seconds:.0f} s)")
                 print(f"{c.system} {version}: {what}")
         return EXIT_HELD  # a refusal is an answer (its case is listed with why), not a failure
+    budget = args.budget if args.budget is not None else QUICK_BUDGET if args.quick else None
     t0 = time.monotonic()
-    outcomes = [run_case(c, seed=args.seed, replays=replays, budget=args.budget, out_dir=Path(args.out),
+    outcomes = [run_case(c, seed=args.seed, replays=replays, budget=budget, out_dir=Path(args.out),
                          server=_server(args), progress=progress) for c in cases]
     wall = time.monotonic() - t0
     out = sys.stderr if args.json == "-" else sys.stdout

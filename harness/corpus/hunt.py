@@ -21,11 +21,13 @@ from ...core.errors import EXIT_HELD, EXIT_VIOLATED
 from .case import Case
 from .envs import Env
 
-__all__ = ["EXAMPLES", "Side", "hunt_side"]
+__all__ = ["EXAMPLES_ABOVE_BUDGET", "Side", "hunt_side"]
 
-# The example budget each side is given: far more than a budget of minutes runs, so that the time budget
-# (--budget, the case's) is what ends a search that finds nothing.
-EXAMPLES = 100_000
+# The example budget each side is given: one a second of its time budget, and this many more, so that the
+# time budget (--budget, the case's) is what ends a search that finds nothing (no run takes under a second:
+# the database's reset alone). Hazard: not more -- once the time budget is spent Hypothesis still *draws*
+# every example of max_examples (each returns unrun), which with 100,000 took minutes of CPU.
+EXAMPLES_ABOVE_BUDGET = 50
 STOP_GRACE = 60.0  # seconds a search is given to clean up after SIGTERM before it is killed
 
 
@@ -61,7 +63,8 @@ def command(case: Case, env: Env, *, seed: int, budget: float, replays: int, jso
     """The ``search`` command line one side runs."""
     return [env.python, "-m", "pg_job_chaos", "search", "--design", case.design,
             "--fail-on", case.prop, "--stop-at-first", "--seed", str(seed),
-            "--examples", str(EXAMPLES), "--budget", f"{budget:g}", "--replays", str(replays),
+            "--examples", str(int(budget) + EXAMPLES_ABOVE_BUDGET), "--budget", f"{budget:g}",
+            "--replays", str(replays),
             "--json", str(json_path), "--out", str(out_dir), "--no-config",
             *case.search_flags(), *server]
 
