@@ -135,3 +135,17 @@ def test_the_pinned_version_needs_no_environment_and_a_node_floor_is_refused():
     if node is not None and node < 22:
         assert why == f"pg-boss 11.0.0 needs Node >= 22 (its package.json engines); this node is {node}"
     assert systems.refusal(systems.SYSTEMS["pg-boss"], "10.4.2") is None or node is None
+
+
+def test_the_report_says_how_many_replays_reproduced():
+    from pg_job_chaos.harness.report import text
+    from pg_job_chaos.harness.report.result import Report
+
+    def state(replays: int, reproduced: int) -> str:
+        r = Report("search", "t", {}, replays=replays, reproduced=reproduced, flaky=reproduced < replays)
+        return text.replay_state(r)
+
+    assert state(1, 1) == "replayed: violated again"
+    assert state(1, 0) == "FLAKY: the replay did not violate it again"
+    assert state(10, 10) == "replayed 10 times: violated again in 10 of 10"
+    assert state(10, 7) == "FLAKY: replayed 10 times, violated again in 7 of 10"
