@@ -113,7 +113,7 @@ def add_parser(sub, parents) -> None:
                    help="with --matrix: seconds of new schedules each design's search starts at most "
                         "(default 600)")
     p.add_argument("--corpus", action="store_true",
-                   help="only the whole real-bug corpus, with its wall time (what the corpus subcommand runs)")
+                   help="only the whole real-bug corpus, with its wall time (as the corpus subcommand)")
     p.set_defaults(command=command)
 
 
