@@ -47,6 +47,14 @@ from them, and neither does this adapter. The body is told ``attempt = job.attem
 Not the library's: a side table (``adapters/pgqueuer.sql``) with the tenant of each job (the log
 keeps no payload, and the row is deleted when the job ends).
 
+Versions (issue 48, the corpus runs older ones beside the pinned 1.6.0): ``>= 1.0`` is hosted as above;
+``< 1.0`` (:data:`LEGACY`; 0.21-0.26, the corpus's cases) has the 0.x layout (``pgqueuer.db``,
+``pgqueuer.queries``, ``pgqueuer.qm``, ``pgqueuer.models``), recovers a stale job by the entrypoint's
+``retry_timer`` (= the lease, in the place of ``heartbeat_timeout``; the heartbeat interval and its
+buffer's flush are pgqueuer's own functions of it, which #431 changed in 0.24.0), has no ``attempts``
+column and no database retry: an exception ends the job ``exception`` (its default executor), the body
+is told attempt 1 on every pick, and ``final_states`` is ``final_states_0x``.
+
 Hazards, left as pgqueuer has them: the finish is buffered (``JobStatusLogBuffer``, flushed by a task
 once the body has returned and the job's ``Heartbeat`` has stopped), so a worker killed in between
 leaves a finished job ``picked``, and it runs again; ``dequeues`` is approximate (a worker holds up
@@ -57,7 +65,9 @@ PgBouncer in transaction mode cannot carry its LISTEN.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
+import re
 from datetime import timedelta
 
 # The library at import (its modules below are imported where used): --design pgqueuer without the
@@ -75,7 +85,15 @@ from ..workers.hosted.timing import FIXED, WAIT, Interval, Intervals
 from . import finishes
 
 Q = sqlfile.load(__file__, "pgqueuer.sql", "create_side_tables", "reset", "record_job", "pending",
-                 "final_states", "accepted_finishes")
+                 "final_states", "accepted_finishes", "final_states_0x")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+VERSION = importlib.metadata.version("pgqueuer")
+LEGACY = _release(VERSION) < (1, 0)  # the 0.x layout and recovery (the module docstring, "Versions")
 
 ENTRYPOINT = "pgjc"
 
@@ -136,7 +154,7 @@ class PgQueuer(DeclaredDesign):
         "canceled": "dead",  # cancelled (mark_job_as_cancelled); not done by the harness
         "deleted": "dead",  # removed unrun (clear_queue); not done by the harness
     }  # anything else ("absent": no row, no terminal record) passed through: unknown, never guessed
-    SQL = Q
+    SQL = Q.replacing(final_states="final_states_0x") if LEGACY else Q
     FINISHES = staticmethod(finishes.pgqueuer)  # pgqueuer_log, per job
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 10: the fixed 1 s notify wait (TIMING, "notify wait")
@@ -182,17 +200,22 @@ class PgQueuer(DeclaredDesign):
 
     @staticmethod
     async def _install(dsn: str) -> None:
-        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
-        from pgqueuer.adapters.persistence.queries import Queries
+        PsycopgDriver, Queries = _drivers()
 
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
             queries = Queries(PsycopgDriver(aconn))
-            if not await queries.schema_is_installed():  # a database cloned from a template has it
+            installed = (await queries.has_table("pgqueuer") if LEGACY  # 0.x: no schema_is_installed
+                         else await queries.schema_is_installed())
+            if not installed:  # a database cloned from a template has it
                 await queries.install()
 
     def enqueue(self, conn, jobs, *, max_attempts: int) -> None:
-        from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
-        from pgqueuer.adapters.persistence.queries import SyncQueries
+        if LEGACY:
+            from pgqueuer.db import SyncPsycopgDriver
+            from pgqueuer.queries import SyncQueries
+        else:
+            from pgqueuer.adapters.drivers.psycopg import SyncPsycopgDriver
+            from pgqueuer.adapters.persistence.queries import SyncQueries
 
         jobs = list(jobs)
         if not jobs:
@@ -221,12 +244,11 @@ class PgQueuer(DeclaredDesign):
             asyncio.run(self._run(ctx))
 
     async def _run(self, ctx) -> None:
-        from pgqueuer.adapters.cli.supervisor import setup_signal_handlers
-        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
-        from pgqueuer.adapters.persistence.queries import Queries
-        from pgqueuer.core.executors import DatabaseRetryEntrypointExecutor
-        from pgqueuer.core.qm import QueueManager
-        from pgqueuer.domain.models import Job
+        PsycopgDriver, Queries = _drivers()
+        if LEGACY:
+            from pgqueuer.qm import QueueManager
+        else:
+            from pgqueuer.core.qm import QueueManager
 
         body_threads(ctx)  # asyncio.to_thread's default threads would bound the bodies, not pgqueuer
         t = self.intervals(ctx.schedule)
@@ -234,9 +256,12 @@ class PgQueuer(DeclaredDesign):
         aconn = await psycopg.AsyncConnection.connect(ctx.worker_dsn, autocommit=True,
                                                       application_name=f"{ctx.identity}/queue")
         ctx.log.write("connect", backend=aconn.info.backend_pid, purpose="queue")
-        qm = QueueManager(Queries(PsycopgDriver(aconn)))
+        # 1.x takes the queries, 0.x the driver (it builds its queries itself)
+        qm = QueueManager(PsycopgDriver(aconn) if LEGACY else Queries(PsycopgDriver(aconn)))
 
         def executor(parameters):
+            from pgqueuer.core.executors import DatabaseRetryEntrypointExecutor  # 1.x only
+
             return DatabaseRetryEntrypointExecutor(
                 parameters=parameters,
                 max_attempts=ctx.schedule.max_attempts - 1,  # it counts retries: job.attempts is 0-based
@@ -244,31 +269,53 @@ class PgQueuer(DeclaredDesign):
                 max_delay=timedelta(seconds=t["retry max delay"]),  # backoff_multiplier: its default, 2
             )
 
-        async def task(job: Job) -> None:
+        async def task(job) -> None:  # pgqueuer's Job (domain.models in 1.x, models in 0.x)
             assert job.payload is not None  # enqueue gives every job its arguments
             args = json.loads(job.payload)
+            attempt = 1 if LEGACY else job.attempts + 1  # 0.x counts no attempt
             try:
-                await asyncio.to_thread(hosted.run_job, ctx, args, attempt=job.attempts + 1)
+                await asyncio.to_thread(hosted.run_job, ctx, args, attempt=attempt)
             finally:
                 if not ctx.may_dequeue():  # the budget is spent: pgqueuer's own graceful stop
                     qm.shutdown.set()
 
+        # 1.x: the database retry and run(heartbeat_timeout); 0.x: the default executor (no retry) and the
+        # entrypoint's retry_timer, which is 0.x's stale-job recovery
+        recovery = ({"retry_timer": timedelta(seconds=heartbeat_timeout)} if LEGACY
+                    else {"executor_factory": executor})
         if self.per_tenant:  # the schedule's tenants, each serialised across all workers
             for name in sorted({self.entrypoint(j.tenant) for j in ctx.schedule.jobs}):
-                qm.entrypoint(name, concurrency_limit=1, executor_factory=executor)(task)
+                qm.entrypoint(name, concurrency_limit=1, **recovery)(task)
         else:
-            qm.entrypoint(ENTRYPOINT, executor_factory=executor)(task)
+            qm.entrypoint(ENTRYPOINT, **recovery)(task)
 
-        # a deploy's SIGTERM: pgqueuer's own handler, as its CLI installs it (shutdown.set on SIGTERM/SIGINT:
-        # pgqueuer/adapters/cli/supervisor.py:35-44); it replaces the worker's own while the queue runs
-        setup_signal_handlers(qm.shutdown)
+        if LEGACY:  # 0.x: no CLI handler to borrow; the worker's own SIGTERM handler sets the event
+            loop = asyncio.get_running_loop()
+            ctx.when_terminated(lambda: loop.call_soon_threadsafe(qm.shutdown.set))
+        else:
+            # a deploy's SIGTERM: pgqueuer's own handler, as its CLI installs it (shutdown.set on
+            # SIGTERM/SIGINT: pgqueuer/adapters/cli/supervisor.py:35-44); it replaces the worker's own
+            # while the queue runs
+            from pgqueuer.adapters.cli.supervisor import setup_signal_handlers
+
+            setup_signal_handlers(qm.shutdown)
+        run: dict = {"dequeue_timeout": timedelta(seconds=t["dequeue timeout"]),
+                     "batch_size": self.batch_size, "max_concurrent_tasks": self.max_concurrent_tasks}
+        if not LEGACY:  # 1.x's own intervals; 0.x derives them from retry_timer
+            run.update(heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
+                       log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]))
         try:
-            await qm.run(
-                dequeue_timeout=timedelta(seconds=t["dequeue timeout"]),
-                batch_size=self.batch_size,
-                max_concurrent_tasks=self.max_concurrent_tasks,
-                heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
-                log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]),
-            )
+            await qm.run(**run)
         finally:
             await aconn.close()
+
+
+def _drivers():
+    """pgqueuer's async psycopg driver and its queries class, where this version keeps them."""
+    if LEGACY:
+        from pgqueuer.db import PsycopgDriver
+        from pgqueuer.queries import Queries
+    else:
+        from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+        from pgqueuer.adapters.persistence.queries import Queries
+    return PsycopgDriver, Queries

@@ -75,3 +75,34 @@ select m.job_id as id, l.status::text as status, l.created as at, l.traceback is
   from pgjc.job_map m
   left join pgqueuer_log l on l.job_id = m.library_id::bigint
  order by m.job_id, l.id;
+
+-- name: final_states_0x
+-- final_states for pgqueuer 0.x (before 1.0; the corpus's versions, adapters/pgqueuer.py LEGACY): no
+-- attempts column and no 'failed' status (so statuses are compared as text), no database retry. attempts:
+-- one once the job was picked (a 'picked' row, or a terminal log row other than 'deleted'), as 1.x counts a
+-- stale re-pick: 0.x counts no execution at all.
+with terminal as (
+    select distinct on (job_id) job_id, status::text as status
+      from pgqueuer_log
+     where status::text in ('successful', 'exception', 'canceled', 'deleted')
+     order by job_id, id desc
+), errors as (
+    select distinct on (job_id) job_id,
+           (traceback ->> 'exception_type') || ': ' || (traceback ->> 'exception_message') as error
+      from pgqueuer_log
+     where traceback is not null
+     order by job_id, id desc
+)
+select m.job_id as id, j.tenant_id, coalesce(q.status::text, t.status, 'absent') as status,
+       case when q.status is not null then (q.status::text = 'picked')::int
+            when t.status is not null then (t.status <> 'deleted')::int
+       end as attempts,
+       e.error as last_error,
+       case when q.status::text = 'picked'
+            then q.heartbeat < now() - make_interval(secs => %(timeout)s::float8) end as lease_expired
+  from pgjc.job_map m
+  left join pgjc_pgqueuer_jobs j on j.job_id = m.job_id
+  left join pgqueuer q on q.id = m.library_id::bigint
+  left join terminal t on t.job_id = m.library_id::bigint
+  left join errors e on e.job_id = m.library_id::bigint
+ order by m.job_id;

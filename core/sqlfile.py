@@ -80,6 +80,11 @@ class Queries:
     def __getattr__(self, name: str) -> str:  # only called for names that are not set
         raise LookupError(f"{self._path.name} has no query named {name!r}; it has {sorted(self._queries)}")
 
+    def replacing(self, **names: str) -> Queries:
+        """A copy in which each statement ``name=other`` is this file's *other* (a library version's
+        variant of a statement, chosen once: ``Q.replacing(final_states="final_states_0x")``)."""
+        return Queries(self._path, {**self._queries, **{k: self._queries[v] for k, v in names.items()}})
+
 
 def load(module_file: str, filename: str, *required: str) -> Queries:
     """Load *filename* from the directory of *module_file* (pass ``__file__``).

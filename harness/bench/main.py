@@ -112,7 +112,23 @@ def add_parser(sub, parents) -> None:
     p.add_argument("--matrix-budget", type=float, default=600.0, metavar="SECONDS",
                    help="with --matrix: seconds of new schedules each design's search starts at most "
                         "(default 600)")
+    p.add_argument("--corpus", action="store_true",
+                   help="only the whole real-bug corpus, with its wall time (as the corpus subcommand)")
     p.set_defaults(command=command)
+
+
+def corpus_figures(args, progress, out) -> int:
+    """Every case of ``corpus/`` hunted as ``run.py corpus`` hunts it: the table, and the wall time."""
+    from ..corpus.case import load_dir
+    from ..corpus.command import CORPUS, REPLAYS, render, run_case
+
+    t0 = time.monotonic()
+    outcomes = [run_case(c, seed=1, replays=REPLAYS, budget=None, out_dir=Path("chaos-out/corpus"), server=[],
+                         progress=progress) for c in load_dir(CORPUS)]
+    wall = time.monotonic() - t0
+    print(render(outcomes, wall), file=out)
+    print(f"the whole corpus: {len(outcomes)} cases, wall time {wall:.0f} s", file=out)
+    return 0
 
 
 def command(args, progress) -> int:
@@ -120,6 +136,8 @@ def command(args, progress) -> int:
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     out = sys.stdout
     scale = scales.BENCH
+    if args.corpus:
+        return corpus_figures(args, progress, out)
     if args.libraries and args.matrix:
         bench_matrix.figures(bench_libraries.installed(out), out, root=Path(args.matrix),
                              examples=args.matrix_examples, budget=args.matrix_budget)

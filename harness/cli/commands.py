@@ -133,6 +133,8 @@ def search(args, progress) -> int:
         return _list_faults()
     chosen, faults, names = _check_drawn(args)
     _check_workload(args.workload)
+    if args.replays < 1:
+        raise UsageError("--replays must be at least 1")
     chosen = _workload_gate(args, chosen, args.workload is not None)
     design = args.design or "lease"
     handle = load_design(design, parse_options(args.design_option))  # built once: runner, slots, search
@@ -147,7 +149,8 @@ def search(args, progress) -> int:
                  f"{args.examples} examples, time scale {scale}")
         out = search(runner.run, faults=faults, design=handle, tenant_mode=mode, examples=args.examples,
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
-                     gate=chosen, workload=args.workload, **{**options, **search_options(args, runner)})
+                     gate=chosen, workload=args.workload, stop_at_first=args.stop_at_first,
+                     replays=args.replays, **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode,
                                      examples=args.examples, seed=args.seed,

@@ -25,6 +25,7 @@ from ...workers import DESIGNS, LIBRARIES, MODES
 from .. import experiments, scales
 from ..bench import main as bench
 from ..bench import soak
+from ..corpus import command as corpus
 from ..report.result import PROGRAM
 from . import check, commands, config, scaffold
 
@@ -36,6 +37,7 @@ SUBCOMMANDS = (
     "experiment",
     "bench",
     "soak",
+    "corpus",
     scaffold.COMMAND,
     check.COMMAND,
 )
@@ -85,6 +87,7 @@ def parser() -> Program:
     experiments.add_parser(sub, [common])
     bench.add_parser(sub, [common])
     soak.add_parser(sub, [common])
+    corpus.add_parser(sub, [common])
     _version(scaffold.add_parser(sub))
     check.add_parser(sub, [common, designed])
     # the subparsers the settings file is for
@@ -99,6 +102,20 @@ def _search(sub, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentPar
         "--design",
         help=f"{' | '.join(DESIGNS)} | {' | '.join(LIBRARIES)} | "
         "package.module:attr | path/to/file.py:attr (default lease)",
+    )
+    s.add_argument(
+        "--stop-at-first",
+        action="store_true",
+        help="start no new schedule once a run fails (a known bug's hunt: with --fail-on PROP, "
+        "its first violation); that run is still shrunk and replayed",
+    )
+    s.add_argument(
+        "--replays",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the counterexample N more times at the end and say in how many it failed "
+        "again (default 1)",
     )
     s.set_defaults(command=commands.search)
     return s

@@ -82,14 +82,17 @@ class Shown:
 class SearchOutcome:
     runs: list[Run] = field(default_factory=list)
     counterexample: Run | None = None
-    replayed: Run | None = None  # the counterexample run again, uncached
-    flaky: bool = False
+    replayed: Run | None = None  # the counterexample run again, uncached (the first of :attr:`replays`)
+    replays: list[Run] = field(default_factory=list)  # every replay of the counterexample, uncached
+    reproduced: int = 0  # how many of :attr:`replays` failed the gate again on a property it failed
+    flaky: bool = False  # fewer than every replay failed again
     shrink_budget_spent: bool = False
     budget_spent: bool = False  # --budget ran out before the example budget did
     small_scope_runs: int = 0
     statement_points: list = field(default_factory=list)  # (point, bound) the small-scope pass struck at
     seconds: float = 0.0
     first_failure_seconds: float | None = None
+    first_failure_runs: int | None = None  # runs made until the first that failed the gate, that one included
     exit_reason: ExitReason | None = None  # set when the search ends
     gate: tuple[str, ...] | None = None  # the properties whose violation failed a run (None: all)
     # every violated property's own run, in PROPERTIES order (harness/engine/shrink.py)

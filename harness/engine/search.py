@@ -6,7 +6,8 @@ working directory), a run is bounded by the supervisor's deadline, and shrinking
 the first violation, then every violated gated property's own (:mod:`harness.engine.shrink`) -- stops
 running new candidates after :data:`SHRINK_RUNS` runs in all: a schedule shown is then the smallest
 *observed* one, always a real run. The counterexample is the first violated gated property's (in the
-table's order); it is replayed once more, uncached: if it does not fail again, the report says "flaky".
+table's order); it is replayed *replays* times more (default once), uncached: the report says in how many
+it failed again, and "flaky" when that is not every one.
 
 Its named phases (:class:`Phase`), as Hypothesis's own runner's: the small-scope pass, generation,
 shrinking, the rest of the example budget, the replay. Why it stopped: one :class:`ExitReason`.
@@ -77,12 +78,15 @@ class Search:
                  budget: float | None = None, database=None, shard: tuple[int, int] | None = None,
                  run_many: Callable[[list[Schedule]], list[History]] | None = None, parallel: int = 1,
                  gate: tuple[str, ...] | None = None, workload: str | None = None,
-                 stop_at_first: bool = False, grace: float | None = None):
+                 stop_at_first: bool = False, grace: float | None = None, replays: int = 1):
         self.workload = workload  # a declared tenant workload every drawn schedule carries (issue 38)
         self.grace = grace  # --grace: the deploy fault's grace in every schedule (article seconds)
         # stop starting new schedules once one fails the gate (a known bug's hunt, issue 48): the rest
         # of the small-scope pass and of the examples is not run; the failure is still shrunk and replayed
         self.stop_at_first = stop_at_first
+        if replays < 1:
+            raise ValueError("replays must be at least 1")
+        self.replays = replays  # how many times the counterexample is run again (issue 48)
         self._run = run
         self._run_many = run_many
         self.progress = progress
@@ -144,6 +148,7 @@ class Search:
                             f"({r.seconds:.1f} s)", done=len(self.out.runs), total=total)
         if r.failing(self.gate) and self.out.first_failure_seconds is None:
             self.out.first_failure_seconds = time.monotonic() - self._t0
+            self.out.first_failure_runs = len(self.out.runs)
         # What the design declared wrong, said as soon as a run shows it (its first run, usually): the
         # verdicts that follow from it are not the design's (the report repeats it after the table).
         for f in misdeclared.findings(history):
@@ -290,13 +295,20 @@ class Search:
         self._execute_all([("", self._configured(s)) for s in rest])
 
     def _replay(self, ce: Run) -> None:
+        """Run the counterexample :attr:`replays` times more, uncached; count the runs that fail the gate
+        on one of the properties it failed (``out.reproduced``); fewer than all is "flaky"."""
         self.phase = Phase.REPLAY
-        self.progress("replaying the counterexample once more")
-        history = self._run(ce.schedule, design=self.handle)
-        self.out.replayed = Run(ce.schedule, check(history), history, 0.0)
-        self.out.runs.append(self.out.replayed)
-        if not set(ce.failing(self.gate)) & set(self.out.replayed.failing(self.gate)):
-            self.out.flaky = True
+        wanted = set(ce.failing(self.gate))
+        for k in range(self.replays):
+            self.progress("replaying the counterexample once more" if self.replays == 1
+                          else f"replaying the counterexample: {k + 1} of {self.replays}")
+            history = self._run(ce.schedule, design=self.handle)
+            again = Run(ce.schedule, check(history), history, 0.0)
+            self.out.replays.append(again)
+            self.out.runs.append(again)
+            self.out.reproduced += bool(wanted & set(again.failing(self.gate)))
+        self.out.replayed = self.out.replays[0]
+        self.out.flaky = self.out.reproduced < self.replays
 
     def _exit_reason(self) -> ExitReason:
         if self.out.counterexample is not None:
@@ -322,6 +334,8 @@ def search(run: RunOne, **kwargs) -> SearchOutcome:
     *stop_at_first*: no new schedule starts once a run fails the gate (the rest of the small-scope
     pass, Hypothesis's generation, the rest of the budget); that run is shrunk and replayed as always.
     A hunt for one property (``gate=(name,)``) then ends at its first violation.
+    *replays*: how many times the counterexample is run again at the end (``out.reproduced`` of them
+    failed again; ``out.flaky`` when not all did).
     """
     return Search(run, **kwargs).run()
 

@@ -97,12 +97,14 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                     bodies=overlap.summary(r.history for r in out.runs),
                     no_strike=blocked, budget_spent=out.budget_spent,
                     shrink_budget_spent=out.shrink_budget_spent, flaky=out.flaky,
+                    replays=len(out.replays), reproduced=out.reproduced,
                     exit_reason=out.exit_reason.name.lower() if out.exit_reason else None,
                     notes=text.notes_for(results), gate=gate)
     ce_json = None
     if report.counterexample is not None:
         ce_json = {"schedule": saved[0].schedule.to_dict(), "file": str(saved[0].file),
                    "replay": saved[0].replay, "violated": saved[0].violated, "flaky": out.flaky,
+                   "replays": len(out.replays), "reproduced": out.reproduced,
                    "shown_for": list(saved[0].shown_for), "shrink": saved[0].how}
     report.data = {"design": design, "tenant_mode": tenant_mode, "faults": [f.name for f in faults],
                    "examples": examples, "seed": seed, "server": server,
@@ -111,7 +113,9 @@ def search_report(out: SearchOutcome, *, faults, design: str, tenant_mode: str, 
                    "small_scope_runs": out.small_scope_runs, "coverage": coverage,
                    "retry_spacing": report.retry_spacing, "bodies_at_once": report.bodies,
                    "never_struck": never, "budget_spent": out.budget_spent, "exit_reason": report.exit_reason,
-                   "no_fault_could_strike": blocked}
+                   "no_fault_could_strike": blocked, "runs": len(out.runs), "seconds": round(out.seconds, 3),
+                   "first_failure": None if out.first_failure_seconds is None else
+                   {"seconds": round(out.first_failure_seconds, 3), "runs": out.first_failure_runs}}
     _waits(report, [r.history for r in out.runs], out.counterexample.history if out.counterexample else None)
     _misdeclared(report, [r.history for r in out.runs])
     return report

@@ -18,7 +18,9 @@ def page(report: Report) -> dict:
                                  schedule_json=s.schedule.to_json(), file=str(s.file), replay=s.replay,
                                  violated=s.violated, history=s.history,
                                  shown_for=s.shown_for, how=s.how, events=text.evidence_marks(s),
-                                 story=story.paragraphs(s.history, s.results, text.shown_names(s)))
+                                 story=story.paragraphs(s.history, s.results, text.shown_names(s)),
+                                 replays=text.replay_state(report) if numbered and k == 1 and report.replays
+                                 else "")
              for k, s in enumerate(report.saved, 1) if s.history is not None]
     if report.kind == "compare":
         return {"title": report.title, "matrix": report.suites, "counterexamples": shown}

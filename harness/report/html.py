@@ -239,14 +239,15 @@ def _held_back(h: History) -> list[dict]:
 
 def counterexample(*, name: str, schedule_json: str, file: str | None, replay: str | None,
                    violated: list[str], history: History, shown_for: Sequence[str] = (), how: str = "",
-                   events: Sequence[tuple[str, Mark]] = (), story: Sequence[tuple[str, str]] = ()) -> dict:
+                   events: Sequence[tuple[str, Mark]] = (), story: Sequence[tuple[str, str]] = (),
+                   replays: str = "") -> dict:
     """One counterexample section: what it violates, the schedule, the replay command, the timeline;
     *shown_for*: the properties whose rows name it, *how* it was reached, *events*: ``(property,
     Mark)`` the evidence names, marked on the timeline; *story*: ``(property, what happened)``, the
-    paragraphs said above it (:mod:`.story`)."""
+    paragraphs said above it (:mod:`.story`); *replays*: how its replays went (a search's)."""
     return {"name": name, "schedule": schedule_json, "file": file, "replay": replay, "violated": violated,
             "shown_for": list(shown_for), "how": how, "timeline": timeline_data(history, events),
-            "story": [{"property": n, "text": t} for n, t in story]}
+            "story": [{"property": n, "text": t} for n, t in story], "replays": replays}
 
 
 def results_rows(results: dict, schedules: dict | None = None) -> list[dict]:

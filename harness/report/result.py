@@ -70,6 +70,8 @@ class Report:
     budget_spent: bool = False
     shrink_budget_spent: bool = False
     flaky: bool = False
+    replays: int = 0  # how many times a search ran its counterexample again (0: none, or not a search)
+    reproduced: int = 0  # how many of those replays failed again
     exit_reason: str | None = None
     notes: list[str] = field(default_factory=list)  # sentences printed after the table
     decided_by: dict[str, dict[str, int]] | None = None  # compare: design -> property -> schedule index

@@ -254,6 +254,16 @@ def junit(path: str, suites: dict[str, dict], *, strict: bool = False, gate=None
 ALLOWED = "allowed by --fail-on/--allow (reported, not failing the run): "
 
 
+def replay_state(report) -> str:
+    """How the counterexample's replays went: "replayed: violated again", "replayed 10 times: violated
+    again in 10", or "FLAKY: ..." when not every replay failed again."""
+    n, k = report.replays, report.reproduced
+    if n <= 1:
+        return "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
+    return (f"FLAKY: replayed {n} times, violated again in {k} of {n}" if report.flaky
+            else f"replayed {n} times: violated again in {k} of {n}")
+
+
 def render(report) -> str:
     """What the command line prints for a :class:`~harness.report.result.Report` (its failure lines
     excepted: :meth:`~harness.report.result.Report.failures`, printed after the files are written)."""
@@ -282,7 +292,7 @@ def render(report) -> str:
     out += schedules_lines(report)
     ce = report.counterexample
     if ce is not None:
-        state = "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
+        state = replay_state(report)
         budget = (" (shrink budget spent: the smallest schedule observed)" if report.shrink_budget_spent
                   else "")
         out += [f"\nCounterexample{budget}: {len(ce.schedule.jobs)} jobs, {ce.schedule.workers} workers; "

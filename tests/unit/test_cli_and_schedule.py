@@ -171,3 +171,12 @@ def test_every_query_call_passes_exactly_the_parameters_its_statement_names():
     if unimported:
         pytest.skip(f"the rest held; not checked, their libraries not installed "
                     f"(pip install -e '.[libraries]'): {', '.join(unimported)}")
+
+
+def test_a_statement_replaced_by_its_version_variant(tmp_path):
+    (tmp_path / "q.sql").write_text("-- name: read\nselect 1;\n-- name: read_0x\nselect 0;\n")
+    q = sqlfile.load(str(tmp_path / "x.py"), "q.sql", "read", "read_0x")
+    old = q.replacing(read="read_0x")
+    assert (q.read, old.read, old.read_0x) == ("select 1;", "select 0;", "select 0;")
+    with pytest.raises(KeyError):
+        q.replacing(read="nope")

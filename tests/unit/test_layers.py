@@ -40,6 +40,7 @@ HARNESS = {
     "runner": 3,  # a schedule in, a history out
     "slots": 4, "report": 4,  # parallel runs; rendering a Report (text, JSON, JUnit, HTML, saved files)
     "session": 5, "experiments": 5,  # what a command runs on; the article's measurements
+    "corpus": 5,  # the real-bug corpus: cases, versions installed beside the pinned one, their searches
     "bench": 6,  # the benchmark figures
     "cli": 7,  # the command line
 }

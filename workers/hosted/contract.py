@@ -94,7 +94,9 @@ class ContractDesign(hosted.HostedDesign):
         """The clients' environment: the Python client importable, the Node client's packages found."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CLIENTS / "python"), env.get("PYTHONPATH")) if p)
-        node = (str(CLIENTS / "node"), str(CLIENTS / "node" / "node_modules"), env.get("NODE_PATH"))
+        # PGJC_NODE_MODULES: another version's packages (harness/corpus/envs.py), found before the pinned ones
+        node = (env.get("PGJC_NODE_MODULES"), str(CLIENTS / "node"), str(CLIENTS / "node" / "node_modules"),
+                env.get("NODE_PATH"))
         env["NODE_PATH"] = os.pathsep.join(p for p in node if p)
         return env
 
