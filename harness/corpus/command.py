@@ -123,7 +123,8 @@ def run_case(case: Case, *, seed: int, replays: int, budget: float | None, out_d
     """Hunt *case*: the buggy side, then (when it was found and the bug has a fix) the fixed side."""
     o = Outcome(case)
     if case.blocked is not None:
-        o.status, o.why = "blocked", case.blocked
+        o.status = "blocked"
+        o.why = case.blocked
         return o
     system = SYSTEMS[case.system]
     envs = {}
@@ -133,7 +134,8 @@ def run_case(case: Case, *, seed: int, replays: int, budget: float | None, out_d
         p = prepare(system, version, progress)
         o.prepare_seconds += p.seconds
         if p.env is None:
-            o.status, o.why = "refused", f"{case.system} {version}: {p.refused}"
+            o.status = "refused"
+            o.why = f"{case.system} {version}: {p.refused}"
             return o
         envs[version] = p.env
     seconds = budget if budget is not None else case.budget
@@ -141,22 +143,26 @@ def run_case(case: Case, *, seed: int, replays: int, budget: float | None, out_d
     o.buggy = hunt_side(case, envs[case.buggy], case.buggy, seed=seed, budget=seconds, replays=replays,
                         out_dir=out_dir, server=server, label="buggy")
     if o.buggy.verdict == "error":
-        o.status, o.why = "error", f"at {case.buggy}: {o.buggy.error}"
+        o.status = "error"
+        o.why = f"at {case.buggy}: {o.buggy.error}"
         return o
     if o.buggy.verdict != "violated":
         o.status = "not found"
         o.why = f"{case.prop} {o.buggy.verdict} in {o.buggy.runs} runs ({o.buggy.seconds:.0f} s)"
         return o
     if case.fixed is None:
-        o.status, o.why = "found", "open: no fixed version"
+        o.status = "found"
+        o.why = "open: no fixed version"
         return o
     progress(f"{case.name}: the same search at {case.system} {case.fixed}")
     o.fixed = hunt_side(case, envs[case.fixed], case.fixed, seed=seed, budget=seconds, replays=1,
                         out_dir=out_dir, server=server, label="fixed")
     if o.fixed.verdict == "error":
-        o.status, o.why = "error", f"at {case.fixed}: {o.fixed.error}"
+        o.status = "error"
+        o.why = f"at {case.fixed}: {o.fixed.error}"
     elif o.fixed.verdict == "violated":
-        o.status, o.why = "fixed violated", f"{case.prop} violated at {case.fixed} too"
+        o.status = "fixed violated"
+        o.why = f"{case.prop} violated at {case.fixed} too"
     elif o.fixed.verdict != "held" or o.fixed.runs < (o.buggy.first_runs or 0):
         o.status = "fixed undecided"
         o.why = (f"{case.prop} {o.fixed.verdict} at {case.fixed} in {o.fixed.runs} runs, the buggy side "
@@ -167,7 +173,8 @@ def run_case(case: Case, *, seed: int, replays: int, budget: float | None, out_d
 
 
 def _figures(o: Outcome) -> tuple[str, str, str]:
-    b, f = o.buggy, o.fixed
+    b = o.buggy
+    f = o.fixed
     found = (f"{b.first_seconds:.0f} s / {b.first_runs} runs" if b is not None and b.first_seconds is not None
              else "-")
     held = ("n/a (open)" if o.case.fixed is None else

@@ -95,7 +95,8 @@ def hunt_side(case: Case, env: Env, version: str, *, seed: int, budget: float, r
     side.seconds = time.monotonic() - t0
     if code not in (EXIT_HELD, EXIT_VIOLATED) or not json_path.exists():
         tail = [line for line in log_path.read_text().splitlines() if line.strip()][-3:]
-        side.verdict, side.error = "error", f"exit {code}: {' / '.join(tail)}"
+        side.verdict = "error"
+        side.error = f"exit {code}: {' / '.join(tail)}"
         return side
     data = json.loads(json_path.read_text())
     side.runs = data.get("runs", 0)
@@ -106,11 +107,14 @@ def hunt_side(case: Case, env: Env, version: str, *, seed: int, budget: float, r
         "held" if prop.get("status") == "held" else str(prop.get("status", "unknown")))
     first = data.get("first_failure")
     if first is not None:
-        side.first_seconds, side.first_runs = first["seconds"], first["runs"]
+        side.first_seconds = first["seconds"]
+        side.first_runs = first["runs"]
     ce = data.get("counterexample")
     if ce is not None:
-        side.schedule, side.file = ce["schedule"], ce["file"]
-        side.replays, side.reproduced = ce.get("replays", 0), ce.get("reproduced", 0)
+        side.schedule = ce["schedule"]
+        side.file = ce["file"]
+        side.replays = ce.get("replays", 0)
+        side.reproduced = ce.get("reproduced", 0)
         side.replay = shlex.join([env.python, "-m", "pg_job_chaos", "replay", ce["file"]]) if not env.pinned \
             else ce["replay"]
     return side

@@ -257,7 +257,8 @@ ALLOWED = "allowed by --fail-on/--allow (reported, not failing the run): "
 def replay_state(report) -> str:
     """How the counterexample's replays went: "replayed: violated again", "replayed 10 times: violated
     again in 10", or "FLAKY: ..." when not every replay failed again."""
-    n, k = report.replays, report.reproduced
+    n = report.replays
+    k = report.reproduced
     if n <= 1:
         return "FLAKY: the replay did not violate it again" if report.flaky else "replayed: violated again"
     return (f"FLAKY: replayed {n} times, violated again in {k} of {n}" if report.flaky
