@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ..core.schedule import JOB_POINTS, Event, JobSpec, Schedule, Timing, expand_workload
 from ..core.workload import ORDERS, Workload
-from ..faults.catalogue import CATALOGUE, VARIANTS, Fault, event_variant
+from ..faults.catalogue import CATALOGUE, MORE_VARIANTS, VARIANTS, Fault, event_variant
 
 TENANTS = (1, 2, 3, None)  # None: a system job, which must see no tenant's rows
 DURATIONS = (0.05, 0.02, 0.2)  # article seconds of work (all shorter than the lease)
@@ -159,6 +159,8 @@ def schedules(draw: st.DrawFn, *, faults: Sequence[Fault], design: str, tenant_m
         for fault, job, point, variant in draw(drawing, label="events"):
             occurrence = seen[(job, point)] = seen.get((job, point), 0) + 1
             occurrence += _spent(draw, jobs, job, point)
+            if fault in MORE_VARIANTS:  # more variants than the drawn positions: its own draw
+                variant = draw(st.sampled_from(CATALOGUE[fault].variants), label="variant")
             events.append(Event(fault=fault, job=job, point=point, occurrence=occurrence,
                                 variant=event_variant(fault, variant)))
     w = workers if workers is not None else draw(st.integers(1, MAX_WORKERS), label="workers")
