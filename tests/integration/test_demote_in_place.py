@@ -60,8 +60,8 @@ def test_demote_in_place_leaves_the_old_node_up_read_only_with_its_sessions_open
                 conn.execute("select 1")
             conn.close()
         with psycopg.connect(old.admin_dsn.replace("dbname=postgres", f"dbname={db.database}")) as conn:
-            assert conn.execute("select pg_is_in_recovery(), current_setting('default_transaction_read_only'), "
-                                "(select array_agg(x order by x) from pgjc.probe)").fetchone() \
-                == (True, "off", [1, 3, 4])
+            got = conn.execute("select pg_is_in_recovery(), current_setting('default_transaction_read_only'),"
+                               " (select array_agg(x order by x) from pgjc.probe)").fetchone()
+            assert got == (True, "off", [1, 3, 4])
         run_dir = pair.run_dir
     assert not run_dir.exists() and not _servers(run_dir)
