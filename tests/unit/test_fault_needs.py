@@ -297,6 +297,33 @@ def test_variants_come_from_the_declarations():
                                              ("two-ways", "repeatable-read"), ("pause", "xid")]
 
 
+def test_failover_draws_each_of_its_variants_and_a_saved_one_validates():
+    """failover has more variants than the drawn positions (VARIANTS): it draws its own, so a search
+    reaches demote-in-place; the small-scope pass tries each; a schedule naming it checks clean."""
+    from hypothesis import HealthCheck, given, settings
+
+    from pg_job_chaos.faults.catalogue import MORE_VARIANTS, check_schedule
+    from pg_job_chaos.properties.strategies import schedules
+
+    failover = CATALOGUE["failover"]
+    assert MORE_VARIANTS == {"failover"} and "demote-in-place" in failover.variants
+    seen: set[str] = set()
+
+    @settings(max_examples=80, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(schedules(faults=[failover], design="lease"))
+    def draw(s):
+        seen.update(e.variant for e in s.events)
+
+    draw()
+    assert seen == set(failover.variants)
+    cases = {c[3] for c in smallscope._cases([failover], ("mid-work",)) if c[1] == "failover"}
+    assert cases == set(failover.variants)
+    problems: list[str] = []
+    check_schedule(Schedule(jobs=(JobSpec(id=1),), events=(Event("failover", 1, variant="demote-in-place"),)),
+                   problems.append)
+    assert problems == []
+
+
 def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_path, monkeypatch):
     design = load_design("lease")
 
