@@ -104,6 +104,7 @@ class FaultStep(StrEnum):
     COMMIT_WAIT_CANCELLED = "commit-wait-cancelled"  # failover-cancel: commits waiting for the standby
     PRIMARY_STOPPED = "primary-stopped"  # a failover's primary stops (the record's time: as it began)
     PROMOTED = "promoted"  # the standby promoted (with the promotion's seconds)
+    PRIMARY_DEMOTED = "primary-demoted"  # demote-in-place: the primary made read-only, left up (as it began)
     FAILOVER_SKIPPED = "failover-skipped"  # no standby left to fail over to (a second failover in a run)
     GRACE_KILL = "grace-kill"  # a deploy's grace ran out with the worker still there: SIGKILL to its group
     REPLACEMENT_STARTED = "replacement-started"  # a deploy's replacement worker forked (its identities)

@@ -317,10 +317,11 @@ class History:
         return out
 
     def promotions(self) -> list[float]:
-        """When each failover's primary stopped (``faults/failover.py``'s ``primary-stopped`` records),
-        oldest first: the moments a replicated run lost its primary."""
-        stopped = FaultStep.PRIMARY_STOPPED
-        return sorted(i["t"] for i in self.injected if i.get("fault") == stopped and "t" in i)
+        """When each failover's primary stopped (``faults/failover.py``'s ``primary-stopped`` records)
+        or was demoted in place (``primary-demoted``), oldest first: the moments a replicated run lost
+        its primary."""
+        lost = (FaultStep.PRIMARY_STOPPED, FaultStep.PRIMARY_DEMOTED)
+        return sorted(i["t"] for i in self.injected if i.get("fault") in lost and "t" in i)
 
     def points_reached(self) -> set[str]:
         """Every strike point some execution passed: from the outcome records (their ``points``), the

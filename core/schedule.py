@@ -97,8 +97,8 @@ class Event:
     point: str = "mid-work"  # a named point, or a statement point "sql:<name>"
     occurrence: int = 1  # strike the n-th time an execution of the job reaches the point
     duration: float | None = None  # pause / horizon length in article seconds (default: 2 leases)
-    # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader); failover: "lagging" or
-    # "switchover"; "" (the default): the fault's first (default_variant)
+    # horizon: "xid" (a transaction that wrote) or "repeatable-read" (a reader); failover: "lagging",
+    # "switchover" or "demote-in-place"; "" (the default): the fault's first (default_variant)
     variant: str = ""
 
     def __post_init__(self) -> None:

@@ -80,6 +80,11 @@ class Replicated(Restartable, Protocol):
         """Cancel every commit that waits for the standby (``sync``), as a client's cancel request does;
         the backends cancelled. Empty with no standby, or once the primary stopped."""
 
+    def demote_in_place(self) -> Promotion | None:
+        """Promote the standby with the primary left up, its open sessions kept, and every transaction
+        that starts on it from now on read-only (a managed database's role flip); new connections reach
+        the new primary. None: no standby."""
+
     def last_promotion(self) -> Promotion | None:
         """The newest promotion; None before the first."""
 

@@ -150,3 +150,7 @@ class SupervisorAPI(Protocol):
 
     def last_promotion(self) -> Promotion | None:
         """The newest promotion of the standby (its seconds); None before the first."""
+
+    def demote_primary(self) -> Promotion | None:
+        """Promote the standby, the old primary left up and read-only with its sessions open (the
+        supervisor's own session reconnects to the new primary). None: no standby left."""

@@ -59,6 +59,9 @@ class Fault:
     # The small-scope pass strikes with it first at the design's recovery statements (a design's declared
     # recovery_statements, workers/design.py): what production does while recovery runs (restart, deploy).
     aims_at_recovery: bool = False
+    # Its saved events may name a drawn position (xid, ...: VARIANTS, schedule formats 1-3) that
+    # event_variant maps to its own; False for a fault that never drew at a position (deploy, format 4).
+    takes_positions: bool = True
 
     def __post_init__(self):
         if self.network is not None and self.network not in NETWORK_ACTIONS:  # a bare string, misspelt
@@ -125,12 +128,13 @@ _FAULTS = [
     Fault("deploy", "supervisor", "SIGTERM to the worker (-all: every worker), SIGKILL after the grace "
           "(--grace), a replacement: rolling (at once, a new identity), same-identity (at once, the old "
           "worker's), drain (once it has exited)", inject=supervisor.deploy,
-          variants=supervisor.DEPLOY_VARIANTS, aims_at_recovery=True),
+          variants=supervisor.DEPLOY_VARIANTS, aims_at_recovery=True, takes_positions=False),
     # faults/failover.py: the replicated back end's primary fails over (--replica async|sync)
     Fault("failover", "supervisor", "the standby's WAL receiver is cut, the primary stops in immediate mode "
-          "a while later and the standby is promoted (lagging); or a clean switchover (--replica)",
-          inject=failover.failover, variants=("lagging", "switchover"), needs_one_slot=True,
-          needs_replica=True, breaks_every_session=True),
+          "a while later and the standby is promoted (lagging); or a clean switchover; or the standby "
+          "promoted with the old primary left up read-only, its sessions open (demote-in-place) (--replica)",
+          inject=failover.failover, variants=("lagging", "switchover", "demote-in-place"),
+          needs_one_slot=True, needs_replica=True, breaks_every_session=True),
     Fault("failover-cancel", "supervisor", "failover of a lagging standby, every commit waiting for it "
           "cancelled meanwhile (--replica sync: acknowledged with a warning)", inject=failover.failover,
           needs_one_slot=True, needs_replica=True, breaks_every_session=True),
@@ -215,7 +219,8 @@ def check_schedule(s: Schedule, bad: Callable[[str], None]) -> None:
         f = CATALOGUE.get(e.fault)
         if f is None or f.kind != "supervisor":
             bad(f"events[{i}].fault: {e.fault!r} is not a supervisor fault; supervisor faults: {sup_faults}")
-        # VARIANTS: any fault drawn at a position took them before (format 1-3); deploy (format 4) never did
-        elif e.variant not in (*(() if draws_own_variant(f.name) else VARIANTS), *f.variants):
-            takes = f.variants if draws_own_variant(f.name) else dict.fromkeys((*VARIANTS, *f.variants))
+        # VARIANTS: a fault drawn at a position took them before (formats 1-3, failover included, which
+        # draws its own since demote-in-place); deploy (format 4) never did
+        elif e.variant not in (*(VARIANTS if f.takes_positions else ()), *f.variants):
+            takes = dict.fromkeys((*VARIANTS, *f.variants)) if f.takes_positions else f.variants
             bad(f"events[{i}].variant: {e.variant!r}; {e.fault} takes {', '.join(repr(v) for v in takes)}")

@@ -11,6 +11,14 @@ Variants of ``failover`` (``Event.variant``):
   on the new primary: the lost commit a failover of a lagging asynchronous replica makes.
 * ``switchover``: at the point the primary stops cleanly (PostgreSQL sends the standby all its WAL
   first) and the standby is promoted: nothing committed is lost; only sessions break.
+* ``demote-in-place``: a managed database's role flip, as its clients see it (river #1225). At the
+  point every transaction that starts on the primary from then on is read-only
+  (``default_transaction_read_only``, reloaded), the standby -- once it replayed the primary's WAL as
+  of that moment -- is promoted, and the endpoint sends new connections to it; the old primary stays
+  up with its sessions open, so a client that keeps its connection gets "cannot execute UPDATE in a
+  read-only transaction" until it reconnects. A transaction already under way on the old node may
+  still commit there: that write is not on the new primary. The old node is stopped and rewound into
+  the standby between runs.
 
 ``failover-cancel`` is ``lagging`` with every commit that waits for the standby (``--replica sync``)
 cancelled while the receiver is cut, as a client's cancel request does: PostgreSQL answers such a
@@ -18,12 +26,15 @@ COMMIT with OK and a warning that it "might not have been replicated", and the p
 On ``--replica async`` nothing waits, and it is ``lagging``.
 
 Every step is a record in the history (a :class:`~core.events.FaultStep`): ``failover`` (the cut, or the
-switchover's start), each ``commit-wait-cancelled``, ``primary-stopped``, ``promoted`` (with the
+switchover's or demote's start), each ``commit-wait-cancelled``, ``primary-stopped`` (``primary-demoted``
+for a demote-in-place), ``promoted`` (with the
 promotion's seconds), or ``failover-skipped`` when the pair has no standby left (a second failover in one
 run). ``History.promotions`` reads them back.
 """
 
 from __future__ import annotations
+
+import time
 
 from ..core.events import FaultStep
 from ..core.schedule import Event
@@ -45,6 +56,17 @@ def failover(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     struck = FaultStep(event.fault)  # failover or failover-cancel: the strike's record is the fault's name
     # any other variant is lagging: lagging (the default), and the xid that events saved before the
     # default was the fault's own carry
+    if event.variant == "demote-in-place":
+        began = time.monotonic()  # the supervisor's clock: the demoted record's time is when it began
+        promotion = sup.demote_primary()
+        if promotion is None:
+            sup.record(FaultStep.FAILOVER_SKIPPED, event, stop, variant=event.variant)
+        else:
+            sup.record(struck, event, stop, variant="demote-in-place", t=began)
+            sup.record(FaultStep.PRIMARY_DEMOTED, event, stop, t=began)
+            sup.record(FaultStep.PROMOTED, event, stop, seconds=promotion.seconds)
+        sup.go(stop)
+        return
     if event.variant == "switchover":
         if not sup.arm_switchover():
             sup.record(FaultStep.FAILOVER_SKIPPED, event, stop, variant=event.variant)

@@ -6,7 +6,8 @@ promotion: from then on new connections go to the new primary, and every open on
 ways, as a moved address does (the server that answers now knows none of those connections): the
 client sees its connection break and must connect again. Between a primary's stop and the move, a new
 connection is accepted and then reset (RST: ECONNRESET, where an address with no server behind it
-would refuse it).
+would refuse it). ``move(port, keep_open=True)`` is the demote-in-place's flip: new connections go to
+the new primary, open ones stay on the old (now read-only) node until their client closes them.
 
 The harness's own connections never use it (they take the multi-host DSN); the replicated back end
 (:mod:`harness.postgres.replica`) starts one and moves it at each promotion. The process ends when its
@@ -38,10 +39,12 @@ class Endpoint:
             pid = self._proxy.proc.pid
             self._key = janitor.register("kill", pid=pid, start=process_start_time(pid))
 
-    def move(self, port: int) -> None:
-        """The primary is now on *port*: new connections go there, every open one is cut."""
+    def move(self, port: int, *, keep_open: bool = False) -> None:
+        """The primary is now on *port*: new connections go there; every open one is cut, unless
+        *keep_open* (a demote-in-place: each stays on the old node it reached, as a managed
+        database's DNS flip leaves a client's sockets)."""
         self.target = port
-        self._proxy.retarget(HOST, port)
+        self._proxy.retarget(HOST, port, keep=keep_open)
 
     def dsn(self, dsn: str) -> str:
         """*dsn* (its role, password, database) pointed at the endpoint: one host, no

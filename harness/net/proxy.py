@@ -94,9 +94,11 @@ class _Server:
             if not writer.is_closing():
                 writer.close()
 
-    def retarget(self, host: str, port: int) -> None:
+    def retarget(self, host: str, port: int, *, keep: bool = False) -> None:
+        """New connections go to *host*:*port*; every open one is cut, unless *keep* (it stays on the
+        server it reached)."""
         self.target = (host, port)
-        for slot in list(self.open):
+        for slot in list(self.open) if not keep else ():
             self.reset(slot)
 
     def reset(self, slot: int) -> None:
@@ -153,7 +155,7 @@ async def _main(target: tuple[str, int], slots: int) -> None:
         elif parts[:1] == ["lose-commit-reply"]:
             server.arm(int(parts[1]), int(parts[2]) if len(parts) > 2 else None)
         elif parts[:1] == ["target"]:
-            server.retarget(parts[1], int(parts[2]))
+            server.retarget(parts[1], int(parts[2]), keep=parts[3:] == ["keep"])
         print("ok", flush=True)
     # stdin closed: the harness is gone or done
 
@@ -194,8 +196,9 @@ class Proxies:
     def lose_commit_reply(self, slot: int, backend: int | None = None) -> None:
         self._send(f"lose-commit-reply {slot}" + (f" {backend}" if backend is not None else ""))
 
-    def retarget(self, host: str, port: int) -> None:
-        self._send(f"target {host} {port}")
+    def retarget(self, host: str, port: int, *, keep: bool = False) -> None:
+        """New connections go to *host*:*port*; open ones are cut, unless *keep*."""
+        self._send(f"target {host} {port}" + (" keep" if keep else ""))
 
     def close(self) -> None:
         try:

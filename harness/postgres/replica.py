@@ -14,7 +14,8 @@ started on a free port and streaming; then the pair settled. The pair is the bac
 :class:`core.server.Replicated` capability: the failover fault (``faults/failover.py``) drives it
 through the supervisor (:meth:`Pair.crash` stops the primary, :meth:`Pair.start_again` promotes the
 standby, as the restart fault's stop and start; :meth:`Pair.cut_standby`,
-:meth:`Pair.arm_switchover`, :meth:`Pair.cancel_commit_waits`, :meth:`Pair.last_promotion`). Before
+:meth:`Pair.arm_switchover`, :meth:`Pair.cancel_commit_waits`, :meth:`Pair.last_promotion`;
+:meth:`Pair.demote_in_place` promotes the standby with the old primary left up, read-only). Before
 each run the runner calls :meth:`Pair.settle`: the old primary is rewound with ``pg_rewind`` and started
 as the new standby (never rebuilt), a cut receiver reconnected, and the run starts only once the
 standby has replayed everything the primary has (lag is only what a fault makes).
@@ -42,8 +43,8 @@ from . import local
 from .local import ADMIN, DURABLE_SETTINGS, LocalServer, chown
 
 Q = sqlfile.load(__file__, "replica.sql", "current_lsn", "replayed", "receivers",
-                 "set_conninfo", "set_sync_names", "reload", "promote", "cancel_sync_waits", "persist",
-                 "checkpoint")
+                 "set_conninfo", "set_sync_names", "set_read_only", "reset_read_only", "reload",
+                 "promote", "cancel_sync_waits", "persist", "checkpoint")
 MODES = ("async", "sync")
 REPLICATION = {"wal_level": "replica", "wal_log_hints": "on", "wal_keep_size": "512MB",
                "max_wal_senders": "10", "hot_standby": "on", "wal_receiver_status_interval": "1s"}
@@ -72,6 +73,8 @@ class Pair:
     nodes: list[LocalServer | None]
     janitor: Janitor | None = None
     down: LocalServer | None = None  # the primary a failover stopped, to be rewound
+    # down still runs, read-only with its sessions open (a demote-in-place): settle() stops it first
+    demoted: bool = False
     cut: bool = False  # the standby's WAL receiver is cut
     switchover: bool = False  # the next crash() is a clean (fast) stop: the standby gets everything
     stopped_at: float = 0.0
@@ -159,6 +162,56 @@ class Pair:
         except psycopg.Error:  # the primary already stopped: nothing waits any more
             return ()
 
+    def demote_in_place(self) -> Promotion | None:
+        """A managed database's failover as its clients see it: the old primary stays up with its
+        sessions open, and every transaction that starts on it from now on is read-only
+        (``default_transaction_read_only`` set and reloaded: one already under way may still write, and
+        what it commits after the promotion is on the old node only); once the standby replayed the
+        old primary's WAL as of that moment it is promoted, and the endpoint sends new connections to it
+        while its open ones stay on the old node. A new connection on the multi-host DSN skips the old
+        node (``target_session_attrs=read-write`` reads its ``default_transaction_read_only``). The old
+        node is :attr:`down` (still running) until :meth:`settle` stops and rewinds it. None when
+        there is no standby (a second failover in a run).
+
+        Hazard: on ``sync`` the old node still waits for a standby: a write that began before the flip
+        and commits after the promotion waits until :meth:`settle` stops the node (its client sees the
+        session end, unacknowledged), as PostgreSQL does when its synchronous standby is gone."""
+        new = self.standby
+        if new is None:
+            return None
+        old = self.primary
+        self.stopped_at = time.monotonic()
+        self._set(old, Q.set_read_only, value="on")
+        lsn = _one(old, Q.current_lsn)[0]
+        deadline = time.monotonic() + CATCH_UP_TIMEOUT
+        while not _one(new, Q.replayed, {"lsn": lsn})[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not _one(new, Q.promote)[0]:
+            raise HarnessError(f"the standby on port {new.port} was not promoted within 60 s")
+        self.nodes = [new, None]
+        self.down = old
+        self.demoted = True
+        if self.endpoint is not None:  # the DNS flip: new connections to the new primary, old ones stay
+            self.endpoint.move(new.port, keep_open=True)
+        self.cut = self.switchover = False
+        self.promotions.append(time.monotonic() - self.stopped_at)
+        if self.mode == "sync":  # alone, a sync primary would wait for a standby forever
+            self._set(new, Q.set_sync_names, names="")
+        return Promotion(seconds=self.promotions[-1])
+
+    def _stop_demoted(self, old: LocalServer) -> None:
+        """Stop a demote-in-place's old node cleanly (its sessions end), its read-only setting removed
+        first so that it never comes back as a standby that refuses writes once promoted."""
+        try:
+            self._set(old, Q.reset_read_only)
+        except psycopg.Error:  # gone already: nothing of it is started again but by the rewind
+            pass
+        local.stop_server(old.proc.pid, grace=local.CRASH_TIMEOUT)
+        old.proc.wait(timeout=2 * local.CRASH_TIMEOUT)
+        if self.janitor is not None and old.janitor_keys:
+            self.janitor.forget(old.janitor_keys[0])
+        self.demoted = False
+
     def last_promotion(self) -> Promotion | None:
         """The newest promotion (:attr:`promotions`); None before the first."""
         return Promotion(seconds=self.promotions[-1]) if self.promotions else None
@@ -218,6 +271,8 @@ class Pair:
         rewound = False
         if self.down is not None:
             old = self.down
+            if self.demoted:
+                self._stop_demoted(old)
             self._rewind(old)
             old.start_again(self.janitor)
             self.nodes = [self.primary, old]
@@ -256,7 +311,7 @@ class Pair:
 
     def _start_rewind(self) -> None:
         old = self.down
-        if old is None or self.rewinding is not None:
+        if old is None or self.rewinding is not None or self.demoted:  # pg_rewind needs the target stopped
             return
         with open(old.run_dir / "rewind.log", "wb") as log:
             self.rewinding = subprocess.Popen(

@@ -22,6 +22,16 @@ alter system set primary_conninfo = {conninfo};
 -- Which standbys a commit waits for ('*': any; '': none, a primary alone).
 alter system set synchronous_standby_names = {names};
 
+-- name: set_read_only
+-- demote-in-place: the old primary's transactions that start from the reload on are read-only (its
+-- open sessions stay; a transaction already under way is not changed). A utility statement takes no
+-- parameter: the value is composed in as a literal.
+alter system set default_transaction_read_only = {value};
+
+-- name: reset_read_only
+-- The demoted node's setting removed before it is stopped and rewound into the standby.
+alter system reset default_transaction_read_only;
+
 -- name: reload
 select pg_reload_conf();
 

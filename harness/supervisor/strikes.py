@@ -201,6 +201,16 @@ class Strikes:
     def last_promotion(self) -> Promotion | None:
         return self._replica().last_promotion()
 
+    def demote_primary(self) -> Promotion | None:
+        self.state.failing_over()  # nothing is quiet until the promotion (it returns promoted)
+        try:
+            promotion = self._replica().demote_in_place()
+        finally:
+            self.state.started(time.monotonic())
+        if promotion is not None:
+            self.admin.reconnect()  # its session was on the old node: sample the new primary
+        return promotion
+
     # --- the supervisor's side ----------------------------------------------------------------------
     def at_point(self, w: WorkerProcess, r: dict) -> None:
         """A ``point`` record: strike what is due at this occurrence, else let the worker go on."""

@@ -41,7 +41,7 @@ DECLARED = {
     "restart": {"needs_one_slot": True, "needs_durable_settings": True, "needs_local_server": True,
                 "breaks_every_session": True},
     "failover": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True,
-                 "variants": ("lagging", "switchover")},
+                 "variants": ("lagging", "switchover", "demote-in-place")},
     "failover-cancel": {"needs_one_slot": True, "needs_replica": True, "breaks_every_session": True},
     "deploy": {"variants": ("rolling", "same-identity", "drain",
                             "rolling-all", "same-identity-all", "drain-all")},
@@ -169,24 +169,35 @@ class FakeAPI:
     def system_identity(self, worker):
         return worker
 
+    def demote_primary(self):
+        self.calls.append(("replica", "demote"))
+        return Promotion(seconds=0.1)
+
     def run_later(self):
         for fn in self._later:
             fn()
         self._later.clear()
 
 
-@pytest.mark.parametrize("name", sorted(DECLARED))
-def test_what_a_fault_does_agrees_with_what_it_declares(name):
+# The variants whose sessions stay open though their fault breaks every session in its others (the
+# catalogue's flag is the fault's: the runner's admin session reconnects after any failover)
+KEEPS_SESSIONS = {"demote-in-place"}
+
+
+@pytest.mark.parametrize("name,variant", [(n, v) for n in sorted(DECLARED)
+                                          for v in CATALOGUE[n].variants or ("xid",)])
+def test_what_a_fault_does_agrees_with_what_it_declares(name, variant):
     f = CATALOGUE[name]
     sup = FakeAPI()
-    f.inject(sup, Event(name, 1, variant=(f.variants or ("xid",))[-1]), Stop("w1.0", 1, 7, 1, 1, "mid-work"))
+    f.inject(sup, Event(name, 1, variant=variant), Stop("w1.0", 1, 7, 1, 1, "mid-work"))
     sup.run_later()
     actions = [c[1] for c in sup.calls if c[0] == "network"]
     assert set(actions) <= set(NETWORK_ACTIONS)
     assert (actions[:1] or [None])[0] == f.network  # it strikes with the action it declares, first
     # a restart stops the local server, a failover the replicated back end's primary
     stops = ("stop_server",) in sup.calls
-    assert stops == (f.needs_local_server or f.needs_replica) == f.breaks_every_session
+    assert stops == (f.needs_local_server or f.needs_replica) == f.breaks_every_session \
+        or (variant in KEEPS_SESSIONS and not stops and ("replica", "demote") in sup.calls)
     assert any(c[0] == "replica" for c in sup.calls) == f.needs_replica
     assert any(c[0] == "open_holder" for c in sup.calls) == ("xid" in f.variants)
     killed = ("signal", signal.SIGKILL) in sup.calls
@@ -312,6 +323,33 @@ def test_variants_come_from_the_declarations():
     cases = list(smallscope._cases([two, CATALOGUE["pause"]], ("mid-work",)))
     assert [(c[1], c[3]) for c in cases] == [(None, "xid"), ("two-ways", "xid"),
                                              ("two-ways", "repeatable-read"), ("pause", "xid")]
+
+
+def test_failover_draws_each_of_its_variants_and_a_saved_one_validates():
+    """failover has more variants than the drawn positions (VARIANTS): it draws its own, so a search
+    reaches demote-in-place; the small-scope pass tries each; a schedule naming it checks clean."""
+    from hypothesis import HealthCheck, given, settings
+
+    from pg_job_chaos.faults.catalogue import check_schedule, draws_own_variant
+    from pg_job_chaos.properties.strategies import schedules
+
+    failover = CATALOGUE["failover"]
+    assert draws_own_variant("failover") and "demote-in-place" in failover.variants
+    seen: set[str] = set()
+
+    @settings(max_examples=80, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(schedules(faults=[failover], design="lease"))
+    def draw(s):
+        seen.update(e.variant for e in s.events)
+
+    draw()
+    assert seen == set(failover.variants)
+    cases = {c[3] for c in smallscope._cases([failover], ("mid-work",)) if c[1] == "failover"}
+    assert cases == set(failover.variants)
+    problems: list[str] = []
+    check_schedule(Schedule(jobs=(JobSpec(id=1),), events=(Event("failover", 1, variant="demote-in-place"),)),
+                   problems.append)
+    assert problems == []
 
 
 def test_the_supervisor_starts_the_network_for_a_fault_that_declares_one(tmp_path, monkeypatch):
