@@ -44,14 +44,16 @@ TIMING = timing.Intervals("river", anchors={"lease": "job timeout"}, intervals=(
     timing.Interval("rescue stuck jobs after", 3600.0, kind=timing.WAIT, recovery=True,
                     setting="Config.RescueStuckJobsAfter (maintenance/job_rescuer.go:30)"),
     # only delays a fetch (a NOTIFY wakes the producer first): reported, never raising the scale
-    timing.Interval("fetch poll interval", 1.0, bound=None, setting="Config.FetchPollInterval (client.go:49)"),
+    timing.Interval("fetch poll interval", 1.0, bound=None,
+                    setting="Config.FetchPollInterval (client.go:49)"),
     timing.Interval("fetch cooldown", 0.1, bound=None, setting="Config.FetchCooldown (client.go:46)"),
     # River's constants: the rescuer's period (and a dead leader's TTL before another runs it), and
     # the retry before a job's third attempt (16 s) with the scheduler's 5 s tick that makes it available
     timing.Interval("rescuer interval", 30.0 + 15.0 + 5.0, grid=timing.FIXED, recovery=True, bound=None,
                     setting="JobRescuerIntervalDefault 30 s + a dead leader's TTL 15 s + elect 5 s (fixed)"),
     timing.Interval("retry backoff", 16.0 + 5.0, grid=timing.FIXED, kind=timing.WAIT, recovery=True,
-                    bound=None, setting="DefaultClientRetryPolicy attempt^4 s + JobSchedulerInterval 5 s (fixed)"),
+                    bound=None,
+                    setting="DefaultClientRetryPolicy attempt^4 s + JobSchedulerInterval 5 s (fixed)"),
 ))
 
 
