@@ -42,7 +42,7 @@ TIMING = timing.Intervals("river", anchors={"lease": "job timeout"}, intervals=(
     timing.Interval("job timeout", 60.0, kind=timing.WAIT, setting="Config.JobTimeout (client.go:53)"),
     # a recovery: a job of a dead worker comes back when the rescuer finds it running this long
     timing.Interval("rescue stuck jobs after", 3600.0, kind=timing.WAIT, recovery=True,
-                    setting="Config.RescueStuckJobsAfter (maintenance/job_rescuer.go:30)"),
+                    setting="Config.RescueStuckJobsAfter (internal/maintenance/job_rescuer.go:30)"),
     # only delays a fetch (a NOTIFY wakes the producer first): reported, never raising the scale
     timing.Interval("fetch poll interval", 1.0, bound=None,
                     setting="Config.FetchPollInterval (client.go:49)"),
@@ -71,6 +71,16 @@ class River(ContractDesign):
     def __init__(self, **options: str):
         super().__init__(**options)
         self.choice("finish", ("work", "transaction"))
+
+    def stall_extra(self, schedule) -> float:
+        """Article seconds the run's limits stretch by: one rescue per attempt (a job whose every
+        attempt kills its worker comes back, then is discarded, by ``max_attempts`` rescues), each
+        ``RescueStuckJobsAfter`` and the rescuer's period, a dead leader's TTL and election after it
+        -- not the one longest recovery the other queues need, or the run would end at its deadline
+        with the job still ``running`` (terminal-states violated by the harness's limit, not by River)."""
+        v = TIMING.values(schedule)
+        rescue = v["rescue stuck jobs after"] + v["rescuer interval"]
+        return max(super().stall_extra(schedule), schedule.max_attempts * rescue / schedule.time_scale)
 
     def client(self) -> tuple[str, ...]:
         """The cached build of ``cmd/river`` (a :class:`UsageError` without Go)."""
