@@ -24,9 +24,11 @@ lets River's completer mark the job after ``Work`` returns, in a transaction of 
 
 **Time scale.** The schedule's lease is River's ``JobTimeout`` (1 minute documented): the time after which
 River acts on a live job. Every other interval keeps its documented ratio to it: ``RescueStuckJobsAfter``
-60 leases, ``FetchPollInterval`` 1/60 lease, ``FetchCooldown`` 1/600 lease (1 ms at least). The rescuer's
+60 leases, ``FetchCooldown`` 1/600 lease (1 ms at least). ``FetchPollInterval`` stays at its 1 s (TIMING
+says why). The batch completer's 50 ms flush (``internal/jobcompleter/job_completer.go:396``), the rescuer's
 30 s, the scheduler's 5 s, the election's 5 s and the retry policy's ``attempt^4`` s are constants of
-River's, not settings: they stay in real seconds at every time scale, and stretch the run's limits.
+River's, not settings: they stay in real seconds at every time scale (the rescue's and the retry's stretch
+the run's limits).
 
 Status mapping: ``available``, ``scheduled``, ``retryable``, ``pending`` -> ``queued``; ``running`` ->
 ``running``; ``completed`` -> ``done``; ``discarded``, ``cancelled`` -> ``dead``. ``lease_expired``: a
@@ -43,9 +45,12 @@ TIMING = timing.Intervals("river", anchors={"lease": "job timeout"}, intervals=(
     # a recovery: a job of a dead worker comes back when the rescuer finds it running this long
     timing.Interval("rescue stuck jobs after", 3600.0, kind=timing.WAIT, recovery=True,
                     setting="Config.RescueStuckJobsAfter (internal/maintenance/job_rescuer.go:30)"),
-    # only delays a fetch (a NOTIFY wakes the producer first): reported, never raising the scale
-    timing.Interval("fetch poll interval", 1.0, bound=None,
-                    setting="Config.FetchPollInterval (client.go:49)"),
+    # Held at its default, 1 s, at every scale (the adapter's choice, not River's): LISTEN/NOTIFY wakes
+    # the producer at an insert, a retry made available and a rescue, so the poll is a fallback;
+    # scaled, every worker would poll every few milliseconds (3 ms at time scale 0.2) and load the
+    # machine until bodies outlive the JobTimeout. Reported, never raising the scale.
+    timing.Interval("fetch poll interval", 1.0, grid=timing.FIXED, bound=None,
+                    setting="Config.FetchPollInterval (client.go:49), kept at 1 s"),
     timing.Interval("fetch cooldown", 0.1, bound=None, setting="Config.FetchCooldown (client.go:46)"),
     # River's constants: the rescuer's period (and a dead leader's TTL before another runs it), and
     # the retry before a job's third attempt (16 s) with the scheduler's 5 s tick that makes it available
