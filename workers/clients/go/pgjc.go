@@ -80,17 +80,24 @@ var libpqOnly = []string{"hostaddr", "keepalives", "keepalives_idle", "keepalive
 	"keepalives_count", "tcp_user_timeout"}
 
 // DSN is dsn without the libpq-only parameters, and the TCP keepalive they asked for (nil: pgx's).
+// A multi-host URL (host:port,host:port, which url.Parse refuses) keeps its hosts as they are.
 func DSN(dsn string) (string, *net.KeepAliveConfig) {
-	u, err := url.Parse(dsn)
+	base, query, found := strings.Cut(dsn, "?")
+	if !found {
+		return dsn, nil
+	}
+	q, err := url.ParseQuery(query)
 	if err != nil {
 		return dsn, nil
 	}
-	q := u.Query()
-	if addr := q.Get("hostaddr"); addr != "" && !strings.Contains(u.Host, ",") {
-		if port := u.Port(); port != "" {
-			u.Host = net.JoinHostPort(addr, port)
-		} else {
-			u.Host = addr
+	if addr := q.Get("hostaddr"); addr != "" {
+		if u, err := url.Parse(base); err == nil && !strings.Contains(u.Host, ",") {
+			if port := u.Port(); port != "" {
+				u.Host = net.JoinHostPort(addr, port)
+			} else {
+				u.Host = addr
+			}
+			base = u.String()
 		}
 	}
 	var ka *net.KeepAliveConfig
@@ -106,8 +113,10 @@ func DSN(dsn string) (string, *net.KeepAliveConfig) {
 	for _, k := range libpqOnly {
 		q.Del(k)
 	}
-	u.RawQuery = q.Encode()
-	return u.String(), ka
+	if len(q) == 0 {
+		return base, ka
+	}
+	return base + "?" + q.Encode(), ka
 }
 
 // ConnConfig parses dsn for pgx (DSN): a body's, a queue's own connection.
