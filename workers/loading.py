@@ -47,9 +47,10 @@ LIBRARIES = {
     "pg-boss": "pg_job_chaos.adapters.pgboss:PgBoss",  # Node, through the contract
     "graphile-worker": "pg_job_chaos.adapters.graphile:GraphileWorker",  # Node, through the contract
     "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract
+    "river": "pg_job_chaos.adapters.river:River",  # Go, through the contract (workers/clients/go)
 }
 # Hosted in another runtime through the worker contract: not the libraries extra's.
-OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker")
+OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker", "river")
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 
 

@@ -1,4 +1,4 @@
-"""The worker contract (docs/contract.md) and its two clients, Python and Node, on real PostgreSQL.
+"""The worker contract (docs/contract.md) and its three clients, Python, Node and Go, on real PostgreSQL.
 
 The conformance test a new client must pass is :func:`test_a_client_passes_check_design` (every
 check of ``check-design``: states mapped, attempts read back, the body reached, each fault struck
@@ -16,7 +16,7 @@ import pytest
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
 from pg_job_chaos.workers.body import statements
-from pg_job_chaos.workers.hosted import contract
+from pg_job_chaos.workers.hosted import contract, golang
 from tests.conftest import ROOT, run_cli
 from tests.hosted_runs import node_missing
 
@@ -25,6 +25,8 @@ pytestmark = pytest.mark.integration
 CLIENTS = {
     "python": (f"{sys.executable} examples/contract/worker.py", None),
     "node": ("node examples/contract/worker.js", node_missing()),
+    # built once a session, when a test first asks (workers/hosted/golang.py caches the binary)
+    "go": (lambda: f"{golang.command('reference')} examples/contract/queue.sql", golang.missing()),
 }
 
 
@@ -32,7 +34,7 @@ def _command(name: str) -> str:
     command, missing = CLIENTS[name]
     if missing:
         pytest.skip(missing)
-    return command
+    return command() if callable(command) else command
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
@@ -54,7 +56,7 @@ def _claim_point(client: str) -> str:
     text = pgjc_contract.load_sql(str(ROOT / "examples" / "contract" / "queue.sql"))["claim"]
     point = pgjc_contract.digest(text)
     assert point == statements.name_of(text)  # the client digests a statement as the harness does
-    if client == "node":  # node-postgres numbers the placeholders: the claim has one, %(lease)s
+    if client in ("node", "go"):  # node-postgres and pgx number the placeholders; the claim has %(lease)s
         return pgjc_contract.digest(text.replace("%(lease)s", "$1"))
     return point
 

@@ -1,0 +1,89 @@
+"""River (the real library, Go, adapters/river.py through the worker contract's Go client) under the
+harness: fault-free, an overrun, and a crash after the body's commit on both finish paths, each asserting
+what River's own code implies (v0.51.2):
+
+- ``internal/jobexecutor/job_executor.go``: ``JobTimeout`` cancels the job's context; the body's statements
+  run under it, so a body past it fails at its finishing statement and River retries it;
+- ``internal/maintenance/job_rescuer.go``: the leader's rescuer retries a job ``running`` longer than
+  ``RescueStuckJobsAfter`` -- how the job of a dead worker comes back, never sooner;
+- ``job_complete_tx.go``: ``JobCompleteTx`` completes the job in the body's finishing transaction.
+
+Budget: about 40 s on this machine (three runs at time scale 1, a few seconds each; the crash on the default
+path at time scale 0.2 waits for the rescuer, whose period and a dead leader's TTL are River's constants:
+20-30 s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pg_job_chaos.adapters.river import TIMING
+from pg_job_chaos.core.schedule import JobSpec
+from pg_job_chaos.workers.hosted import golang
+from tests.hosted_runs import run_hosted
+from tests.hosted_runs import violated as _violated
+
+pytestmark = [pytest.mark.chaos]
+
+if (missing := golang.missing()) is not None:
+    pytest.skip(missing, allow_module_level=True)
+
+# Time scale 1: the lease (River's JobTimeout) is 1 s, far above a body's few milliseconds on a loaded
+# machine. The crash on the default path runs at RESCUE_SCALE instead, so that the rescue
+# (RescueStuckJobsAfter, 60 leases) comes within a test's budget: there a body gets 0.2 s.
+SCALE = 1.0
+RESCUE_SCALE = 0.2
+
+
+def _run(runner, jobs, scale=SCALE, **kw):
+    return run_hosted(runner, "river", scale, jobs, **kw)
+
+
+def test_fault_free_every_job_done_once(runner):
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 9)])
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 8
+    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 9))
+    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+
+
+def test_an_overrun_is_cut_by_the_job_timeout_and_retried(runner):
+    """The work lasts 1.5 leases, the lease is River's JobTimeout: the job's context is cancelled
+    before the body's finishing transaction, which fails; River retries (attempt^4 s) until
+    MaxAttempts, then discards. Every attempt's effect was sent, none committed its row."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")], workers=1, max_attempts=2)
+    assert h.ended_by == "quiescent"
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 2)]
+    exs = h.executions()
+    assert [e.attempt for e in exs] == [1, 2]
+    assert all(e.outcome == "fail" and "deadline exceeded" in (e.error or "") for e in exs), \
+        [(e.outcome, e.error) for e in exs]
+    assert all(e.effects == 1 for e in exs) and h.runs == []
+    assert r["at-most-once-effects"].status == "violated", r["at-most-once-effects"].evidence
+    assert r["tenant-isolation"].status == "held"
+
+
+@pytest.mark.parametrize("finish", ["work", "transaction"])
+def test_a_crash_after_the_bodys_commit(runner, finish):
+    """Job 1 kills its only worker once at ``after-insert``, after the body's ``job_runs`` row committed.
+    finish=work: the job stays running; once the replacement is leader, its rescuer retries it -- not
+    before RescueStuckJobsAfter (scaled) from the first start -- and it runs again: a second row.
+    finish=transaction: JobCompleteTx committed with the row, so it is completed and never runs again."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="after-insert", strikes=1)],
+                scale=RESCUE_SCALE if finish == "work" else SCALE, workers=1, restarts=1,
+                design_options={"finish": finish})
+    assert h.ended_by == "quiescent"
+    rows = sorted((x["worker"], x["attempt"]) for x in h.runs)
+    if finish == "work":
+        assert [j["status"] for j in h.jobs] == ["done"]
+        assert rows[:2] == [("w1.0", 1), ("w1.1", 2)]
+        first, second = h.executions()[:2]
+        rescue_after = TIMING.values(h.schedule)["rescue stuck jobs after"]  # 60 leases: 12 s
+        assert second.start - first.start >= rescue_after, (second.start - first.start, rescue_after)
+        assert r["single-commit"].status == "violated", r["single-commit"].evidence
+    else:
+        assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+        (only,) = h.executions()
+        assert only.worker == "w1.0" and [f["point"] for f in only.faults] == ["after-insert"]
+        assert rows == [("w1.0", 1)]
+        for name in ("single-commit", "at-most-once-effects", "done-means-committed"):
+            assert r[name].status == "held", (name, r[name].evidence)
