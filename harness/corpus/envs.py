@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...core.procs import alive
 from .systems import System, refusal
 
 __all__ = ["CACHE", "Env", "Prepared", "locate", "prepare"]
@@ -154,18 +155,8 @@ def _remove_abandoned() -> None:
     """Partial builds whose process is gone (killed mid-build)."""
     for p in CACHE.glob(".partial-*"):
         pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _run(cmd: list[str], **kwargs) -> str | None:
