@@ -106,6 +106,7 @@ class FaultStep(StrEnum):
     PROMOTED = "promoted"  # the standby promoted (with the promotion's seconds)
     PRIMARY_DEMOTED = "primary-demoted"  # demote-in-place: the primary made read-only, left up (as it began)
     FAILOVER_SKIPPED = "failover-skipped"  # no standby left to fail over to (a second failover in a run)
+    DEPLOY_SKIPPED = "deploy-skipped"  # the worker at the point already got a deploy's SIGTERM: none again
     GRACE_KILL = "grace-kill"  # a deploy's grace ran out with the worker still there: SIGKILL to its group
     REPLACEMENT_STARTED = "replacement-started"  # a deploy's replacement worker forked (its identities)
 

@@ -138,6 +138,14 @@ def deploy(sup: SupervisorAPI, event: Event, stop: Stop) -> None:
     ``rolling`` and ``same-identity`` at once (beside the old worker, which finishes its job meanwhile),
     ``drain`` once the old one has exited. Each step is an injected record: ``deploy`` (SIGTERM, with the
     grace, the variant and the jobs in the worker's hands), ``grace-kill``, ``replacement-started``."""
+    if stop.worker not in sup.live_workers():
+        # Hazard: a second deploy event reaching a worker already in its grace would be a second SIGTERM,
+        # which Kubernetes never sends a terminating pod and which some libraries take as "force" (django-
+        # tasks-db's db_worker: "press Ctrl+C again to force", sys.exit(1) in the task): ours, not theirs.
+        sup.record(FaultStep.DEPLOY_SKIPPED, event, stop, variant=event.variant,
+                   detail="already terminating: no second SIGTERM")
+        sup.go(stop)
+        return
     grace = sup.grace_seconds()
     everyone = event.variant.endswith(ALL)
     how = event.variant.removesuffix(ALL)

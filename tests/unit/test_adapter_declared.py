@@ -204,3 +204,10 @@ def test_an_option_is_one_of_its_choices_or_a_whole_number():
         Opts(mode="c").choice("mode", ("a", "b"))
     with pytest.raises(UsageError, match=r"design opts: n='0'; a whole number of at least 1"):
         Opts(n="0").whole("n")
+
+
+def test_the_contract_spec_lists_a_watched_statement_of_no_job():
+    from pg_job_chaos.workers.hosted.contract import watch_list
+
+    watch = {(2, "mid-work"), (None, "sql:21caf57f"), (1, "sql:21caf57f")}
+    assert watch_list(watch) == [[None, "sql:21caf57f"], [1, "sql:21caf57f"], [2, "mid-work"]]

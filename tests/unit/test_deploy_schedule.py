@@ -131,6 +131,28 @@ def test_the_deploy_steps_per_variant(variant):
     assert ("signal", 9) not in sup.calls  # the grace's SIGKILL goes through kill_after_grace
 
 
+class _Terminating(FakeAPI):
+    """FakeAPI whose live workers are those no deploy has signalled yet, as the supervisor's are."""
+
+    def live_workers(self):
+        gone = {c[1] for c in self.calls if c[0] == "sigterm"}
+        return tuple(w for w in ("w1.0", "w2.0") if w not in gone)
+
+
+@pytest.mark.parametrize("variant", DEPLOY_VARIANTS)
+def test_a_second_deploy_of_a_terminating_worker_sends_no_second_sigterm(variant):
+    # a second SIGTERM is what django-tasks-db's db_worker takes as "force": it ends the task in hand
+    sup = _Terminating()
+    deploy = CATALOGUE["deploy"]
+    deploy.inject(sup, Event("deploy", 7, variant=variant), Stop("w1.0", 1, 7, 7, 1, "before-tenant"))
+    first = list(sup.calls)
+    deploy.inject(sup, Event("deploy", 7, variant=variant), Stop("w1.0", 1, 7, 7, 1, "after-insert"))
+    second = sup.calls[len(first):]
+    assert [c[0] for c in second] == ["record", "go"]
+    assert second[0][1] == FaultStep.DEPLOY_SKIPPED
+    assert [c for c in sup.calls if c[0] == "sigterm"] == [c for c in first if c[0] == "sigterm"]
+
+
 def test_a_negative_grace_is_a_usage_error(tmp_path):
     sched = tmp_path / "s.json"
     sched.write_text(json.dumps({"jobs": [{"id": 1}], "events": [{"fault": "deploy", "job": 1}]}))

@@ -414,8 +414,10 @@ def test_every_supervisor_fault_records_its_strike_under_a_registered_name():
             f.inject(sup, Event(name, 1, variant=variant), Stop("w1.0", 1, 7, 1, 1, "mid-work"))
             sup.run_later()
             recorded |= {c[1] for c in sup.calls if c[0] == "record"}
-    # failover-skipped: a pair with no standby left; commit-wait-cancelled: a commit that waited
-    assert FAULT_STEPS - recorded == {FaultStep.FAILOVER_SKIPPED, FaultStep.COMMIT_WAIT_CANCELLED}
+    # failover-skipped: a pair with no standby left; commit-wait-cancelled: a commit that waited;
+    # deploy-skipped: a second deploy of a worker already terminating (test_deploy_schedule.py)
+    assert FAULT_STEPS - recorded == {FaultStep.FAILOVER_SKIPPED, FaultStep.COMMIT_WAIT_CANCELLED,
+                                      FaultStep.DEPLOY_SKIPPED}
 
 
 def test_a_misspelt_injected_record_fails_where_it_is_written():

@@ -236,7 +236,7 @@ class ContractDesign(hosted.HostedDesign):
         return {
             "contract": CONTRACT, "identity": ctx.identity, "run_dir": str(ctx.spec.run_dir),
             "log": str(ctx.log.path), "dsn": url(ctx.worker_dsn),
-            "watch": sorted([job, point] for job, point in ctx.spec.watch),
+            "watch": watch_list(ctx.spec.watch),
             "strike_wait": ctx.strike_wait, "time_scale": s.time_scale,
             "seconds": {"lease": ctx.lease, "poll": ctx.poll, "heartbeat": ctx.heartbeat,
                         "max_runtime": ctx.max_runtime},
@@ -254,6 +254,14 @@ class ContractDesign(hosted.HostedDesign):
                                 "work_lease_factor": f.work_lease_factor}
                        for f in CATALOGUE.values() if f.kind == "job"},
         }
+
+
+def watch_list(watch) -> list[list]:
+    """The watched ``(job, point)`` pairs as the spec's ``watch`` list, in a stable order. A statement
+    point of no job (``job`` None: a maintenance statement, a first claim) sorts first: ``None < int``
+    is a TypeError, which failed every contract worker at start (a deploy search on oban met it)."""
+    ordered = sorted(watch, key=lambda jp: (jp[0] is not None, jp[0] or 0, jp[1]))
+    return [[job, point] for job, point in ordered]
 
 
 def url(dsn: str) -> str:
