@@ -28,7 +28,11 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
                          "counterexample", "shrink_runs", "small_scope_runs", "coverage", "retry_spacing",
                          "bodies_at_once", "never_struck",
                          "budget_spent", "exit_reason", "no_fault_could_strike", "timing", "fail_on",
-                         "allowed_violations", "failing", "failed", "waits", "design_warnings"}
+                         "allowed_violations", "failing", "failed", "waits", "design_warnings",
+                         "runs", "seconds", "first_failure"}
+    # the run that first failed the gate: within the search's runs, after at least one (issue 48)
+    assert 1 <= data["first_failure"]["runs"] <= data["runs"]
+    assert 0 < data["first_failure"]["seconds"] <= data["seconds"]
     assert data["timing"] == {}  # a built-in design keeps every ratio: it has none of a library's
     assert data["design_warnings"] == []  # nothing declared wrong (core/misdeclared.py)
     assert data["exit_reason"] in ("shrunk", "shrink_budget") and data["failed"] and \
@@ -53,7 +57,10 @@ def test_search_finds_shrinks_saves_and_replays(tmp_path):
     assert data["properties"]["terminal-states"]["status"] == "violated"
     # a violated row names the schedule its evidence comes from, shrunk for it, and its replay command
     assert set(data["properties"]["terminal-states"]) == {"status", "count", "jobs", "evidence", "schedule",
-                                                         "replay", "shrink"}
+                                                         "replay", "shrink", "event"}
+    # and the event its evidence names (issue 50): a job it names, the one left behind
+    terminal = data["properties"]["terminal-states"]
+    assert terminal["event"]["job"] in terminal["jobs"]
     ce = data["counterexample"]
     assert ce["violated"] and ce["replay"] == f"pg-job-chaos replay {ce['file']}"
     assert ce["schedule"]["jobs"] and len(ce["schedule"]["jobs"]) <= 2
