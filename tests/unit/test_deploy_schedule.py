@@ -53,9 +53,10 @@ def test_format_4_round_trips_a_deploy_and_its_grace():
 
 
 def test_saved_schedules_of_formats_1_to_3_load_and_replay_as_they_were_written():
-    saved = _saved_schedules()
+    # the ones written before format 4 (the docs now hold format-4 ones too: the deploy rows' schedules)
+    saved = [p for p in _saved_schedules() if json.loads(p.read_text())["format"] <= 3]
     formats = {json.loads(p.read_text())["format"] for p in saved}
-    assert saved and formats <= {1, 2, 3} and 3 in formats, formats
+    assert len(saved) >= 10 and 3 in formats, formats
     for p in saved:
         s = load(p, validators=[check_schedule])
         assert s.timing.grace is None and s.grace == DEFAULT_GRACE  # no deploy then: the default
