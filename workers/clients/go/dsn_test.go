@@ -4,7 +4,7 @@ import "testing"
 
 func TestDSN(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgresql://u@localhost:5432/d?hostaddr=127.0.0.1&keepalives_idle=5": "postgresql://u@127.0.0.1:5432/d",
+		"postgresql://u@localhost:5432/d?hostaddr=127.0.0.1&keepalives_idle=5":          "postgresql://u@127.0.0.1:5432/d",
 		"postgresql://u@h1:5432,h2:5433/d?keepalives=1&target_session_attrs=read-write": "postgresql://u@h1:5432,h2:5433/d?target_session_attrs=read-write",
 		"postgresql://u@h/d": "postgresql://u@h/d",
 	} {

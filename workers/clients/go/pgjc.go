@@ -142,6 +142,12 @@ func PoolConfig(dsn string) (*pgxpool.Config, error) {
 }
 
 // Emit writes one answer line on stdout.
+// WorkerRole is the harness's worker role (PGJC_WORKER_ROLE) quoted as an SQL identifier, for the grants
+// an install sends: pgx's own quoting, not a hand-written one.
+func WorkerRole() string {
+	return pgx.Identifier{os.Getenv("PGJC_WORKER_ROLE")}.Sanitize()
+}
+
 func Emit(record any) {
 	b, _ := json.Marshal(record)
 	os.Stdout.Write(append(b, '\n'))

@@ -52,7 +52,7 @@ func install() error {
 		return err
 	}
 	defer conn.Close(ctx)
-	role := `"` + strings.ReplaceAll(os.Getenv("PGJC_WORKER_ROLE"), `"`, `""`) + `"`
+	role := pgjc.WorkerRole()
 	if _, err := conn.Exec(ctx, sql["install"]); err != nil {
 		return err
 	}

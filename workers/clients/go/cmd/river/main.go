@@ -118,7 +118,7 @@ func install() error {
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return err
 	}
-	role := `"` + strings.ReplaceAll(os.Getenv("PGJC_WORKER_ROLE"), `"`, `""`) + `"`
+	role := pgjc.WorkerRole()
 	// The worker runs River's client: its producer, its election and, as leader, its maintenance
 	// (rescue, schedule, clean: updates and deletes), River's functions and sequences.
 	grant := fmt.Sprintf(`grant select, insert, update, delete on %s to %s;
