@@ -105,15 +105,23 @@ def acknowledged_lost(h: History) -> tuple[list[str], list[int]]:
 
 
 def _lost_mark(h: History, job: int) -> Mark | None:
-    """The event :func:`acknowledged_lost` names: the acknowledged commit of *job*'s first success."""
-    acked = sorted((e for e in h.executions() if e.job == job and e.outcome == "ok" and e.end is not None),
-                   key=lambda e: e.end or 0.0)
+    """The event :func:`acknowledged_lost` names: the acknowledged commit of *job*'s first success, on the
+    execution (worker, session) that saw it acknowledged; where a failover's primary stopped between it
+    and the run that followed, it says so: the node that acknowledged it was the old primary."""
+    execs = sorted((e for e in h.executions() if e.job == job), key=lambda e: e.start)
+    acked = sorted((e for e in execs if e.outcome == "ok" and e.end is not None), key=lambda e: e.end or 0.0)
     ack = acked[0] if acked else None
     if ack is None or ack.end is None:
         return None
-    return Mark(ack.end, "commit", ack.worker, job,
-                f"job {job}'s done, committed and acknowledged ({who(ack)}), was lost: the job ran again",
-                attempt=ack.attempt)
+    end = ack.end
+    again = next((e for e in execs if e is not ack and e.start > end), None)
+    stop = next((t for t in h.promotions() if again is not None and end < t < again.start), None)
+    if stop is None:
+        what = f"job {job}'s done, committed and acknowledged ({who(ack)}), was lost: the job ran again"
+    else:
+        what = (f"job {job}'s done, committed and acknowledged on the old primary ({who(ack)}), was lost "
+                f"when that primary stopped at +{stop - h.t0:.2f} s: the job ran again on the new one")
+    return Mark(end, "commit", ack.worker, job, what, attempt=ack.attempt)
 
 
 def _table(h: History, name: str, done: dict[int, dict[str, Any]]) -> Result:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..core.history import Execution, History
 from .checks import by_job, plural, who
-from .core import Result, decides, held, not_judged, unknown, violated
+from .core import Mark, Result, decides, held, not_judged, unknown, violated
 
 # How the runner notes an accepted_finishes that raised (workers/hosted/finishes.py, read): that run could
 # not read what the library accepted -- an unknown of the run's, unlike a design that says nothing.
@@ -74,10 +74,31 @@ def _newer(ex: Execution, execs: list[Execution], until: float) -> list[Executio
     return sorted((o for o in execs if o is not ex and ex.start < o.start < until), key=lambda o: o.start)
 
 
+def _second_success(lib: str, job: int, successes: list[dict[str, Any]],
+                    source: dict[int, Execution]) -> Mark | None:
+    """The event of "accepted N successful finishes": the second success the library took (in its
+    record's order, by date where it dates them), on the execution it came from where that is known,
+    else across the timeline at its date; None when it is neither attributed nor dated."""
+    order = sorted(successes, key=lambda f: f["t"]) if all(f.get("t") is not None for f in successes) \
+        else successes
+    first, second = order[0], order[1]
+    ex, before = source.get(id(second)), source.get(id(first))
+    came = f", after the first from {who(before)}" if before is not None else ""
+    if ex is not None:
+        return Mark(_at(second, ex), "finish", ex.worker, job,
+                    f"{lib} accepted a second success ({second.get('what')}) of job {job}, from {who(ex)}"
+                    f"{came}", attempt=ex.attempt)
+    if second.get("t") is None:
+        return None
+    return Mark(second["t"], "finish", "", job,
+                f"{lib} accepted a second success ({second.get('what')}) of job {job}{came}")
+
+
 def _judge(lib: str, job: int, entry: dict[str, Any],
-           execs: list[Execution]) -> tuple[list[str], str | None, list[str], int]:
+           execs: list[Execution]) -> tuple[list[str], str | None, list[str], int, Mark | None]:
     """One job: the violations, why it cannot be decided (None: it can), the stale executions whose
-    finish the library did not record, and how many finishes it took from an execution."""
+    finish the library did not record, how many finishes it took from an execution, and the event of
+    the first violation (the second success taken, else the first finish taken from a stale execution)."""
     lines: list[str] = []
     recorded = entry.get("recorded") or "no record"
     finishes = entry.get("finishes") or []
@@ -85,30 +106,43 @@ def _judge(lib: str, job: int, entry: dict[str, Any],
     if len(successes) > 1:
         lines.append(f"job {job}: {lib} accepted {len(successes)} successful finishes ({recorded})")
     taken: set[int] = set()
+    source: dict[int, Execution] = {}  # id(finish) -> the execution it was attributed to
+    stale_mark: Mark | None = None
+
+    def event() -> Mark | None:
+        return _second_success(lib, job, successes, source) if len(successes) > 1 else stale_mark
+
     for f in finishes:
         whose = _whose(f, execs, taken)
         if not whose:
             if f.get("outcome") != "requeued":  # requeued by nobody's failure: the library's recovery
                 when = f" at {f['t']:.2f} s" if f.get("t") is not None else ""
                 return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}){when} that no "
-                               f"execution of the job explains ({recorded})"), [], 0
+                               f"execution of the job explains ({recorded})"), [], 0, event()
             continue
         stale = [ex for ex in whose if _newer(ex, execs, _at(f, ex))]
         if len(whose) > 1 and stale:
             return lines, (f"job {job}: {lib} recorded a {f['outcome']} ({f.get('what')}) it does not date, "
-                           f"and {who(stale[0])} was stale: cannot tell whose it took ({recorded})"), [], 0
+                           f"and {who(stale[0])} was stale: cannot tell whose it took ({recorded})"), [], 0, \
+                event()
         ex = whose[0]
         taken.add(id(ex))
+        source[id(f)] = ex
         if stale:
             until = _at(f, ex)
             first = _newer(ex, execs, until)[0]
             lines.append(f"job {job}: {lib} accepted the {f['outcome']} ({f.get('what')}) of {who(ex)}, "
                          f"{(until - first.start) * 1000:.0f} ms after {who(first)} had started: a stale "
                          f"execution's finish ({recorded})")
+            stale_mark = stale_mark or Mark(
+                until, "finish", ex.worker, job,
+                f"{lib} accepted the {f['outcome']} ({f.get('what')}) of job {job} from {who(ex)}, a stale "
+                f"execution: {who(first)} had started {(until - first.start) * 1000:.0f} ms earlier",
+                attempt=ex.attempt)
     refused = [f"job {job}'s {who(ex)}" for ex in execs
                if (ex.outcome in ("ok", "fail") or ex.process_ended) and id(ex) not in taken
                and _newer(ex, execs, _end(ex))]
-    return lines, None, refused, len(taken)
+    return lines, None, refused, len(taken), event()
 
 
 @decides("library-one-finish", group="safety", position=15)
@@ -118,7 +152,9 @@ def library_one_finish(h: History, name: str) -> Result:
     Unknown when a finish cannot be attributed, or the design's ``accepted_finishes`` raised; not judged
     (unknown, ``judged`` False: ``--strict`` does not fail on it) when the design does not say what
     the library accepted (no ``accepted_finishes``, or one that returns None). Held vacuously for a
-    built-in design, whose finish is the transaction ``single-commit`` judges. Count: offences."""
+    built-in design, whose finish is the transaction ``single-commit`` judges. Count: offences. The
+    event (the first violated job's): the second success the library accepted, on the execution it came
+    from, else the first finish it accepted from a stale execution."""
     if not h.hosted:
         return held(name, "vacuous: not a hosted queue (the design's finish commits with its job_runs row: "
                           "single-commit judges it)")
@@ -139,11 +175,13 @@ def library_one_finish(h: History, name: str) -> Result:
     refused = []
     undecided = []
     total = 0
+    first: Mark | None = None  # the event of the first violation (the first job's)
     for job in order:
         if job not in entries:
             undecided.append(f"{lib}'s accepted finishes say nothing of job {job}")
             continue
-        found, why, not_taken, taken = _judge(lib, job, entries[job], groups.get(job, []))
+        found, why, not_taken, taken, mark = _judge(lib, job, entries[job], groups.get(job, []))
+        first = first or (mark if found else None)
         if not_taken and not why and not entries[job].get("complete", True):
             # a last-finish-only record: the stale execution's finish may have been taken and overwritten
             recorded = entries[job].get("recorded") or "no record"
@@ -155,7 +193,7 @@ def library_one_finish(h: History, name: str) -> Result:
         refused += not_taken
         total += taken
     if lines:  # a violation found is reported, whatever another job leaves undecided
-        return violated(name, lines, jobs)
+        return violated(name, lines, jobs, event=first)
     if undecided:
         return unknown(name, undecided[0])
     note = ""

@@ -5,8 +5,8 @@ into the HTML page (above the timeline) and the text report (above its timeline)
 
 A property whose result names no event is told from its evidence line; one that names an event is told as:
 what led up to it (the executions of the job it is of, in start order; for a tenant leak, the job that used
-the same server session before it; for a starved job, what the other tenant ran while it waited), the
-event itself, and the promise it breaks.
+the same server session before it; for a starved job, what the other tenant ran while it waited; for a
+hosted queue's finish, what its own record took, in order), the event itself, and the promise it breaks.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ PROMISES = {
     "no-stale-effect": "no execution sends its effect after a newer attempt of its job was claimed",
     "done-means-committed": "a job is done only if an execution's work committed",
     "transient-recovers": "a job whose fault stops striking before its attempts run out ends done",
-    "library-one-finish": "the hosted system accepts at most one success per job",
+    "library-one-finish": "the hosted system accepts at most one success per job, and no finish from an "
+                          "execution whose job it had meanwhile handed to another",
     "success-final": "a committed success stays final: the job never runs, queues or dies again",
     "starvation-bound": "no tenant's job waits longer than its fair share while another tenant floods the "
                         "queue",
@@ -116,6 +117,20 @@ def _while_waiting(h: History, m: Mark) -> str:
             f"{whose} started {len(others)} jobs ({names}), from {_at(h, others[0].start)} on.")
 
 
+def _library_record(h: History, job: int) -> str:
+    """For a hosted queue's finish: the executions of *job* in start order, then what the library's own
+    record took for it, in its order (``History.finishes``: each finish's outcome, its words, its date)."""
+    runs = _runs_of(h, job)
+    entry = next((e for e in h.finishes or () if e.get("job") == job), None)
+    took = (entry or {}).get("finishes") or []
+    if not took:
+        return runs
+    more = f", and {len(took) - SHOWN} more" if len(took) > SHOWN else ""
+    told = ", then ".join(f"{f.get('outcome')} ({f.get('what')})"
+                          + (f" at {_at(h, f['t'])}" if f.get("t") is not None else "") for f in took[:SHOWN])
+    return f"{runs[:-1]}; {h.design}'s own record of it took {told}{more}."
+
+
 def _lead(h: History, name: str, m: Mark) -> str:
     """The sentence before the event: what led up to it."""
     if name == "tenant-isolation":
@@ -126,6 +141,8 @@ def _lead(h: History, name: str, m: Mark) -> str:
         stops = h.promotions()
         failover = f"; the primary stopped at {_at(h, stops[0])} and the standby took over" if stops else ""
         return f"Job {m.job}'s enqueue committed and was acknowledged before the run{failover}."
+    if name == "library-one-finish" and m.job is not None:
+        return _library_record(h, m.job)
     if m.job is not None:
         return _runs_of(h, m.job)
     return ""

@@ -228,3 +228,48 @@ def test_a_starvation_under_a_flood(tmp_path, no_browser):
     assert f"Job {mark['data-job']} (tenant {mark['data-tenant']})" in told
     assert f"{whose} started {len(others)} jobs ({named}" in told, told
     assert f"{mark['data-worker']} started it" in told
+
+
+def test_a_lost_completion_under_failover(tmp_path, no_browser):
+    # docs/findings/failover/lost-completion.json: the lease design, one job, --replica async; the failover
+    # cuts the standby's WAL receiver as the job reaches before-finish and stops the primary 4 s later (1.2
+    # s at its time scale): the finish commits (acknowledged) on the old primary between the two -- its one
+    # COMMIT has those 1.2 s -- and the promoted standby never had it.
+    page = tmp_path / "failover.html"
+    r = run_cli("replay", str(ROOT / "docs" / "findings" / "failover" / "lost-completion.json"),
+                "--html", str(page), "--json", str(tmp_path / "r.json"), timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lost = json.loads((tmp_path / "r.json").read_text())["properties"]["success-final"]
+    assert lost["status"] == "violated" and lost["jobs"] == [1], lost
+    dom = _open(page, tmp_path, no_browser, "failover")
+    (mark,) = [m for m in _attrs(dom, "mark mark-evidence") if m.get("data-property") == "success-final"]
+    assert mark["data-job"] == "1" and mark["data-tenant"] == "1"  # the schedule's job, its tenant
+    assert 'data-tenant="1"' in dom.split("legend-tenants")[1]
+    tl = _data(page)["counterexamples"][0]["timeline"]
+    ev = next(m for m in tl["marks"] if m.get("property") == "success-final")
+    runs = sorted((b for b in tl["bars"] if b["job"] == 1), key=lambda b: b["start"])
+    # the execution whose commit its worker saw acknowledged: the mark's, ending done at the mark
+    (acked,) = [b for b in runs if b["ended"] == "done" and b["end"] == ev["t"]
+                and (b["lane"], str(b["attempt"])) == (mark["data-worker"], mark["data-attempt"])]
+    assert str(acked["conn"]) == mark["data-conn"]
+    # the failover between the acknowledged commit and the run that followed it, on a new session
+    steps = {m["record"]["fault"]: m["t"] for m in tl["marks"]
+             if m["kind"] == "fault" and "fault" in m["record"]}
+    assert acked["end"] <= steps["primary-stopped"] < steps["promoted"], steps
+    again = next(b for b in runs if b["start"] > acked["end"])
+    assert steps["promoted"] <= again["start"] and again["conn"] != acked["conn"], (steps, again)
+    for b in (acked, again):  # both sessions named beside their rows, without hovering
+        assert f'class="conn-label" data-worker="{b["lane"]}" data-conn="{b["conn"]}"' in dom
+    said = _attrs_text(dom, mark)  # the evidence line: the event, its node, job, tenant and session
+    assert "committed and acknowledged on the old primary" in said and "primary stopped at +" in said, said
+    assert f"job 1 · tenant 1 · attempt {acked['attempt']} on {acked['lane']} session {acked['conn']}" in said
+    told = _story(dom, "success-final")
+    assert told.startswith(f"Job 1 (tenant 1) ran {len(runs)} times: "), told
+    order = [told.index(f"{b['lane']} ran attempt {b['attempt']} on session {b['conn']}")
+             for b in (acked, again)]
+    assert order == sorted(order), told  # the acknowledged run, then the one after the failover
+    assert "on the old primary" in told and "the job ran again on the new one" in told
+    overlapping = re.findall(r'data-labels-overlapping="(\d+)"', dom)
+    assert overlapping and set(overlapping) == {"0"}, overlapping
+    assert 'data-focus-in-view="yes"' in dom
+    assert ">>> success-final: job 1's done, committed and acknowledged on the old primary" in r.stdout

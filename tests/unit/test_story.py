@@ -14,6 +14,7 @@ from pg_job_chaos.properties import PROPERTIES, check
 from pg_job_chaos.properties.core import REGISTRY
 from tests.unit.test_failover_properties import _walled, lost_completion
 from tests.unit.test_fairness import _fifo_flood
+from tests.unit.test_library_finishes import RETRY, fin, paused
 from tests.unit.test_properties import (
     died,
     execution,
@@ -144,7 +145,8 @@ def test_a_lost_completion_across_a_failover_names_the_acknowledged_commit():
     assert (event.kind, event.worker, event.job, event.attempt, event.t) == ("commit", "w1.0", 1, 1, 1.2)
     assert said.startswith("Job 1 (tenant 1) ran 2 times: w1.0 ran attempt 1 from +1.00 s to +1.20 s (done), "
                            "then w1.1 ran attempt 1 from +2.40 s to +2.60 s (done).")
-    assert "At +1.20 s, job 1's done, committed and acknowledged (w1.0 attempt 1), was lost" in said
+    assert ("At +1.20 s, job 1's done, committed and acknowledged on the old primary (w1.0 attempt 1), was "
+            "lost when that primary stopped at +1.50 s: the job ran again on the new one.") in said
     said, event = told(h, "attempts-monotonic")
     assert (event.worker, event.t) == ("w1.1", 2.4) and "w1.1 attempt 1 started after w1.0 attempt 1" in said
 
@@ -181,3 +183,28 @@ def test_a_success_that_ended_otherwise_names_its_commit():
     said, event = told(h, "success-final")
     assert (event.kind, event.worker, event.t) == ("commit", "w1.0", 2.0)
     assert "At +2.00 s, job 1's success committed (w1.0 attempt 1), yet it ended dead." in said
+
+
+def test_a_stale_finish_a_library_accepted_names_the_execution_it_came_from():
+    # w1.0 took job 1 at 1.0 and was stopped; the library re-handed it to w2.0 (attempt 2, 3.0-3.5), then
+    # took w1.0's success at 6.002 when it woke: a finish of an execution whose job it had handed on.
+    h = paused(RETRY, fin("success", 6.002, "succeeded"))
+    said, event = told(h, "library-one-finish")
+    assert (event.kind, event.worker, event.job, event.attempt, event.t) == ("finish", "w1.0", 1, 1, 6.002)
+    assert said.startswith("Job 1 (tenant 1) ran 2 times: w1.0 ran attempt 1 from +1.00 s to +6.00 s (done), "
+                           "then w2.0 ran attempt 2 from +3.00 s to +3.50 s (done); procrastinate's own "
+                           "record of it took requeued (deferred_for_retry) at +2.50 s, then success "
+                           "(succeeded) at +6.00 s."), said
+    assert ("At +6.00 s, procrastinate accepted the success (succeeded) of job 1 from w1.0 attempt 1, a "
+            "stale execution: w2.0 attempt 2 had started 3002 ms earlier.") in said
+
+
+def test_a_second_success_a_library_accepted_names_both_executions():
+    h = paused(fin("success", 3.503, "succeeded"), fin("success", 6.002, "succeeded"))
+    said, event = told(h, "library-one-finish")
+    assert (event.kind, event.worker, event.attempt, event.t) == ("finish", "w1.0", 1, 6.002)
+    assert ("procrastinate's own record of it took success (succeeded) at +3.50 s, then success (succeeded) "
+            "at +6.00 s.") in said  # in the record's order
+    assert ("At +6.00 s, procrastinate accepted a second success (succeeded) of job 1, from w1.0 attempt 1, "
+            "after the first from w2.0 attempt 2.") in said
+    assert said.index("w1.0 ran attempt 1") < said.index("w2.0 ran attempt 2") < said.index("own record")
