@@ -131,7 +131,8 @@ def _node(script: str) -> str:
 
 
 def _pgboss() -> set[str]:
-    # boss.js: failJobsByTimeoutCommand = plans.locked(schema, plans.failJobsByTimeout(schema)), run by expire()
+    # boss.js:24 failJobsByTimeoutCommand = plans.locked(schema, plans.failJobsByTimeout(schema)), run by
+    # expire()
     plans = NODE_DIR / "node_modules" / "pg-boss" / "src" / "plans.js"
     out = _node(f"const p = require({str(plans)!r}); "
                 "process.stdout.write(p.locked('pgboss', p.failJobsByTimeout('pgboss')))")
@@ -142,7 +143,8 @@ def _graphile() -> set[str]:
     # dist/sql/resetLockedAt.js, called as main.js calls it (useNodeTime false, its default)
     js = NODE_DIR / "node_modules" / "graphile-worker" / "dist" / "sql" / "resetLockedAt.js"
     out = _node(f"const m = require({str(js)!r}); "
-                "m.resetLockedAt({escapedWorkerSchema: '\"graphile_worker\"', workerSchema: 'graphile_worker', "
+                "m.resetLockedAt({escapedWorkerSchema: '\"graphile_worker\"', "
+                "workerSchema: 'graphile_worker', "
                 "resolvedPreset: {worker: {preparedStatements: true, useNodeTime: false}}}, "
                 "{withRetries: async (f) => f({query: async (q) => process.stdout.write(q.text)})});")
     return {_name(out)}
@@ -167,7 +169,8 @@ def _river() -> set[str]:
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
     if go is None:
         pytest.skip("no go on PATH (River's client is built with it)")
-    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    cache = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True,
+                           check=True).stdout.strip()
     src = (Path(cache) / "github.com" / "riverqueue" / "river" / "riverdriver" / "riverpgxv5@v0.51.2" /
            "internal" / "dbsqlc" / "river_job.sql.go")
     if not src.exists():
