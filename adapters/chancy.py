@@ -156,6 +156,9 @@ class Chancy(DeclaredDesign):
     # up to 1 s after that (the queue poll): 2 s with no new record, inside the supervisor's stall limit
     # (max_runtime + 4 leases = 9 article seconds) from time scale 0.25. Process: PROCESS_MIN_TIME_SCALE.
     min_time_scale = PROCESS_MIN_TIME_SCALE
+    # Its Recovery plugin's one statement (plugins/recovery.py:91-122: running jobs of a worker missing or
+    # stale back to pending), by its digest (tests/unit/test_recovery_statements.py derives it).
+    recovery_statements = ("29892699",)
     pool_first = False  # the process executor's children open pools of their own
     OPTIONS = {"log": "a directory to write chancy's own log into (INFO, one file per worker)",
                "executor": "process (chancy's default: each job in a spawned pool child) or threaded",

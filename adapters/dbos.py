@@ -137,6 +137,10 @@ class Dbos(DeclaredDesign):
     # time scale 0.1 (6 s) it did not (terminal-states "the run ended: deadline" in 2 of 50 runs); at 0.25
     # the deadline is 15 s, plus the stretch.
     min_time_scale = 0.25
+    # Launch recovery (_dbos.py:896-909): get_pending_workflows of its executor id (_sys_db.py:3201), then
+    # reenqueue_for_recovery of each (_recovery.py:15-31, _sys_db.py:5429), by their digests as SQLAlchemy
+    # compiles them (tests/unit/test_recovery_statements.py derives them).
+    recovery_statements = ("682c075a", "82969ffb")
     OPTIONS = {"max_recovery_attempts": "schedule (default: max_attempts - 1, at most max_attempts "
                                         "dispatches) or dbos (DBOS's default, 100)",
                "finish": "step (default: the body in a @DBOS.step, on the harness's pool) or transaction "

@@ -71,6 +71,10 @@ class GraphileWorker(ContractDesign):
     # None: no interval of graphile's follows the time scale (the anchor is fixed), so no scale
     # breaks a ratio that a larger one keeps.
     min_time_scale = TIMING.min_time_scale()
+    # Its only recovery: resetLockedAt (dist/sql/resetLockedAt.js:4-21, from main.js:203-253), by its digest
+    # (tests/unit/test_recovery_statements.py derives it). Its fetch takes no locked job (is_available,
+    # sql/000011.sql:67): since 0.16 no get_job takes an expired lock.
+    recovery_statements = ("8e7bbd61",)
     OPTIONS = {"fairness": "off (default): no queueName; per-tenant-queue: queueName tenant_<id> "
                            "(graphile runs one queue's jobs in series)"}
     concurrency = 1  # concurrentJobs: 1, graphile-worker's default (dist/config.js:20-21)

@@ -69,6 +69,9 @@ class Oban(ContractDesign):
     # Below it oban's loops spin: the stager would poll more often than every 3 ms, the refresher
     # every 50 ms, in their documented ratios to a lease under 1 s.
     min_time_scale = 1.0
+    # Its lifeline's rescue (_lifeline.py:69-84 -> _query.py:296-298, queries/rescue_jobs.sql), the leader's,
+    # by its digest (tests/unit/test_recovery_statements.py derives it).
+    recovery_statements = ("284937a2",)
     # The queue's limit as the docs' example starts it, queues={"default": 10} (python/oban-worker.py work()):
     # oban-py has none of its own ("queues: Queue names mapped to worker limits (default: {})", oban.py:84);
     # a producer takes limit - running jobs at a fetch (_producer.py:59).

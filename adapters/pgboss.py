@@ -58,6 +58,9 @@ class PgBoss(ContractDesign):
     SCRIPT = Path(__file__).parent / "node" / "pg-boss.js"  # run by node
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 1: the whole-second expiration is the lease
+    # Its maintenance's expiry (boss.js:24, :163-164 expire(): plans.locked(failJobsByTimeout), plans.js:566,
+    # :961), by its digest (tests/unit/test_recovery_statements.py derives it).
+    recovery_statements = ("bfe5c062",)
     # work(name, handler): one fetch of batchSize 1 (src/attorney.js:135, its default) handled at a time
     # (manager.js watch). Not a bound on executions: a handler past its expiration keeps running while
     # the retry starts (module docstring); the body's pool makes room for those (DesignHandle.pool_size).

@@ -158,6 +158,11 @@ class PgQueuer(DeclaredDesign):
     FINISHES = staticmethod(finishes.pgqueuer)  # pgqueuer_log, per job
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()  # 10: the fixed 1 s notify wait (TIMING, "notify wait")
+    # Its recovery is its dequeue: one statement picks queued jobs and re-picks picked ones whose heartbeat
+    # is older than heartbeat_timeout (qb.py build_dequeue_query, the next_stale CTE, :424-439). One digest
+    # per shape it renders (capacity-gated under fairness=per-tenant-entrypoint, budget-gated with
+    # max_concurrent_tasks): tests/unit/test_recovery_statements.py derives them.
+    recovery_statements = ("7dc68e64", "f5ab79a9", "316c1f4b", "29969d33")
     OPTIONS = {
         "batch_size": "QueueManager.run batch_size (default 10, pgqueuer's; 1 is the lowest)",
         "max_concurrent_tasks": "QueueManager.run max_concurrent_tasks (default unlimited, pgqueuer's; "

@@ -114,6 +114,12 @@ class Procrastinate(DeclaredDesign):
                "fairness": "off (default): no lock; per-tenant-lock: each job deferred with lock=tenant:<id> "
                            "(one job of a tenant runs at a time)"}
     concurrency = 1  # worker.py:28 WORKER_CONCURRENCY = 1, "maximum number of parallel jobs" (run_worker's)
+    # Its recovery's statements, as strike points (digests of procrastinate's own texts, sql/queries.sql;
+    # tests/unit/test_recovery_statements.py derives them): the stalled-jobs query of the documented
+    # retry_stalled_jobs task (select_stalled_jobs_by_heartbeat, manager.py:267), its retry_job
+    # (manager.py:578) and the prune of stalled workers at every worker's start (prune_stalled_workers,
+    # manager.py:1039, from worker.py:446). retry_job is the worker's own retry of a failed job too.
+    recovery_statements = ("3f74fb2d", "10c5ce8b", "4fbfe16c")
 
     def __init__(self, **options: str):
         super().__init__(**options)

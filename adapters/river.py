@@ -68,6 +68,10 @@ class River(ContractDesign):
     name = library = "river"
     TIMING = TIMING
     min_time_scale = TIMING.min_time_scale()
+    # Its rescuer (internal/maintenance/job_rescuer.go:139-165, the leader's): JobGetStuck, then JobRescueMany
+    # (riverpgxv5 internal/dbsqlc/river_job.sql.go:627, :1222), by their digests
+    # (tests/unit/test_recovery_statements.py derives them).
+    recovery_statements = ("0c711a76", "ae5c9b2d")
     # Queues{QueueDefault: {MaxWorkers: 100}}, the README's: up to 100 bodies at once per worker
     concurrency = 100
     OPTIONS = {"finish": "work (default: River's completer marks the job after Work returns) or "

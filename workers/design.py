@@ -64,8 +64,10 @@ Optional, with their defaults (:class:`~workers.hosted.HostedDesign` and
 ``recovery_statements`` (``()``)
     the names of the statements by which the design recovers another worker's jobs (``lease.claim``,
     which takes over an expired lease; ``lease.sweep``; a library's re-pick or recovery query), as its
-    statement points name them (``sql:<name>``): the small-scope pass strikes the faults that aim at
-    recovery (a catalogue entry's ``aims_at_recovery``: ``restart``, ``deploy``) there first.
+    statement points name them (``sql:<name>``; a library's statement, in no ``.sql`` file of ours, by the
+    digest of its text: procrastinate's stalled-jobs query is ``3f74fb2d``, docs/reference/adapters.md):
+    the small-scope pass strikes the faults that aim at recovery (a catalogue entry's
+    ``aims_at_recovery``: ``restart``, ``deploy``) there first.
 ``system_identity(identity)`` (the identity itself)
     the identity its worker gives its system when the harness names none (``WorkerSpec.system_id`` empty):
     DBOS's adapter gives its executor the worker's slot (``w1`` of ``w1.0``), so a restart keeps it. A
