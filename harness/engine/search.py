@@ -212,8 +212,10 @@ class Search:
         self.statements = [p for r in self.out.runs for p in r.history.statements()]
         self.out.statement_points = smallscope.ranked(self.statements)
         # restart and deploy at the design's recovery statements first (issue 47, item 3)
+        # (a recovery statement the fault-free runs never sent is struck after a strand)
+        plain = [p for r in self.out.runs if not r.schedule.faults() for p, _ in r.history.statements()]
         self._run_cases(smallscope.recovery_schedules(self.statements, self.handle.recovery_statements,
-                                                      **common))
+                                                      plain=plain, **common))
         self._run_cases(smallscope.statement_schedules(self.statements, **common))
         # the faults that end or cut a worker at every statement point seen (issue 36, item 1)
         self._run_cases(smallscope.cut_schedules(self.statements, progress=self.progress, **common))

@@ -120,27 +120,53 @@ def statement_schedules(statements, *, faults, design: str, tenant_mode: str, ti
     return out
 
 
+# The faults that strand a job for a recovery statement to find (recovery_schedules), preferred in this
+# order: the job's own crash, else an event that ends its worker.
+STRANDERS = ("crash", "kill", "terminate")
+
+
 def recovery_schedules(statements, recovery: tuple[str, ...], *, faults, design: str, tenant_mode: str,
-                       time_scale: float, workers: int | None = None,
-                       max_attempts: int = 3) -> list[tuple[str, Schedule]]:
+                       time_scale: float, workers: int | None = None, max_attempts: int = 3,
+                       plain: Iterable[str] | None = None) -> list[tuple[str, Schedule]]:
     """The faults that aim at recovery (``aims_at_recovery``: restart, deploy) before each of the design's
-    *recovery* statements the runs showed (its declared ``recovery_statements``; a point of no job strikes
-    a maintenance pass), each variant of the fault: one short job on two workers."""
+    *recovery* statements (its declared ``recovery_statements``; a point of no job strikes a maintenance
+    pass), each variant of the fault, on the statement's first occurrence.
+
+    A recovery statement the fault-free runs sent (*plain*: the statement points of the runs without a
+    fault; None: every one of *statements*) is struck on one short job on two workers. One they did not
+    send runs only when there is something to recover -- DBOS's re-enqueue at launch, a rescue of a
+    stranded job -- so its first occurrence comes after a strand: the job is first stranded by a fault
+    that ends its worker mid-work (the job's own ``crash``, else a ``kill`` or ``terminate`` event, the
+    first of them the search allows), and the aimed fault strikes the recovery that follows (no job:
+    recovery runs outside a body). Without such a fault one the runs showed is struck as the others, where
+    it may never come (the run says the fault was not struck), and one they never showed is left out."""
     out = []
     aimed = [f for f in faults if f.kind == "supervisor" and f.aims_at_recovery]
+    ran_plain = {p for p, _ in statements} if plain is None else set(plain)
+    strander = next((f for n in STRANDERS for f in faults if f.name == n), None)
     points = [(p, b) for p, b in dict.fromkeys(statements)
               if is_before_statement(p) and p[len(STATEMENT_PREFIX):] in recovery]
+    seen = {p for p, _ in points}
+    if strander is not None:  # the declared ones no run showed: they can only come after a strand
+        points += [(STATEMENT_PREFIX + n, False) for n in recovery if STATEMENT_PREFIX + n not in seen]
     for point, bound in points:
+        by = strander if strander is not None and point not in ran_plain else None  # the strand's fault
         for f in aimed:
             for variant in f.variants or ("xid",):
-                s = Schedule(jobs=(JobSpec(id=1, tenant=1),), workers=workers or 2,
-                             events=(Event(fault=f.name, job=1 if bound else None, point=point,
-                                           variant=variant),),
+                aim = Event(fault=f.name, job=1 if bound and by is None else None, point=point,
+                            variant=variant)
+                job, events = JobSpec(id=1, tenant=1), [aim]
+                if by is not None and by.kind == "job":
+                    job = JobSpec(id=1, tenant=1, fault=by.name, point="mid-work", strikes=1)
+                elif by is not None:
+                    events.insert(0, Event(fault=by.name, job=1, point="mid-work"))
+                s = Schedule(jobs=(job,), workers=workers or 2, events=tuple(events),
                              design=design, tenant_mode=tenant_mode, time_scale=time_scale,
                              max_attempts=max_attempts, dequeues=dequeue_budget(1, max_attempts),
                              timing=Timing(deadline=max(60.0, 15.0 * max_attempts)))
                 what = f" ({variant})" if variant != "xid" else ""
-                out.append((f"{f.name}{what} at {point}{'' if bound else ' (no job)'}; recovery", s))
+                after = f" after a {by.name} stranded job 1" if by is not None else ""
+                out.append((f"{f.name}{what} at {point}{'' if aim.job else ' (no job)'}{after}; recovery", s))
     return out
 
 

@@ -261,3 +261,39 @@ def test_a_design_names_the_identity_its_worker_gives_its_system():
 
     assert load_design("lease").system_identity("w1.3") == "w1.3"
     assert DesignHandle.of(BySlot()).system_identity("w1.3") == "w1"
+
+
+def test_a_recovery_statement_no_fault_free_run_sent_is_struck_after_a_strand():
+    """A recovery that runs only when something is stranded (DBOS's re-enqueue at launch, a rescue): its
+    first occurrence comes after a strand, so the pass strands job 1 first -- the job's own transient crash,
+    else a kill event -- and aims the fault at the recovery that follows; one the fault-free runs sent keeps
+    the plain shape, and without a fault that strands nothing is added."""
+    from pg_job_chaos.harness.engine import smallscope
+
+    seen = [("sql:lease.claim", False), ("sql:lease.sweep", False)]
+    common = {"design": "lease-heartbeat", "tenant_mode": "local", "time_scale": 0.5}
+    cases = smallscope.recovery_schedules(seen, ("lease.claim", "lease.sweep", "lease.rescue"),
+                                          faults=parse_faults("restart,crash,kill"),
+                                          plain=["sql:lease.claim"], **common)
+    by_point: dict[str, list] = {}
+    for label, s in cases:
+        by_point.setdefault(s.events[-1].point, []).append((label, s))
+    assert set(by_point) == {"sql:lease.claim", "sql:lease.sweep", "sql:lease.rescue"}
+    (_, plain_case), = by_point["sql:lease.claim"]
+    assert plain_case.jobs[0].fault is None and len(plain_case.events) == 1
+    for point in ("sql:lease.sweep", "sql:lease.rescue"):  # seen only after faults, or never
+        (label, s), = by_point[point]
+        assert (s.jobs[0].fault, s.jobs[0].point, s.jobs[0].strikes) == ("crash", "mid-work", 1)
+        assert [(e.fault, e.job, e.point) for e in s.events] == [("restart", None, point)]
+        assert "after a crash stranded job 1" in label
+    # a kill event strands when the job's crash is not allowed
+    (_, s), = smallscope.recovery_schedules(seen, ("lease.rescue",), faults=parse_faults("kill,restart"),
+                                            plain=[], **common)
+    assert s.jobs[0].fault is None
+    assert [(e.fault, e.job, e.point) for e in s.events] == [("kill", 1, "mid-work"),
+                                                         ("restart", None, "sql:lease.rescue")]
+    # nothing strands: a statement the runs showed keeps the plain shape, one they never showed is left out
+    (_, s), = smallscope.recovery_schedules(seen, ("lease.sweep", "lease.rescue"),
+                                            faults=parse_faults("restart"), plain=[], **common)
+    assert s.jobs[0].fault is None
+    assert [(e.fault, e.point) for e in s.events] == [("restart", "sql:lease.sweep")]
