@@ -1,9 +1,11 @@
 """``python run.py soak``: the harness's own false-alarm rate (issue 46).
 
 Every "no false alarm" figure before this was a search of a design we wrote, on a quiet machine, once.
-The soak runs the designs whose guarantees are established -- each a :class:`Control`: a design, the
-faults it is searched under and the properties it must keep under them (:data:`CONTROLS`, the table
-``docs/findings/benchmarks.md`` lists, written before any soak ran) -- beside busy loops of its own
+The soak runs the designs whose guarantees are established -- each a :class:`Control`: a design (a
+built-in one, or a hosted library with the options that give it the guarantee: awa's ``run_lease``
+fence, DBOS's and pg-boss's ``finish=transaction``), the faults it is searched under and the properties
+it must keep under them (:data:`CONTROLS`, the table ``docs/findings/benchmarks.md`` lists, each row
+written before it soaked) -- beside busy loops of its own
 (:mod:`harness.bench.busy`, two by default on this project's 2-core machines), round after round with
 new seeds, until its minutes are spent. A violation of a kept property is a **false alarm**: the harness
 said a design broke a guarantee it keeps -- a timing violation at a small lease included, since a user
@@ -67,6 +69,25 @@ CONTROLS = (
     Control("lease-heartbeat", "lease-heartbeat", "raise,sql-error,crash,overrun,hang", 0.2,
             ("single-commit", "attempts-counted", "bounded-attempts", "tenant-isolation", "terminal-states"),
             "tests/chaos/test_search.py KEPT: the fence-guarded properties, whatever the machine"),
+    # Hosted libraries (added 2026-12-07, before they soaked): each keeps only what its tests held under
+    # every one of its faults; the rest of what they lose is at-least-once or a finding of its own.
+    Control("awa-fenced", "awa", "raise,crash,overrun,pause,kill", 0.36,
+            ("library-one-finish", "attempts-counted", "tenant-isolation"),
+            "tests/chaos/test_awa.py: the run_lease fence (awa's own, in queue storage) -- "
+            "library-one-finish, attempts-counted, tenant-isolation held after a raise, a crash loop, an "
+            "overrun, a pause; kill: docs/findings/libraries.md, awa's kill row (a replay: every property "
+            "held but horizon)",
+            options={"storage": "queue"}),
+    Control("dbos-transaction", "dbos", "raise,crash", 0.25, ("single-commit", "done-means-committed"),
+            "tests/chaos/test_dbos.py: finish=transaction held both after a crash at after-insert and a "
+            "transient raise; docs/reference/adapters.md (Finish paths): single-commit in all 43 runs of a "
+            "crash search",
+            options={"finish": "transaction"}),
+    Control("pg-boss-transaction", "pg-boss", "raise,crash", 1.0, ("single-commit", "done-means-committed"),
+            "tests/chaos/test_pgboss.py: finish=transaction held both after a crash at after-insert and a "
+            "transient raise; docs/reference/adapters.md (Finish paths): single-commit in all 58 runs of a "
+            "crash search",
+            options={"finish": "transaction"}),
 )
 BY_NAME = {c.name: c for c in CONTROLS}
 
@@ -162,12 +183,12 @@ def tally(out_dir: Path) -> dict[str, Tally]:
 
 
 def print_tally(counts: dict[str, Tally], out: TextIO) -> None:
-    print(f"{'control':<18} {'runs':>6} {'hours':>6} {'false alarms':>13}  by property", file=out)
+    print(f"{'control':<20} {'runs':>6} {'hours':>6} {'false alarms':>13}  by property", file=out)
     for name, t in counts.items():
         by = ", ".join(f"{k} {n}" for k, n in sorted(t.by_property.items())) or "-"
-        print(f"{name:<18} {t.runs:>6} {t.seconds / 3600:>6.2f} {t.false_alarms:>13}  {by}", file=out)
+        print(f"{name:<20} {t.runs:>6} {t.seconds / 3600:>6.2f} {t.false_alarms:>13}  {by}", file=out)
     total = sum(t.runs for t in counts.values())
-    print(f"{'all':<18} {total:>6} {sum(t.seconds for t in counts.values()) / 3600:>6.2f} "
+    print(f"{'all':<20} {total:>6} {sum(t.seconds for t in counts.values()) / 3600:>6.2f} "
           f"{sum(t.false_alarms for t in counts.values()):>13}", file=out)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pg_job_chaos.core.errors import UsageError
+from pg_job_chaos.faults import parse_faults
 from pg_job_chaos.harness.bench import soak
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings" / "benchmarks.md"
@@ -19,7 +20,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "findings" / "benchmarks.m
 def _docs_rows() -> dict[str, list[str]]:
     text = DOCS.read_text()
     section = text[text.index("## The harness's own false alarms"):]
-    table = section[section.index("| control | faults |"):].split("\n\n")[0]  # the controls' table only
+    table = section[section.index("| control | design |"):].split("\n\n")[0]  # the controls' table only
     rows = {}
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -31,7 +32,10 @@ def test_the_docs_table_is_the_controls():
     rows = _docs_rows()
     assert list(rows) == [c.name for c in soak.CONTROLS]
     for c in soak.CONTROLS:
-        _, faults, scale, keeps, _why = rows[c.name]
+        _, design, faults, scale, keeps, _why = rows[c.name]
+        # the design, then its options as `key=value` (a hosted control's option is what it is about)
+        assert [d.strip().strip("`") for d in design.split(",")] == [
+            c.design, *(f"{k}={v}" for k, v in c.options.items())], c.name
         assert [f.strip() for f in faults.split(",")] == c.faults.split(","), c.name
         assert float(scale) == c.time_scale, c.name
         if c.keeps == soak.EVERY:
@@ -40,10 +44,18 @@ def test_the_docs_table_is_the_controls():
             assert [k.strip() for k in keeps.split(",")] == list(c.keeps), c.name
 
 
+def test_every_control_keeps_known_properties_under_known_faults():
+    """A kept property the gate does not know would never be judged: a control that cannot alarm."""
+    for c in soak.CONTROLS:
+        assert c.keeps and set(c.keeps) <= set(soak.EVERY), c.name
+        assert [f.name for f in parse_faults(c.faults)] == c.faults.split(","), c.name
+
+
 def test_an_unknown_control_is_a_usage_error_naming_the_known_ones():
     assert [c.name for c in soak.controls(None)] == [c.name for c in soak.CONTROLS]
     assert [c.name for c in soak.controls("lease-heartbeat")] == ["lease-heartbeat"]
-    known = "unknown 'nope'; controls: lease-outbox, lease-heartbeat"
+    known = ("unknown 'nope'; controls: lease-outbox, lease-heartbeat, awa-fenced, dbos-transaction, "
+             "pg-boss-transaction")
     with pytest.raises(UsageError, match=re.escape(known)):
         soak.controls("lease-heartbeat,nope")
 
