@@ -81,8 +81,10 @@ def _second_success(lib: str, job: int, successes: list[dict[str, Any]],
     else across the timeline at its date; None when it is neither attributed nor dated."""
     order = sorted(successes, key=lambda f: f["t"]) if all(f.get("t") is not None for f in successes) \
         else successes
-    first, second = order[0], order[1]
-    ex, before = source.get(id(second)), source.get(id(first))
+    first = order[0]
+    second = order[1]
+    ex = source.get(id(second))  # the execution the second success came from
+    before = source.get(id(first))
     came = f", after the first from {who(before)}" if before is not None else ""
     if ex is not None:
         return Mark(_at(second, ex), "finish", ex.worker, job,

@@ -155,7 +155,8 @@ def recovery_schedules(statements, recovery: tuple[str, ...], *, faults, design:
             for variant in f.variants or ("xid",):
                 aim = Event(fault=f.name, job=1 if bound and by is None else None, point=point,
                             variant=variant)
-                job, events = JobSpec(id=1, tenant=1), [aim]
+                job = JobSpec(id=1, tenant=1)
+                events = [aim]
                 if by is not None and by.kind == "job":
                     job = JobSpec(id=1, tenant=1, fault=by.name, point="mid-work", strikes=1)
                 elif by is not None:
