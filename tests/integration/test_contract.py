@@ -1,4 +1,4 @@
-"""The worker contract (docs/contract.md) and its three clients, Python, Node and Go, on real PostgreSQL.
+"""The worker contract (docs/contract.md) and its four clients, Python, Node, Go and Java, on real PostgreSQL.
 
 The conformance test a new client must pass is :func:`test_a_client_passes_check_design` (every
 check of ``check-design``: states mapped, attempts read back, the body reached, each fault struck
@@ -9,6 +9,7 @@ verdicts: a subprocess's records are the harness's records). Add a client to :da
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
 from pg_job_chaos.workers.body import statements
-from pg_job_chaos.workers.hosted import contract, golang
+from pg_job_chaos.workers.hosted import contract, golang, jvm
 from tests.conftest import ROOT, run_cli
 from tests.hosted_runs import node_missing
 
@@ -27,6 +28,8 @@ CLIENTS = {
     "node": ("node examples/contract/worker.js", node_missing()),
     # built once a session, when a test first asks (workers/hosted/golang.py caches the binary)
     "go": (lambda: f"{golang.command('reference')} examples/contract/queue.sql", golang.missing()),
+    # the jar, built once a session likewise (workers/hosted/jvm.py caches it)
+    "java": (lambda: shlex.join(jvm.command("reference", "examples/contract/queue.sql")), jvm.missing()),
 }
 
 
@@ -58,6 +61,8 @@ def _claim_point(client: str) -> str:
     assert point == statements.name_of(text)  # the client digests a statement as the harness does
     if client in ("node", "go"):  # node-postgres and pgx number the placeholders; the claim has %(lease)s
         return pgjc_contract.digest(text.replace("%(lease)s", "$1"))
+    if client == "java":  # JDBC's placeholder is ?
+        return pgjc_contract.digest(text.replace("%(lease)s", "?"))
     return point
 
 
