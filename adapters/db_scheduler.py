@@ -35,6 +35,8 @@ adapter keeps its deleted jobs) -> ``removed`` -> ``done``, or ``stopped`` -> ``
 handler gave it up (its ``maxRetriesExceededHandler`` marks the shadow row). Attempts: the row's
 ``consecutive_failures``, plus the one running or finished. ``lease_expired``: a picked execution whose
 heartbeat is older than the run's dead-execution threshold. db-scheduler keeps no error text.
+``accepted_finishes``: each removal in the shadow table (a success, or a failure when given up), dated on the
+server's clock; retried failures and revivals leave only the row's counters (``finish_history`` ``last``).
 """
 
 from __future__ import annotations

@@ -91,7 +91,9 @@ final class DbScheduler implements Main.Command {
     d.put("system", "db-scheduler");
     d.put("version", version());
     d.put("runtime", "java " + Runtime.version());
-    d.put("sql", Map.of("reset", sql.get("reset"), "pending", sql.get("pending"), "final_states", sql.get("final_states")));
+    d.put("sql", Map.of("reset", sql.get("reset"), "pending", sql.get("pending"), "final_states", sql.get("final_states"),
+        "accepted_finishes", sql.get("accepted_finishes")));
+    d.put("finish_history", "last"); // a retried failure or a revival leaves only the row's counters
     d.put("status", Map.of("scheduled", "queued", "picked", "running", "removed", "done", "stopped", "dead"));
     Main.emit(d);
     return null;

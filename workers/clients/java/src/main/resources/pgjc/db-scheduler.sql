@@ -82,3 +82,23 @@ select r.task_instance, case when r.dead then 'stopped' else 'removed' end,
 from pgjc_db_scheduler_removed r
 where r.task_name = 'pgjc'
   and not exists (select 1 from scheduled_tasks s where s.task_name = r.task_name and s.task_instance = r.task_instance);
+
+-- name: accepted_finishes
+-- What db-scheduler accepted (docs/reference/contract.md), one row a finish: a success is its delete
+-- (OnCompleteRemove), a give-up the failure handler's (MaxRetriesFailureHandler), both dated by the
+-- shadow table on the server's clock; a row still scheduled or picked has no final finish (outcome
+-- null). A failure it retried or a dead execution it revived leaves only consecutive_failures and
+-- last_failure on the row, overwritten by the next: finish_history "last".
+select r.task_instance, case when r.dead then 'failure' else 'success' end,
+       case when r.dead then 'stopped (MaxRetriesFailureHandler)' else 'removed (OnCompleteRemove)' end,
+       r.removed_at, coalesce(r.consecutive_failures, 0) + 1,
+       format('row deleted at attempt %s%s', coalesce(r.consecutive_failures, 0) + 1,
+              case when r.dead then ', given up' else '' end)
+from pgjc_db_scheduler_removed r
+where r.task_name = 'pgjc'
+  and not exists (select 1 from scheduled_tasks s where s.task_name = r.task_name and s.task_instance = r.task_instance)
+union all
+select s.task_instance, null, null, null::timestamptz, null::int,
+       format('scheduled_tasks row, %s, consecutive_failures %s', case when s.picked then 'picked' else 'not picked' end,
+              coalesce(s.consecutive_failures, 0))
+from scheduled_tasks s where s.task_name = 'pgjc';
