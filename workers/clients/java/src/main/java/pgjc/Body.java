@@ -69,9 +69,11 @@ final class Body {
   void run(Finish inFinish) throws Exception {
     conn = c.borrow();
     boolean broken = false;
+    Exception failure = null;
     try {
       execute(inFinish);
     } catch (Exception e) {
+      failure = e;
       String msg = String.valueOf(e.getMessage()).split("\n", 2)[0];
       log("failed", fields("error", e.getClass().getName() + ": " + msg, "points", reached));
       try {
@@ -82,13 +84,15 @@ final class Body {
       } catch (SQLException r) {
         broken = true;
       }
-      resetTenant();
-      throw e;
-    } finally {
-      c.release(conn, broken || resetBroken);
     }
     resetTenant();
-    log("finished", fields("points", reached));
+    if (failure == null) {
+      log("finished", fields("points", reached));
+    }
+    c.release(conn, broken || resetBroken); // after the reset: the connection is the next body's once lent
+    if (failure != null) {
+      throw failure;
+    }
   }
 
   private boolean resetBroken;
