@@ -18,7 +18,6 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -143,10 +142,9 @@ final class DbScheduler implements Main.Command {
     try (HikariDataSource ds = pool(j, null, 1)) {
       OneTimeTask<String> task = task(req.path("max_attempts").asInt(1), Duration.ofMinutes(5), ds, null);
       SchedulerClient client = SchedulerClient.Builder.create(ds, task).build();
-      Instant now = Instant.now();
       for (JsonNode args : req.path("jobs")) {
         String id = args.path("job").asText();
-        client.schedule(task.instance(id, args.toString()), now);
+        client.schedule(task.schedulableInstance(id, args.toString())); // due now
         ids.add(List.of(args.path("job").asLong(), id));
       }
       double deadAfter = req.path("intervals").path("heartbeat interval").asDouble() * MISSED_HEARTBEATS_LIMIT;
