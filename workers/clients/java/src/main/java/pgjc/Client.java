@@ -228,7 +228,7 @@ public final class Client {
     }
   }
 
-  static int backend(Connection conn) {
+  public static int backend(Connection conn) {
     try {
       return conn.unwrap(PGConnection.class).getBackendPID();
     } catch (SQLException e) {
@@ -271,7 +271,7 @@ public final class Client {
    * when as many run at once). A kept connection is checked before it is lent: one cut while idle --
    * a restart, a promotion -- would fail the body and burn the queue's attempt.
    */
-  Connection borrow() throws SQLException, InterruptedException {
+  public Connection borrow() throws SQLException, InterruptedException {
     slots.acquire();
     try {
       while (true) {
@@ -294,7 +294,7 @@ public final class Client {
   }
 
   /** Returns a body connection (a broken one is closed). */
-  void release(Connection conn, boolean broken) {
+  public void release(Connection conn, boolean broken) {
     boolean closed;
     try {
       closed = conn.isClosed();
