@@ -10,6 +10,7 @@ verdicts: a subprocess's records are the harness's records). Add a client to :da
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -116,3 +117,38 @@ def test_urls_for_every_runtime():
     assert contract.url("host=127.0.0.1 port=5432 dbname=d user=u password=p@x") == \
         "postgresql://u:p%40x@127.0.0.1:5432/d"
     assert contract.url("postgresql://a@b/c") == "postgresql://a@b/c"
+
+
+JAVA_DSN = """
+import pgjc.Dsn;
+
+public class Urls {
+  public static void main(String[] argv) {
+    for (String dsn : argv) {
+      Dsn.Jdbc j = Dsn.parse(dsn);
+      System.out.println(j.url() + " " + new java.util.TreeMap<>(j.props()));
+    }
+  }
+}
+"""
+
+
+def test_the_java_client_reads_libpq_urls_as_pgjdbc_takes_them(tmp_path):
+    """The harness's DATABASE_URL (libpq's) as PgJDBC's URL and properties: a multi-host URL kept,
+    read-write as PgJDBC's primary, hostaddr as the host, libpq's keepalive knobs dropped (PgJDBC sets
+    none: the kernel's), the password decoded."""
+    if (missing := jvm.missing()) is not None:
+        pytest.skip(missing)
+    script = tmp_path / "Urls.java"
+    script.write_text(JAVA_DSN)
+    urls = ["postgresql://u:p%40x@127.0.0.1:5432/d",
+            "postgresql://w@127.0.0.1:5001,127.0.0.1:5002/db?target_session_attrs=read-write&connect_timeout=5",
+            "postgresql://w@localhost:5433/db?hostaddr=127.0.0.2&keepalives=1&keepalives_idle=5&tcp_user_timeout=10000"]
+    r = subprocess.run([jvm.command("reference")[0], "-cp", str(jvm.jar()), str(script), *urls],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "jdbc:postgresql://127.0.0.1:5432/d {password=p@x, user=u}",
+        "jdbc:postgresql://127.0.0.1:5001,127.0.0.1:5002/db "
+        "{connectTimeout=5, targetServerType=primary, user=w}",
+        "jdbc:postgresql://127.0.0.2:5433/db {tcpKeepAlive=true, user=w}"]
