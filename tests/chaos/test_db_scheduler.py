@@ -6,16 +6,19 @@ db-scheduler's own code implies (v16.7.1):
   ``heartbeatInterval x missedHeartbeatsLimit`` is handed to the task's ``ReviveDeadExecution``, which
   reschedules it now as a failure (``consecutive_failures + 1``): how the job of a dead worker comes back,
   never before its last heartbeat is that old;
-- ``JdbcTaskRepository.remove`` (fenced by ``version``): the completion deletes the row once.
+- ``JdbcTaskRepository.remove`` (fenced by ``version``): the completion deletes the row once;
+- ``Scheduler.stop`` (a deploy's SIGTERM, through the Java client): the running executions finish within
+  ``shutdownMaxWait`` and are completed, nothing more is picked.
 
-Budget: about 30 s on this machine (two runs, at time scales 2 and 3; a JVM's start is most of each)."""
+Budget: about 30 s on this machine (three runs, at time scales 2 and 3; a JVM's start is most of each)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pg_job_chaos.adapters.db_scheduler import TIMING
-from pg_job_chaos.core.schedule import JobSpec, Timing
+from pg_job_chaos.core.events import FaultStep, WorkerExitReason
+from pg_job_chaos.core.schedule import Event, JobSpec, Timing
 from pg_job_chaos.workers.hosted import jvm
 from tests.hosted_runs import run_hosted
 from tests.hosted_runs import violated as _violated
@@ -64,4 +67,21 @@ def test_a_crashed_execution_is_revived_once_its_heartbeat_is_stale(runner):
     began = min(x["t"] for x in h.records if x.get("event") == "client-start" and x.get("worker") == "w1.0")
     dead_after = TIMING.values(h.schedule)["dead execution after"]  # 3 s at time scale 3
     assert second.start - began >= dead_after, (second.start - began, dead_after)
+    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+
+
+def test_a_deploys_sigterm_lets_the_execution_in_hand_finish_through_stop(runner):
+    """SIGTERM mid-work (a rolling deploy): the Java client's handler makes mayDequeue false and
+    ``Scheduler.stop()`` waits for the execution in hand, which finishes and is completed once; the worker
+    exits by itself within the grace (30 s, scaled), and its replacement runs the rest."""
+    jobs = [JobSpec(1, tenant=1, duration=0.5), *(JobSpec(i, tenant=i) for i in (2, 3, 4))]
+    h, r = _run(runner, jobs, dequeues=30, events=(Event("deploy", 1, point="mid-work", variant="rolling"),))
+    (deploy,) = [i for i in h.injected if i["fault"] == FaultStep.DEPLOY]
+    old = deploy["worker"]
+    (gone,) = [x for x in h.exits if x.worker == old]
+    assert gone.outcome == WorkerExitReason.GRACEFUL and not gone.by_harness, gone
+    assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
+    assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 4
+    assert r["graceful-completes"].status == "held", r["graceful-completes"].evidence
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
