@@ -48,9 +48,10 @@ LIBRARIES = {
     "graphile-worker": "pg_job_chaos.adapters.graphile:GraphileWorker",  # Node, through the contract
     "oban": "pg_job_chaos.adapters.oban:Oban",  # Python 3.12, through the contract
     "river": "pg_job_chaos.adapters.river:River",  # Go, through the contract (workers/clients/go)
+    "db-scheduler": "pg_job_chaos.adapters.db_scheduler:DbScheduler",  # JVM, through the contract
 }
 # Hosted in another runtime through the worker contract: not the libraries extra's.
-OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker", "river")
+OTHER_RUNTIMES = ("contract", "pg-boss", "oban", "graphile-worker", "river", "db-scheduler")
 LIBRARIES_EXTRA = "pip install 'pg-job-chaos[libraries]'"  # in a checkout: pip install -e '.[libraries]'
 
 

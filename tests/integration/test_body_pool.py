@@ -1,5 +1,5 @@
 """A body pool never lends a connection the server already cut (docs/reference/contract.md, "Body
-connections"): the harness's own pool and both contract clients check a kept connection before a job
+connections"): the harness's own pool and the contract clients check a kept connection before a job
 gets it. Without the check, a body after a restart or a promotion fails on "server closed the
 connection unexpectedly" and the queue counts an attempt the harness burned.
 
@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
+from pg_job_chaos.workers.hosted import jvm
 from pg_job_chaos.workers.hosted.contract import url
 from pg_job_chaos.workers.tenant.modes import MODES
 from tests.conftest import ROOT
@@ -151,5 +152,60 @@ def test_the_node_clients_borrow_after_a_cut_gives_a_working_connection(database
            "PATH": "/usr/local/bin:/usr/bin:/bin"}
     spec = _spec(tmp_path, url(database.worker_dsn))  # node-postgres reads URLs, as the harness gives it
     out = _client_run(["node", str(script), spec, url(database.admin_dsn)], env)
+    assert out["answer"] == 1
+    assert out["second"] != out["first"]
+
+
+JAVA_CLIENT = """
+import java.sql.*;
+import pgjc.Client;
+import pgjc.Dsn;
+
+public class Borrow {
+  public static void main(String[] argv) throws Exception {
+    Client client = new Client(); // the spec PGJC_CONTRACT names
+    Connection conn = client.borrow();
+    int first = Client.backend(conn);
+    client.release(conn, false);
+    Dsn.Jdbc admin = Dsn.parse(argv[0]);
+    try (Connection a = DriverManager.getConnection(admin.url(), admin.props());
+         PreparedStatement kill = a.prepareStatement("select pg_terminate_backend(?)");
+         PreparedStatement gone = a.prepareStatement("select count(*) from pg_stat_activity where pid = ?")) {
+      kill.setInt(1, first);
+      kill.execute();
+      gone.setInt(1, first);
+      while (true) {
+        try (ResultSet rs = gone.executeQuery()) {
+          rs.next();
+          if (rs.getInt(1) == 0) break;
+        }
+      }
+    }
+    conn = client.borrow();
+    try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery("select 1")) {
+      rs.next();
+      System.out.println("{\\"first\\": " + first + ", \\"second\\": " + Client.backend(conn)
+          + ", \\"answer\\": " + rs.getInt(1) + "}");
+    }
+    Runtime.getRuntime().halt(0);
+  }
+}
+"""
+
+
+def test_the_java_client_replaces_a_cut_connection_before_lending_it(database, tmp_path):
+    """PgJDBC hears nothing of a termination until it next uses the socket: without ``Client.alive``
+    (``isValid``, an empty statement) the second borrow would lend the cut connection and ``select 1``
+    would fail. The client's first connection opens at its start (as HikariCP's minimum does): the one cut."""
+    missing = jvm.missing()
+    if missing:
+        pytest.skip(missing)
+    script = tmp_path / "Borrow.java"
+    script.write_text(JAVA_CLIENT)
+    java = jvm.command("reference")[0]
+    spec = _spec(tmp_path, url(database.worker_dsn))
+    env = {"PGJC_CONTRACT": spec, "PATH": "/usr/bin:/bin"}
+    argv = [java, *jvm.JVM_OPTIONS, "-cp", str(jvm.jar()), str(script), url(database.admin_dsn)]
+    out = _client_run(argv, env)
     assert out["answer"] == 1
     assert out["second"] != out["first"]

@@ -1,4 +1,4 @@
-"""The worker contract (docs/contract.md) and its three clients, Python, Node and Go, on real PostgreSQL.
+"""The worker contract (docs/contract.md) and its four clients, Python, Node, Go and Java, on real PostgreSQL.
 
 The conformance test a new client must pass is :func:`test_a_client_passes_check_design` (every
 check of ``check-design``: states mapped, attempts read back, the body reached, each fault struck
@@ -9,6 +9,8 @@ verdicts: a subprocess's records are the harness's records). Add a client to :da
 
 from __future__ import annotations
 
+import shlex
+import subprocess
 import sys
 
 import pytest
@@ -16,7 +18,7 @@ import pytest
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 from pg_job_chaos.properties import check
 from pg_job_chaos.workers.body import statements
-from pg_job_chaos.workers.hosted import contract, golang
+from pg_job_chaos.workers.hosted import contract, golang, jvm
 from tests.conftest import ROOT, run_cli
 from tests.hosted_runs import node_missing
 
@@ -27,6 +29,8 @@ CLIENTS = {
     "node": ("node examples/contract/worker.js", node_missing()),
     # built once a session, when a test first asks (workers/hosted/golang.py caches the binary)
     "go": (lambda: f"{golang.command('reference')} examples/contract/queue.sql", golang.missing()),
+    # the jar, built once a session likewise (workers/hosted/jvm.py caches it)
+    "java": (lambda: shlex.join(jvm.command("reference", "examples/contract/queue.sql")), jvm.missing()),
 }
 
 
@@ -58,6 +62,8 @@ def _claim_point(client: str) -> str:
     assert point == statements.name_of(text)  # the client digests a statement as the harness does
     if client in ("node", "go"):  # node-postgres and pgx number the placeholders; the claim has %(lease)s
         return pgjc_contract.digest(text.replace("%(lease)s", "$1"))
+    if client == "java":  # JDBC's placeholder is ?
+        return pgjc_contract.digest(text.replace("%(lease)s", "?"))
     return point
 
 
@@ -111,3 +117,38 @@ def test_urls_for_every_runtime():
     assert contract.url("host=127.0.0.1 port=5432 dbname=d user=u password=p@x") == \
         "postgresql://u:p%40x@127.0.0.1:5432/d"
     assert contract.url("postgresql://a@b/c") == "postgresql://a@b/c"
+
+
+JAVA_DSN = """
+import pgjc.Dsn;
+
+public class Urls {
+  public static void main(String[] argv) {
+    for (String dsn : argv) {
+      Dsn.Jdbc j = Dsn.parse(dsn);
+      System.out.println(j.url() + " " + new java.util.TreeMap<>(j.props()));
+    }
+  }
+}
+"""
+
+
+def test_the_java_client_reads_libpq_urls_as_pgjdbc_takes_them(tmp_path):
+    """The harness's DATABASE_URL (libpq's) as PgJDBC's URL and properties: a multi-host URL kept,
+    read-write as PgJDBC's primary, hostaddr as the host, libpq's keepalive knobs dropped (PgJDBC sets
+    none: the kernel's), the password decoded."""
+    if (missing := jvm.missing()) is not None:
+        pytest.skip(missing)
+    script = tmp_path / "Urls.java"
+    script.write_text(JAVA_DSN)
+    urls = ["postgresql://u:p%40x@127.0.0.1:5432/d",
+            "postgresql://w@127.0.0.1:5001,127.0.0.1:5002/db?target_session_attrs=read-write&connect_timeout=5",
+            "postgresql://w@localhost:5433/db?hostaddr=127.0.0.2&keepalives=1&keepalives_idle=5&tcp_user_timeout=10000"]
+    r = subprocess.run([jvm.command("reference")[0], "-cp", str(jvm.jar()), str(script), *urls],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "jdbc:postgresql://127.0.0.1:5432/d {password=p@x, user=u}",
+        "jdbc:postgresql://127.0.0.1:5001,127.0.0.1:5002/db "
+        "{connectTimeout=5, targetServerType=primary, user=w}",
+        "jdbc:postgresql://127.0.0.2:5433/db {tcpKeepAlive=true, user=w}"]

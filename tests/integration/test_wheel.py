@@ -94,15 +94,16 @@ def clean_copy(dst: Path) -> list[str]:
 def shipped(copied: list[str]) -> set[str]:
     """What the wheel must hold, from the tree: ``pg_job_chaos/``'s modules, and every module and
     ``.sql``/``.html``/``.txt`` file of the layers, and the worker contract's Node files (``.js``,
-    the client's ``package.json`` and lockfile; never ``node_modules``) and Go files (``.go``, ``go.mod``,
-    ``go.sum``: built where they run), under ``pg_job_chaos/``."""
+    the client's ``package.json`` and lockfile; never ``node_modules``), Go files (``.go``, ``go.mod``,
+    ``go.sum``) and Java files (``.java``, ``pom.xml``; never ``target``): built where they run, under
+    ``pg_job_chaos/``."""
     out = set()
     for name in copied:
         rel = Path(name)
-        if "node_modules" in rel.parts:
+        if "node_modules" in rel.parts or "target" in rel.parts:
             continue
-        if rel.suffix not in (".py", ".sql", ".html", ".txt", ".js", ".go") and rel.name not in (
-                "package.json", "package-lock.json", "go.mod", "go.sum"):
+        if rel.suffix not in (".py", ".sql", ".html", ".txt", ".js", ".go", ".java") and rel.name not in (
+                "package.json", "package-lock.json", "go.mod", "go.sum", "pom.xml"):
             continue
         if rel.parts[0] == "pg_job_chaos" and len(rel.parts) == 2:
             out.add(name)

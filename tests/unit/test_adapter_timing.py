@@ -83,6 +83,19 @@ def test_a_fixed_second_is_reported_broken_by_its_factor_at_every_other_scale():
     assert LIB.without("recovery").min_time_scale() is None
 
 
+def test_a_floored_interval_keeps_its_ratio_above_the_floor_and_is_reported_below_it():
+    # db-scheduler's shape: a 10 s poll to a 30 min threshold, held at 0.1 s at least (adapters/db_scheduler)
+    lib = Intervals("lib", anchors={"lease": "threshold"}, intervals=(
+        Interval("threshold", 1800.0, kind=WAIT), Interval("poll", 10.0, least=0.1, bound=None)))
+    assert lib.values(_at(36.0))["poll"] == pytest.approx(0.2)  # 36 s / 180: above the floor, the ratio
+    assert not lib.broken(_at(36.0))
+    assert lib.values(_at(2.0))["poll"] == 0.1  # 2 s / 180 = 11 ms: the floor
+    (b,) = lib.broken(_at(2.0))
+    assert (b.interval, b.factor) == ("poll", pytest.approx(9.0))
+    assert b.message().endswith("(9× too rare)")
+    assert lib.min_time_scale() is None  # reported only: it raises no scale
+
+
 def test_the_issue_s_example_reads_as_it_should():
     # recovery every lease against a documented 20 leases (what procrastinate's adapter ran before)
     b = Broken("procrastinate", "recovery period", "stalled threshold", 1.0, 20.0, CRON, 1.0, None)

@@ -51,6 +51,9 @@ class Interval:
     # differently (the adapter says why); a clamp past it raises min_time_scale. None: reported only.
     bound: float | None = 1.0
     setting: str = ""  # the library's own name for it (a parameter, a constant, a cron)
+    # Real seconds the adapter sets no less than, whatever the scale (0: none): a poll that, scaled,
+    # would load the machine. The ratio it breaks is reported (broken), never raising the time scale.
+    least: float = 0.0
 
     def __post_init__(self):
         if self.grid not in GRIDS or self.kind not in (PERIOD, WAIT) or self.default <= 0:
@@ -167,7 +170,8 @@ class Intervals:
 
     def values(self, schedule) -> dict[str, float]:
         """``{interval: real seconds}`` for *schedule*: each on its grid."""
-        return {i.name: on_grid(i.grid, self.ideal(schedule, i), i.default) for i in self.intervals}
+        return {i.name: max(i.least, on_grid(i.grid, self.ideal(schedule, i), i.default))
+                for i in self.intervals}
 
     def broken(self, schedule) -> list[Broken]:
         """The documented ratios *schedule* cannot keep (more than :data:`TOLERANCE` off)."""
