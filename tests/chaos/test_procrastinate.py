@@ -81,8 +81,10 @@ def test_cost_per_job_beside_lease_heartbeat(runner, database):
     # checks with an empty query -- one transaction more each (psycopg_connector.py:
     # PsycopgConnector._create_pool, check=AsyncConnectionPool.check_connection) -- + the body's two
     # short transactions = 6, plus what its side tasks add while the run lasts (worker heartbeats, the
-    # periodic deferrer, the recovery job, register/prune/unregister): measured 6.65-6.75 for 20 jobs.
-    assert 6 <= cost["procrastinate"]["transactions"] < 8, cost
+    # periodic deferrer, the recovery job, register/prune/unregister): measured 6.65-6.75 for 20 jobs on a
+    # quiet machine, 8.45 beside a soak and busy loops -- the side tasks tick by the clock, so their share
+    # grows with the run's length: only the per-job floor is a guarantee (issue 51). run.py bench prints it.
+    assert cost["procrastinate"]["transactions"] >= 6, cost
 
 
 def test_crash_is_retried_by_the_documented_recovery_past_max_attempts(runner):

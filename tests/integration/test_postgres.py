@@ -250,6 +250,12 @@ def _wait_for(condition, seconds: float, step: float = 0.1):
 
 
 @pytest.mark.slow
+def _interruptible() -> None:
+    """The harness's SIGINT as a terminal gives it. Hazard: under a shell's background job (`.ci/run &`)
+    SIGINT is inherited ignored, and Python then installs no handler: the Ctrl-C never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_killing_the_harness_leaves_nothing_behind(sig, tmp_path):
     """Killed while its workers run, the harness leaves no process, server or run directory. Its
@@ -263,7 +269,7 @@ def test_killing_the_harness_leaves_nothing_behind(sig, tmp_path):
         proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--design", "lease", "--faults",
                                  "overrun", "--examples", "50", "--time-scale", "0.5"],
                                 stdout=subprocess.DEVNULL, stderr=out, stdin=subprocess.DEVNULL, cwd=ROOT,
-                                env=dict(os.environ, **{MARK_VAR: mark}))
+                                env=dict(os.environ, **{MARK_VAR: mark}), preexec_fn=_interruptible)
 
     def said() -> str:
         return f"; exit {proc.poll()}; its stderr ends: {log.read_text(errors='replace')[-2000:]!r}"

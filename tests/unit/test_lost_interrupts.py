@@ -18,6 +18,9 @@ import gc, signal, sys, time
 from pg_job_chaos.harness.cli.interrupts import Terminated, not_lost, terminated
 
 signal.signal(signal.SIGTERM, terminated)
+# Hazard: a child of a shell's background job (`.ci/run &`) inherits SIGINT ignored, and Python then
+# installs no handler of its own: the interrupt sent again would be ignored too
+signal.signal(signal.SIGINT, signal.default_int_handler)
 kind, guarded = sys.argv[1], sys.argv[2] == "guarded"
 raised = []
 
