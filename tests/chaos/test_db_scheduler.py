@@ -20,7 +20,7 @@ from pg_job_chaos.adapters.db_scheduler import TIMING
 from pg_job_chaos.core.events import FaultStep, WorkerExitReason
 from pg_job_chaos.core.schedule import Event, JobSpec, Timing
 from pg_job_chaos.workers.hosted import jvm
-from tests.hosted_runs import run_hosted
+from tests.hosted_runs import fault_free_every_job_done_once, run_hosted
 from tests.hosted_runs import violated as _violated
 
 pytestmark = [pytest.mark.chaos]
@@ -43,11 +43,7 @@ def _run(runner, jobs, scale=SCALE, **kw):
 
 
 def test_fault_free_every_job_done_once(runner):
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 9)])
-    assert h.ended_by == "quiescent"
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 8
-    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 9))
-    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+    h, r = fault_free_every_job_done_once(runner, "db-scheduler", SCALE)
 
 
 def test_a_crashed_execution_is_revived_once_its_heartbeat_is_stale(runner):

@@ -22,7 +22,7 @@ from pg_job_chaos.adapters.graphile import GraphileWorker
 from pg_job_chaos.core import overlap
 from pg_job_chaos.core.schedule import JobSpec, Timing
 from pg_job_chaos.harness import scales
-from tests.hosted_runs import node_missing, run_hosted
+from tests.hosted_runs import fault_free_every_job_done_once, node_missing, run_hosted
 from tests.hosted_runs import violated as _violated
 
 pytestmark = [pytest.mark.chaos]
@@ -39,10 +39,7 @@ def _run(runner, jobs, **kw):
 
 def test_fault_free_every_job_done_once(runner):
     """Every job deleted by its success (completeJobs.js:39-40): done, the deleted row's attempts 1."""
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 9)])
-    assert h.ended_by == "quiescent"
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 8
-    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 9))
+    h, r = fault_free_every_job_done_once(runner, "graphile-worker", SCALE)
     assert [e.attempt for e in h.executions()] == [1] * 8  # job.attempts after the fetch's + 1
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
     assert r["attempts-counted"].status == "held"

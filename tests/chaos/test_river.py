@@ -19,8 +19,7 @@ import pytest
 from pg_job_chaos.adapters.river import TIMING
 from pg_job_chaos.core.schedule import JobSpec
 from pg_job_chaos.workers.hosted import golang
-from tests.hosted_runs import run_hosted
-from tests.hosted_runs import violated as _violated
+from tests.hosted_runs import fault_free_every_job_done_once, run_hosted
 
 pytestmark = [pytest.mark.chaos]
 
@@ -39,11 +38,7 @@ def _run(runner, jobs, scale=SCALE, **kw):
 
 
 def test_fault_free_every_job_done_once(runner):
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.01) for i in range(1, 9)])
-    assert h.ended_by == "quiescent"
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 8
-    assert sorted(x["job_id"] for x in h.runs) == list(range(1, 9))
-    assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+    h, r = fault_free_every_job_done_once(runner, "river", SCALE)
 
 
 def test_an_overrun_is_cut_by_the_job_timeout_and_retried(runner):
