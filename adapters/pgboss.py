@@ -26,6 +26,10 @@ policy (``types.d.ts`` ``QueuePolicy``; ``plans.js`` index ``job_i2``: one ``act
 ``singleton_key``), each job's ``singletonKey`` its tenant, the policy set by ``updateQueue`` at every
 enqueue (``standard``, pg-boss's default, when off).
 
+``--design-option batch_size=N`` (default 1, pg-boss's; the corpus's pg-boss #535 case): ``work(..,
+{batchSize: N})``: one fetch activates up to N jobs, the handler runs them one after another, and pg-boss
+completes the batch when it returns (fails every job of it when it throws: its batch semantics).
+
 Status mapping: ``created``, ``retry`` -> ``queued``; ``active`` -> ``running``; ``completed`` -> ``done``;
 ``failed``, ``cancelled`` -> ``dead``. ``lease_expired``: an ``active`` job past ``started_on + expire_in``.
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..core.errors import UsageError
 from ..workers.hosted import timing
 from ..workers.hosted.contract import ContractDesign
 
@@ -68,11 +73,19 @@ class PgBoss(ContractDesign):
     OPTIONS = {"finish": "work (default: work(), pg-boss completes after the handler, on its own pool) or "
                          "transaction (fetch(), and complete(.., {db}) in the body's finishing transaction)",
                "fairness": "off (default: the queue's standard policy) or per-tenant-singleton (the "
-                           "'singleton' policy, one active job per singletonKey, the key the tenant)"}
+                           "'singleton' policy, one active job per singletonKey, the key the tenant)",
+               "batch_size": "work(.., {batchSize}) (default 1, pg-boss's): jobs fetched at once, handled "
+                             "one after another in one handler call (finish=work only)"}
 
     def __init__(self, **options: str):
         super().__init__(**options)
-        self.choice("finish", ("work", "transaction"))
+        finish = self.choice("finish", ("work", "transaction"))
+        # batch_size > 1: one fetch activates that many jobs (plans.js fetchNextJob LIMIT $2); the handler
+        # runs them one after another and pg-boss completes (or, if it throws, fails) the whole batch
+        # (manager.js watch: complete(name, jobIds) or fail(name, jobIds), src/manager.js:215-219)
+        if self.whole("batch_size", 1) > 1 and finish != "work":
+            raise UsageError("design pg-boss: batch_size applies to finish=work (fetchAndComplete takes one "
+                             "job at a time)")
         # per-tenant-singleton: singletonKey tenant_<id> (node/pg-boss.js), one active job per key (plans.js,
         # index job_i2)
         self.tenant_cap = 1 if self.choice("fairness", ("off", "per-tenant-singleton")) != "off" else None

@@ -53,7 +53,9 @@ Versions (issue 48, the corpus runs older ones beside the pinned 1.6.0): ``>= 1.
 ``retry_timer`` (= the lease, in the place of ``heartbeat_timeout``; the heartbeat interval and its
 buffer's flush are pgqueuer's own functions of it, which #431 changed in 0.24.0), has no ``attempts``
 column and no database retry: an exception ends the job ``exception`` (its default executor), the body
-is told attempt 1 on every pick, and ``final_states`` is ``final_states_0x``.
+is told attempt 1 on every pick, and ``final_states`` is ``final_states_0x``. Within 1.x, before 1.5
+(:data:`SCHEMA_CHECK`) the schema is found by ``has_table`` (no ``schema_is_installed``), and before 1.3
+(:data:`AGGREGATION`) ``QueueManager.run`` takes no ``log_aggregation_interval`` (the corpus's 1.0.x case).
 
 Hazards, left as pgqueuer has them: the finish is buffered (``JobStatusLogBuffer``, flushed by a task
 once the body has returned and the job's ``Heartbeat`` has stopped), so a worker killed in between
@@ -94,6 +96,9 @@ def _release(version: str) -> tuple[int, ...]:
 
 VERSION = importlib.metadata.version("pgqueuer")
 LEGACY = _release(VERSION) < (1, 0)  # the 0.x layout and recovery (the module docstring, "Versions")
+# 1.x releases before these lack what the adapter otherwise uses (the module docstring, "Versions"):
+SCHEMA_CHECK = _release(VERSION) >= (1, 5)  # Queries.schema_is_installed (1.5.0; absent in 1.4.0)
+AGGREGATION = _release(VERSION) >= (1, 3)  # QueueManager.run(log_aggregation_interval=) (v1.3.0, #707)
 
 ENTRYPOINT = "pgjc"
 
@@ -209,8 +214,8 @@ class PgQueuer(DeclaredDesign):
 
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
             queries = Queries(PsycopgDriver(aconn))
-            installed = (await queries.has_table("pgqueuer") if LEGACY  # 0.x: no schema_is_installed
-                         else await queries.schema_is_installed())
+            installed = (await queries.schema_is_installed() if SCHEMA_CHECK
+                         else await queries.has_table("pgqueuer"))  # before 1.5: no schema_is_installed
             if not installed:  # a database cloned from a template has it
                 await queries.install()
 
@@ -307,8 +312,9 @@ class PgQueuer(DeclaredDesign):
         run: dict = {"dequeue_timeout": timedelta(seconds=t["dequeue timeout"]),
                      "batch_size": self.batch_size, "max_concurrent_tasks": self.max_concurrent_tasks}
         if not LEGACY:  # 1.x's own intervals; 0.x derives them from retry_timer
-            run.update(heartbeat_timeout=timedelta(seconds=heartbeat_timeout),
-                       log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]))
+            run.update(heartbeat_timeout=timedelta(seconds=heartbeat_timeout))
+        if AGGREGATION:  # before 1.3 the log is not aggregated by the worker
+            run.update(log_aggregation_interval=timedelta(seconds=t["log aggregation interval"]))
         try:
             await qm.run(**run)
         finally:

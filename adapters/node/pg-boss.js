@@ -111,8 +111,12 @@ const commands = {
     if (client.options.finish === 'transaction') {
       await fetchAndComplete(b, client, polling);
     } else {
-      await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: polling },
-        async ([job]) => client.runJob(job.data, job.retryCount + 1));
+      // batch_size (adapters/pgboss.py): jobs fetched at once, run one after another in one handler
+      const batchSize = Number(client.options.batch_size || 1);
+      await b.work(QUEUE, { includeMetadata: true, pollingIntervalSeconds: polling, batchSize },
+        async (jobs) => {
+          for (const job of jobs) await client.runJob(job.data, job.retryCount + 1);
+        });
       while (client.mayDequeue()) await contract.sleep(client.seconds.poll * 1000);
       await b.offWork(QUEUE); // the dequeue budget spent: take no more
     }

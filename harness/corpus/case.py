@@ -2,7 +2,8 @@
 
 A case names the system, the version with the bug and the version that fixed it (or none: still open),
 the upstream link and a one-line summary, what the search may use -- the *kind* of fault the report
-describes (faults, workload, replica, pooler, design options, tenant mode, time scale, workers) -- the
+describes (faults, workload, replica, pooler, design options, tenant mode, time scale, workers, a deploy's
+grace) -- the
 property that must be violated, and the buggy side's time budget. Never jobs, points, seeds or a
 schedule: the search finds those. Example (``docs/reference/corpus.md``)::
 
@@ -40,7 +41,8 @@ OPEN = "none"  # fixed = "none": no release has fixed it (only the buggy side ru
 
 REQUIRED = ("system", "buggy", "link", "summary", "property", "budget")
 OPTIONAL = ("fixed", "verified", "quick", "blocked", "search")
-SEARCH = ("faults", "workload", "replica", "pooler", "design_options", "tenant_mode", "time_scale", "workers")
+SEARCH = ("faults", "workload", "replica", "pooler", "design_options", "tenant_mode", "time_scale", "workers",
+          "grace")
 # what a case never holds: the search finds them (a case names the kind of fault, not where it strikes)
 NEVER = ("jobs", "job", "points", "point", "seed", "seeds", "schedule", "events", "occurrences")
 MAX_BUDGET = 3600.0  # seconds: a case's budget above an hour is a typo, not a hunt
@@ -82,6 +84,8 @@ class Case:
             out += ["--time-scale", repr(float(s["time_scale"]))]
         if s.get("workers") is not None:
             out += ["--workers", str(s["workers"])]
+        if s.get("grace") is not None:
+            out += ["--grace", repr(float(s["grace"]))]
         for k, v in s.get("design_options", {}).items():
             out += ["--design-option", f"{k}={v}"]
         return out
@@ -128,6 +132,11 @@ def _search(path: Path, raw: object) -> dict:
         raise _bad(path, f"search.time_scale: a number greater than 0, not {out['time_scale']!r}")
     if "workers" in out and not (isinstance(out["workers"], int) and 1 <= out["workers"] <= 50):
         raise _bad(path, f"search.workers: a whole number from 1 to 50, not {out['workers']!r}")
+    grace = out.get("grace")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0):
+        raise _bad(path, f"search.grace: a deploy's grace in article seconds, 0 or more, not {grace!r}")
+    if grace is not None and "deploy" not in faults:
+        raise _bad(path, "search.grace: a deploy's grace, for a case whose faults include deploy")
     options = out.get("design_options", {})
     scalar = str | int | float | bool
     if not isinstance(options, dict) or not all(isinstance(v, scalar) for v in options.values()):

@@ -38,6 +38,9 @@ SYSTEMS: dict[str, System] = {s.name: s for s in (
     System("chancy", "chancy", "chancy", "pip", "chancy=={version}"),
     System("awa", "awa", "awa-pg", "pip", "awa-pg=={version}"),
     System("dbos", "dbos", "dbos", "pip", "dbos=={version}"),
+    # its [compat] extra: on Python 3.11 Django 6 (django.tasks) is out; adapters/django_tasks.py
+    System("django-tasks-db", "django-tasks-db", "django-tasks-db", "pip",
+           "django-tasks-db[compat]=={version}"),
     System("pg-boss", "pg-boss", "pg-boss", "npm", "pg-boss@{version}"),
     System("graphile-worker", "graphile-worker", "graphile-worker", "npm", "graphile-worker@{version}"),
 )}

@@ -71,6 +71,17 @@ def test_a_wrong_field_is_a_usage_error_naming_it(tmp_path, capsys, field):
     assert f": {field}" in err and "Traceback" not in err, err
 
 
+def test_a_deploys_grace_is_a_search_flag_and_only_with_deploy(tmp_path):
+    deploy = GOOD.replace('["crash"]', '["deploy"]')
+    (tmp_path / "g.toml").write_text(deploy + "grace = 0.01\n")
+    assert case.load(tmp_path / "g.toml").search_flags() == ["--faults", "deploy", "--grace", "0.01"]
+    for text, why in ((GOOD + "grace = 0.01\n", "faults include deploy"),
+                      (deploy + "grace = -1\n", "0 or more")):
+        (tmp_path / "g.toml").write_text(text)
+        with pytest.raises(UsageError, match=rf"search.grace: .*{why}"):
+            case.load(tmp_path / "g.toml")
+
+
 def test_a_missing_field_and_an_unknown_case_name_are_usage_errors(tmp_path, capsys):
     (tmp_path / "short.toml").write_text('system = "awa"\n')
     with pytest.raises(UsageError, match="missing buggy, link, summary, property, budget"):
