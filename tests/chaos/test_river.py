@@ -6,7 +6,9 @@ what River's own code implies (v0.51.2):
   run under it, so a body past it fails at its finishing statement and River retries it;
 - ``internal/maintenance/job_rescuer.go``: the leader's rescuer retries a job ``running`` longer than
   ``RescueStuckJobsAfter`` -- how the job of a dead worker comes back, never sooner;
-- ``job_complete_tx.go``: ``JobCompleteTx`` completes the job in the body's finishing transaction.
+- ``job_complete_tx.go``: ``JobCompleteTx`` completes the job in the body's finishing transaction;
+- ``client.go``: ``Client.Stop`` stops fetching and waits for the jobs in hand -- reached from a deploy's
+  SIGTERM through the Go client's handler (``MayDequeue`` false), as River's own examples stop on it.
 
 Budget: about 40 s on this machine (three runs at time scale 1, a few seconds each; the crash on the default
 path at time scale 0.2 waits for the rescuer, whose period and a dead leader's TTL are River's constants:
@@ -17,7 +19,8 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.adapters.river import TIMING
-from pg_job_chaos.core.schedule import JobSpec
+from pg_job_chaos.core.events import FaultStep, WorkerExitReason
+from pg_job_chaos.core.schedule import Event, JobSpec
 from pg_job_chaos.workers.hosted import golang
 from tests.hosted_runs import fault_free_every_job_done_once, run_hosted
 
@@ -82,3 +85,20 @@ def test_a_crash_after_the_bodys_commit(runner, finish):
         assert rows == [("w1.0", 1)]
         for name in ("single-commit", "at-most-once-effects", "done-means-committed"):
             assert r[name].status == "held", (name, r[name].evidence)
+
+
+def test_a_deploys_sigterm_lets_the_job_in_hand_finish_through_stop(runner):
+    """SIGTERM mid-work (a rolling deploy): the Go client's handler makes MayDequeue false and River's
+    ``Client.Stop`` waits for the job in hand, which finishes and is completed once; the worker exits by
+    itself within the grace (30 s, scaled), and its replacement runs the rest. Before the handler, Go's
+    default action ended the process at once (exit 143) and the job waited for the rescuer."""
+    jobs = [JobSpec(1, tenant=1, duration=0.5), *(JobSpec(i, tenant=i) for i in (2, 3, 4))]
+    h, r = _run(runner, jobs, dequeues=30, events=(Event("deploy", 1, point="mid-work", variant="rolling"),))
+    (deploy,) = [i for i in h.injected if i["fault"] == FaultStep.DEPLOY]
+    old = deploy["worker"]
+    (gone,) = [x for x in h.exits if x.worker == old]
+    assert gone.outcome == WorkerExitReason.GRACEFUL and not gone.by_harness, gone
+    assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
+    assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 4
+    assert r["graceful-completes"].status == "held", r["graceful-completes"].evidence

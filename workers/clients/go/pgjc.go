@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -263,6 +264,11 @@ type Client struct {
 	waitMu sync.Mutex // one waiter at a time: the go is process-wide
 	gos    chan os.Signal
 
+	// A deploy's SIGTERM (forwarded by the forked worker): take no more jobs; the command's own stop
+	// (River's Client.Stop) follows once MayDequeue says so. Without it Go's default action ends the
+	// process at once and the system's graceful stop never runs.
+	terminating atomic.Bool
+
 	poolMu sync.Mutex
 	free   []*pgx.Conn
 	slots  chan struct{} // pool_size tokens
@@ -295,6 +301,13 @@ func NewClient() (*Client, error) {
 		return nil, err
 	}
 	signal.Notify(c.gos, syscall.SIGUSR1)
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	go func() {
+		for range terms {
+			c.terminating.Store(true)
+		}
+	}()
 	// The forked worker asked the kernel to kill us with it; a parent gone all the same ends us too.
 	parent := os.Getppid()
 	go func() {
@@ -358,8 +371,12 @@ func (c *Client) Wait(job any, attempt any, point string, backend uint32) {
 	}
 }
 
-// MayDequeue says whether the dequeue budget allows another job.
+// MayDequeue says whether the worker may take another job: not after a deploy's SIGTERM, nor past the
+// schedule's dequeue budget.
 func (c *Client) MayDequeue() bool {
+	if c.terminating.Load() {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.Spec.Dequeues == nil || c.started < *c.Spec.Dequeues
