@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 from pg_job_chaos import properties
-from pg_job_chaos.core.schedule import JobSpec, Schedule
+from pg_job_chaos.core.events import FaultStep, WorkerExitReason
+from pg_job_chaos.core.schedule import Event, JobSpec, Schedule
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "workers" / "clients" / "node"
 
@@ -33,6 +34,25 @@ def fault_free_every_job_done_once(runner, design: str, scale: float, jobs: int 
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * jobs
     assert sorted(x["job_id"] for x in h.runs) == list(range(1, jobs + 1))
     assert violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}
+    return h, r
+
+
+def deploy_finishes_the_job_in_hand(runner, design: str, scale: float):
+    """SIGTERM mid-work (a rolling deploy) on job 1 of four: the client's handler makes it take no more
+    jobs and the system's own stop waits for the job in hand, which finishes and is completed once; the
+    worker exits by itself within the grace (30 s, scaled), no SIGKILL, and its replacement runs the rest.
+    The history and verdicts, for what a library's own test adds."""
+    jobs = [JobSpec(1, tenant=1, duration=0.5), *(JobSpec(i, tenant=i) for i in (2, 3, 4))]
+    h, r = run_hosted(runner, design, scale, jobs, dequeues=30,
+                      events=(Event("deploy", 1, point="mid-work", variant="rolling"),))
+    (deploy,) = [i for i in h.injected if i["fault"] == FaultStep.DEPLOY]
+    old = deploy["worker"]
+    (gone,) = [x for x in h.exits if x.worker == old]
+    assert gone.outcome == WorkerExitReason.GRACEFUL and not gone.by_harness, gone
+    assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
+    assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 4
+    assert r["graceful-completes"].status == "held", r["graceful-completes"].evidence
     return h, r
 
 

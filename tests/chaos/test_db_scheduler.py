@@ -17,10 +17,9 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.adapters.db_scheduler import TIMING
-from pg_job_chaos.core.events import FaultStep, WorkerExitReason
-from pg_job_chaos.core.schedule import Event, JobSpec, Timing
+from pg_job_chaos.core.schedule import JobSpec, Timing
 from pg_job_chaos.workers.hosted import jvm
-from tests.hosted_runs import fault_free_every_job_done_once, run_hosted
+from tests.hosted_runs import deploy_finishes_the_job_in_hand, fault_free_every_job_done_once, run_hosted
 from tests.hosted_runs import violated as _violated
 
 pytestmark = [pytest.mark.chaos]
@@ -85,14 +84,5 @@ def test_a_deploys_sigterm_lets_the_execution_in_hand_finish_through_stop(runner
     """SIGTERM mid-work (a rolling deploy): the Java client's handler makes mayDequeue false and
     ``Scheduler.stop()`` waits for the execution in hand, which finishes and is completed once; the worker
     exits by itself within the grace (30 s, scaled), and its replacement runs the rest."""
-    jobs = [JobSpec(1, tenant=1, duration=0.5), *(JobSpec(i, tenant=i) for i in (2, 3, 4))]
-    h, r = _run(runner, jobs, dequeues=30, events=(Event("deploy", 1, point="mid-work", variant="rolling"),))
-    (deploy,) = [i for i in h.injected if i["fault"] == FaultStep.DEPLOY]
-    old = deploy["worker"]
-    (gone,) = [x for x in h.exits if x.worker == old]
-    assert gone.outcome == WorkerExitReason.GRACEFUL and not gone.by_harness, gone
-    assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
-    assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 4
-    assert r["graceful-completes"].status == "held", r["graceful-completes"].evidence
+    h, r = deploy_finishes_the_job_in_hand(runner, "db-scheduler", SCALE)
     assert _violated(r) == set(), {n: x.evidence for n, x in r.items() if x.status == "violated"}

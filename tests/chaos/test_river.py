@@ -19,10 +19,9 @@ from __future__ import annotations
 import pytest
 
 from pg_job_chaos.adapters.river import TIMING
-from pg_job_chaos.core.events import FaultStep, WorkerExitReason
-from pg_job_chaos.core.schedule import Event, JobSpec
+from pg_job_chaos.core.schedule import JobSpec
 from pg_job_chaos.workers.hosted import golang
-from tests.hosted_runs import fault_free_every_job_done_once, run_hosted
+from tests.hosted_runs import deploy_finishes_the_job_in_hand, fault_free_every_job_done_once, run_hosted
 
 pytestmark = [pytest.mark.chaos]
 
@@ -92,13 +91,4 @@ def test_a_deploys_sigterm_lets_the_job_in_hand_finish_through_stop(runner):
     ``Client.Stop`` waits for the job in hand, which finishes and is completed once; the worker exits by
     itself within the grace (30 s, scaled), and its replacement runs the rest. Before the handler, Go's
     default action ended the process at once (exit 143) and the job waited for the rescuer."""
-    jobs = [JobSpec(1, tenant=1, duration=0.5), *(JobSpec(i, tenant=i) for i in (2, 3, 4))]
-    h, r = _run(runner, jobs, dequeues=30, events=(Event("deploy", 1, point="mid-work", variant="rolling"),))
-    (deploy,) = [i for i in h.injected if i["fault"] == FaultStep.DEPLOY]
-    old = deploy["worker"]
-    (gone,) = [x for x in h.exits if x.worker == old]
-    assert gone.outcome == WorkerExitReason.GRACEFUL and not gone.by_harness, gone
-    assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
-    assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
-    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)] * 4
-    assert r["graceful-completes"].status == "held", r["graceful-completes"].evidence
+    deploy_finishes_the_job_in_hand(runner, "river", SCALE)
