@@ -56,6 +56,18 @@ def deploy_finishes_the_job_in_hand(runner, design: str, scale: float):
     return h, r
 
 
+def crash_after_commit_kept_once(h, r) -> None:
+    """The transaction path under a crash at ``after-insert`` (one worker): the finish committed with the
+    body's row, so job 1 is done in its one execution -- the crashed one, on w1.0 -- with one row, and the
+    single-commit, at-most-once-effects and done-means-committed properties held."""
+    assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
+    (only,) = h.executions()
+    assert only.worker == "w1.0" and [f["point"] for f in only.faults] == ["after-insert"]
+    assert sorted((x["worker"], x["attempt"]) for x in h.runs) == [("w1.0", 1)]
+    for name in ("single-commit", "at-most-once-effects", "done-means-committed"):
+        assert r[name].status == "held", (name, r[name].evidence)
+
+
 def node_missing() -> str | None:
     """Why the Node client cannot run here, or None."""
     node = shutil.which("node")

@@ -21,7 +21,12 @@ import pytest
 from pg_job_chaos.adapters.river import TIMING
 from pg_job_chaos.core.schedule import JobSpec
 from pg_job_chaos.workers.hosted import golang
-from tests.hosted_runs import deploy_finishes_the_job_in_hand, fault_free_every_job_done_once, run_hosted
+from tests.hosted_runs import (
+    crash_after_commit_kept_once,
+    deploy_finishes_the_job_in_hand,
+    fault_free_every_job_done_once,
+    run_hosted,
+)
 
 pytestmark = [pytest.mark.chaos]
 
@@ -78,12 +83,7 @@ def test_a_crash_after_the_bodys_commit(runner, finish):
         assert second.start - first.start >= rescue_after, (second.start - first.start, rescue_after)
         assert r["single-commit"].status == "violated", r["single-commit"].evidence
     else:
-        assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1)]
-        (only,) = h.executions()
-        assert only.worker == "w1.0" and [f["point"] for f in only.faults] == ["after-insert"]
-        assert rows == [("w1.0", 1)]
-        for name in ("single-commit", "at-most-once-effects", "done-means-committed"):
-            assert r[name].status == "held", (name, r[name].evidence)
+        crash_after_commit_kept_once(h, r)
 
 
 def test_a_deploys_sigterm_lets_the_job_in_hand_finish_through_stop(runner):
