@@ -13,9 +13,9 @@ pytest.importorskip("procrastinate", reason="procrastinate is not installed (pip
 from pg_job_chaos import properties  # noqa: E402
 from pg_job_chaos.adapters.procrastinate import TIMING, Procrastinate  # noqa: E402
 from pg_job_chaos.core import overlap  # noqa: E402
-from pg_job_chaos.properties import library  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing  # noqa: E402
 from pg_job_chaos.harness import scales  # noqa: E402
+from pg_job_chaos.properties import library  # noqa: E402
 
 pytestmark = pytest.mark.chaos
 
