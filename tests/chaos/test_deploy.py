@@ -60,18 +60,25 @@ def test_lease_outbox_finishes_the_job_in_hand_and_the_replacement_starts_per_va
     for d in deploys:
         assert exits[d["worker"]].outcome == WorkerExitReason.GRACEFUL and not exits[d["worker"]].by_harness
     assert not [i for i in h.injected if i["fault"] == FaultStep.GRACE_KILL]
-    started = [i for i in h.injected if i["fault"] == FaultStep.REPLACEMENT_STARTED]
-    assert len(started) == len(deploys)
-    mine = next(i for i in started if i["worker"] == old)
-    new = mine["replacement"]
-    assert new != old and new in {x.worker for x in h.exits}  # a harness identity of its own: log, lane
-    if variant == "drain":  # only once the old one had exited
-        assert mine["t"] >= exits[old].t
-    else:  # at once, beside the old worker still finishing its job
-        assert mine["t"] < exits[old].t
-    assert (mine["system_identity"] == old) == (variant == "same-identity")
     # the job in hand finished once, in that worker, and never ran again
     assert [(e.worker, e.outcome) for e in h.executions() if e.job == 1] == [(old, "ok")]
+    started = [i for i in h.injected if i["fault"] == FaultStep.REPLACEMENT_STARTED]
+    if variant == "drain" and not started:
+        # A drain's replacement waits for the old worker's exit; when the other worker has finished every
+        # job by then, the run can end before the harness's next look (a 10 ms tick) with nothing left for
+        # one (seen beside two busy loops). Checked instead: every job done, each taken before that exit.
+        assert h.ended_by == "quiescent" and {j["status"] for j in h.jobs} == {"done"}
+        assert all(e.start <= exits[old].t for e in h.executions())
+    else:
+        assert len(started) == len(deploys)
+        mine = next(i for i in started if i["worker"] == old)
+        new = mine["replacement"]
+        assert new != old and new in {x.worker for x in h.exits}  # a harness identity of its own: log, lane
+        if variant == "drain":  # only once the old one had exited
+            assert mine["t"] >= exits[old].t
+        else:  # at once, beside the old worker still finishing its job
+            assert mine["t"] < exits[old].t
+        assert (mine["system_identity"] == old) == (variant == "same-identity")
     results = check(h)
     assert results["graceful-completes"].status == HELD, results["graceful-completes"].evidence
     assert not [n for n, r in results.items() if r.status == VIOLATED], \
