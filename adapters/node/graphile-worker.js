@@ -10,9 +10,11 @@
  * LISTEN on jobs:insert. The task is the harness's job body, told job.attempts (incremented by the
  * fetch itself, dist/sql/getJobs.js). Intervals keep the ratios of its documented defaults
  * (adapters/graphile.py: TIMING); the lock timeout that frees a dead worker's job is 4 hours in its
- * SQL (dist/sql/resetLockedAt.js), not a setting.
+ * SQL (dist/sql/resetLockedAt.js), not a setting. Before 0.16 (the corpus's 0.14.0-rc.0 and 0.15.x) the
+ * job rows live in the jobs table itself: LEGACY below. The harness's statements: graphile-worker.sql.
  */
 const { EventEmitter } = require('node:events');
+const path = require('node:path');
 const { Logger, makeWorkerUtils, run, runMigrations } = require('graphile-worker');
 const contract = require('pgjc-contract');
 
@@ -29,63 +31,56 @@ function options(extra = {}) {
   return { connectionString: URL, schema: SCHEMA, logger, ...extra };
 }
 
-// Read through its jobs view, its public interface (docs: "Database schema"). graphile deletes a job
-// when it succeeds (dist/sql/completeJobs.js) and, here, at no other time (no jobKey, no admin
-// function called); its count goes with the row. So the install keeps a shadow table of deleted jobs,
-// the harness's own instrumentation (graphile keeps no record of a completed job): an AFTER DELETE
-// trigger copies the row's own attempts at its deletion (never the harness's count). A mapped job in
-// neither table is 'missing', a state the harness does not map: the properties that read it say
-// unknown. A locked row is running; an unlocked one with attempts >= max_attempts failed for good
-// (is_available, sql/000011.sql:67).
+// graphile deletes a job when it succeeds (completeJob(s)) and, here, at no other time (no jobKey, no
+// admin function called); its count goes with the row. So the install keeps a shadow table of deleted
+// jobs, the harness's own instrumentation (graphile keeps no record of a completed job): an AFTER DELETE
+// trigger on the table of its job rows copies the row's own attempts at its deletion (never the
+// harness's count). A mapped job in neither table is 'missing', a state the harness does not map: the
+// properties that read it say unknown. The statements: graphile-worker.sql beside this file.
 const DELETED = 'pgjc_graphile_deleted'; // in the owner's current schema (public; job_map is in pgjc)
-const FINAL_STATES = `
-  select m.library_id,
-         case when j.id is not null then
-                case when j.locked_at is not null then 'locked'
-                     when j.attempts >= j.max_attempts then 'failed'
-                     else 'waiting' end
-              when d.id is not null then 'completed'
-              else 'missing' end,
-         coalesce(j.attempts, d.attempts)::int, j.last_error,
-         case when j.locked_at is not null then j.locked_at < now() - interval '4 hours' end
-    from pgjc.job_map m
-    left join ${SCHEMA}.jobs j on j.id::text = m.library_id
-    left join ${DELETED} d on d.id::text = m.library_id`;
 
-// What graphile accepted (docs/reference/contract.md): a success is its delete (completeJobs), dated
-// by the shadow table; a job it gave up on keeps its row, attempts spent and unlocked, its last
-// failure undated (failJobs sets no time; its attempt is the row's attempts, as getJobs counted it).
-// The failures it retried leave only last_error: no row of their own.
-const ACCEPTED_FINISHES = `
-  select m.library_id,
-         case when d.id is not null then 'success'
-              when j.locked_at is null and j.attempts >= j.max_attempts then 'failure' end,
-         case when d.id is not null then 'deleted (completeJobs)' else 'attempts spent (failJobs)' end,
-         d.deleted_at, coalesce(d.attempts, j.attempts)::int,
-         case when d.id is not null then format('deleted on success at attempt %s', d.attempts)
-              when j.id is not null
-              then format('jobs row, attempts %s of %s, %s, last_error %s', j.attempts, j.max_attempts,
-                          case when j.locked_at is null then 'unlocked' else 'locked' end,
-                          coalesce(left(j.last_error, 60), 'none'))
-              else 'no row' end
-    from pgjc.job_map m
-    left join ${SCHEMA}.jobs j on j.id::text = m.library_id
-    left join ${DELETED} d on d.id::text = m.library_id
-   where j.id is not null or d.id is not null`; // a job in neither table: nothing recorded, no row
+// Versions (issue 48: the corpus runs older ones beside the pinned one). Since 0.16 the job rows live
+// in _private_jobs / _private_job_queues behind the public jobs view (sql/000015.sql); before (0.14 and
+// 0.15, sql/000011.sql) jobs and job_queues are the tables themselves, with the same columns read here.
+// Everything else this client uses is the same API in both: runMigrations, makeWorkerUtils().addJob,
+// run({taskList, events, pollInterval, min/maxResetLockedInterval}), 'job:complete', runner.stop().
+const VERSION = require('graphile-worker/package.json').version;
+
+/** Whether graphile-worker `version` keeps its jobs in the pre-0.16 tables (no _private_ tables). */
+function legacy(version) {
+  const [major, minor] = String(version).split(/[.-]/).map(Number);
+  return major === 0 && minor < 16;
+}
+
+const LEGACY = legacy(VERSION);
+const NAMES = {
+  schema: SCHEMA, deleted: DELETED,
+  jobs: LEGACY ? 'jobs' : '_private_jobs',
+  queues: LEGACY ? 'job_queues' : '_private_job_queues',
+};
+const RAW = contract.loadSql(path.join(__dirname, 'graphile-worker.sql'));
+
+/** Statement `name` of graphile-worker.sql with its {placeholders} filled from NAMES and `extra`. */
+function sql(name, extra = {}) {
+  const names = { ...NAMES, ...extra };
+  return RAW[name].replace(/\{(\w+)\}/g, (m, k) => {
+    if (!(k in names)) throw new Error(`graphile-worker.sql ${name}: no value for {${k}}`);
+    return names[k];
+  });
+}
 
 const commands = {
   describe() {
     contract.emit({
       kind: 'descriptor', contract: contract.CONTRACT, system: 'graphile-worker',
-      version: require('graphile-worker/package.json').version, runtime: `node ${process.versions.node}`,
+      version: VERSION, runtime: `node ${process.versions.node}`,
       status: { waiting: 'queued', locked: 'running', completed: 'done', failed: 'dead' },
       finish_history: 'last', // a retried failure leaves only last_error
       sql: {
-        reset: `truncate ${SCHEMA}._private_jobs, ${SCHEMA}._private_job_queues, ${DELETED}`,
-        // A locked job counts: a live worker finishes it, or resetLockedAt frees a dead one's after 4 h.
-        pending: `select count(*) from ${SCHEMA}.jobs where locked_at is not null or attempts < max_attempts`,
-        final_states: FINAL_STATES,
-        accepted_finishes: ACCEPTED_FINISHES,
+        reset: sql('reset'),
+        pending: sql('pending'),
+        final_states: sql('final_states'),
+        accepted_finishes: sql('accepted_finishes'),
       },
     });
   },
@@ -97,39 +92,11 @@ const commands = {
     await conn.connect();
     // graphile's worker is the owner of its schema: run() migrates it at every start (runner.js ->
     // migrate.js), and its tables enable row level security with no policy (sql/000001.sql:9,24,
-    // 000011.sql:42-69), so only their owner reads them. The ordinary worker role gets that ownership
+    // 000011.sql:41-68), so only their owner reads them. The ordinary worker role gets that ownership
     // (the tables' sequences follow them), never BYPASSRLS: the harness's own tables stay as they are.
-    // The shadow table and its trigger (a row trigger: truncate, the harness's reset, fires none),
-    // qualified by the owner's schema. The trigger fires in the worker role's sessions and writes as
-    // its definer, the owner: the worker role gets no privilege on the table.
-    const own = (await conn.query('select quote_ident(current_schema()) as s')).rows[0].s;
-    await conn.query(`create table if not exists ${own}.${DELETED} (
-        id bigint primary key, attempts int not null, deleted_at timestamptz not null default now());
-      create or replace function ${own}.${DELETED}() returns trigger language plpgsql
-        security definer set search_path = pg_catalog as $f$
-      begin
-        insert into ${own}.${DELETED} (id, attempts) values (old.id, old.attempts)
-          on conflict (id) do nothing;
-        return null;
-      end $f$;
-      drop trigger if exists ${DELETED} on ${SCHEMA}._private_jobs;
-      create trigger ${DELETED} after delete on ${SCHEMA}._private_jobs
-        for each row execute function ${own}.${DELETED}();
-      revoke all on function ${own}.${DELETED}() from public`);
-    await conn.query(`do $$
-      declare r record;
-      begin
-        execute format('alter schema ${SCHEMA} owner to %s', $r$${role}$r$);
-        for r in select c.relname, c.relkind from pg_class c join pg_namespace n on n.oid = c.relnamespace
-                  where n.nspname = '${SCHEMA}' and c.relkind in ('r', 'v') loop
-          execute format('alter %s ${SCHEMA}.%I owner to %s',
-                         case r.relkind when 'v' then 'view' else 'table' end, r.relname, $r$${role}$r$);
-        end loop;
-        for r in select p.oid::regprocedure as f from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-                  where n.nspname = '${SCHEMA}' loop
-          execute format('alter function %s owner to %s', r.f, $r$${role}$r$);
-        end loop;
-      end $$`);
+    const own = (await conn.query(sql('owner_schema'))).rows[0].s;
+    await conn.query(sql('shadow_table', { own }));
+    await conn.query(sql('give_schema', { role }));
     await conn.end();
     contract.emit({ kind: 'installed' });
   },
@@ -167,6 +134,7 @@ const commands = {
     events.on('job:complete', () => {
       if (!client.mayDequeue() && runner && !stopping) stopping = runner.stop();
     });
+    const contractListeners = new Set(process.listeners('SIGTERM')); // the contract client's own
     runner = await run(options({
       events,
       pollInterval: t['poll interval'] * 1000,
@@ -175,6 +143,21 @@ const commands = {
       taskList: { [TASK]: async (payload, helpers) => client.runJob(payload, helpers.job.attempts) },
     }));
     if (!client.mayDequeue() && !stopping) stopping = runner.stop(); // a budget of 0
+    // graphile's own SIGTERM handler (run() registers it: noHandleSignals false) ends by removing itself
+    // and process.kill(process.pid, signal), "killing self via SIGTERM" (0.14.0-rc.0/0.15.0
+    // dist/main.js:66-69; 0.15.1 src/main.ts:125-133; 0.17.3 dist/main.js:112-118): in its users'
+    // processes no listener is left then, and Node's default ends the process by the signal. The contract
+    // client's listener (pgjc-contract.js, for queues with no handler of their own) would swallow that
+    // signal and let the process run on. So a SIGTERM that finds none of graphile's handlers registered
+    // (nor any other but the contract's) ends the process as Node's default would.
+    const graphiles = () => process.listeners('SIGTERM').filter((l) => !contractListeners.has(l) && l !== selfKill);
+    function selfKill() {
+      if (graphiles().length > 0) return; // graphile's handler is there, and runs: its first signal
+      process.stderr.write('pgjc graphile-worker: SIGTERM with no graphile handler left: Node\'s default\n');
+      process.removeAllListeners('SIGTERM');
+      process.kill(process.pid, 'SIGTERM');
+    }
+    if (graphiles().length > 0) process.on('SIGTERM', selfKill); // registered after graphile's
     await runner.promise;
     if (stopping) await stopping;
   },
