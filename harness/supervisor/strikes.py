@@ -91,8 +91,11 @@ class Strikes:
         return tuple(n for n, w in self.workers.items() if w.running and w.terminated_at is None)
 
     def worker_alive(self, worker: str) -> bool:
+        # Hazard: its exit recorded (``alive``), not its process gone (``running``): a process that dies
+        # between the loop's reap and its due strikes would otherwise get a drain's replacement dated
+        # before the exit the next pass records.
         w = self.workers.get(worker)
-        return w is not None and w.running
+        return w is not None and w.alive
 
     def terminate_worker(self, worker: str) -> dict[int, int | None]:
         w = self.workers[worker]

@@ -102,8 +102,11 @@ def test_a_crash_loop_is_rescued_past_max_attempts(runner):
 
 def test_an_overrun_keeps_its_claim(runner):
     """The body works 1.5 leases (heartbeat_staleness) on a live worker: its heartbeats land in
-    attempt_state, the rescue leaves it alone, it runs once and awa takes its one success."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun"), JobSpec(2, tenant=2, duration=0.01)])
+    attempt_state, the rescue leaves it alone, it runs once and awa takes its one success. At time scale 1,
+    not awa's least 0.36: a heartbeat late by more than its staleness less its interval (0.24 s at 0.36,
+    0.67 s here) would have the live job rescued, which beside busy loops is the machine, not awa."""
+    h, r = run_hosted(runner, DESIGN, 1.0, [JobSpec(1, tenant=1, fault="overrun"),
+                                           JobSpec(2, tenant=2, duration=0.01)])
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("done", 1), ("done", 1)]
     assert [e.attempt for e in h.executions() if e.job == 1] == [1]
     _held(r, *CORRECT, "single-commit", "no-overlap", "no-stale-effect", "bounded-attempts")
@@ -128,9 +131,14 @@ def test_canonical_storage_rescues_a_live_overrun(runner):
     as dead and the same worker claims it again while the first run still works -- two executions at once
     (awa's max_workers 50; the body's pool has room for both, DesignHandle.pool_size); the first run's
     finish is fenced off (run_lease). A dequeue budget of 2 ends the run (awa would re-run it until the
-    deadline)."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")], workers=1, dequeues=2, restarts=0,
-                design_options={"storage": "canonical"})
+    deadline).
+
+    A job of 2.5 leases at time scale 1, not an overrun (1.5 leases) at 0.36: the rescue comes one
+    staleness plus up to a rescue interval into the job (1.0-1.33 s), and the re-run must start before
+    the first run ends -- 0.02-0.14 s to spare at 0.36 (a stall beside busy loops loses it), 1.2 s here,
+    still within awa's deadline (3.33 leases)."""
+    h, r = run_hosted(runner, DESIGN, 1.0, [JobSpec(1, tenant=1, duration=2.5)], workers=1, dequeues=2,
+                      restarts=0, design_options={"storage": "canonical"})
     ones = h.executions()
     assert [e.attempt for e in ones][:2] == [1, 2] and {e.worker for e in ones} == {"w1.0"}
     assert "heartbeat stale: worker presumed dead" in _rescues(h, 1)

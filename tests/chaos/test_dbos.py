@@ -96,13 +96,14 @@ def test_a_crash_loop_is_dead_lettered_with_the_job_claimed_beside_it(runner):
     max_recovery_attempts = max_attempts - 1 = 1 the third claim dead-letters both (_core.py:1317) --
     job 2 never failed by itself (progress: a documented limitation of a per-dispatch count)."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05, fault="crash", point="before-tenant"),
-                         JobSpec(2, tenant=2, duration=1.0)], workers=1, max_attempts=2, restarts=3)
+                         JobSpec(2, tenant=2, duration=8.0)], workers=1, max_attempts=2, restarts=3)
     ones = [e for e in h.executions() if e.job == 1]
     twos = [e for e in h.executions() if e.job == 2]
     assert [e.worker for e in ones] == ["w1.0", "w1.1"]
     # Job 2's body runs at once with job 1's (DBOS runs every claimed workflow on a thread of its own) or
     # before it: either way its process dies before DBOS checkpoints its step -- even when its body had
-    # finished (outcome ok).
+    # finished (outcome ok). Its 2 s body (8 article s) outlasts job 1's way to its crash beside busy loops
+    # too (1 article s, 0.25 s, could let it reach SUCCESS first).
     assert {e.worker for e in twos} <= {"w1.0", "w1.1"}
     assert [(j["status"], j["attempts"]) for j in h.jobs] == [("dead", 3), ("dead", 3)]
     assert [_row(runner, j)[0] for j in (1, 2)] == ["MAX_RECOVERY_ATTEMPTS_EXCEEDED"] * 2
@@ -191,7 +192,9 @@ def test_a_transient_raise_is_retried_by_the_workflow_on_the_transaction_path(ru
 def test_every_workflow_claimed_runs_at_once(runner):
     """No worker_concurrency: one executor claims every ENQUEUED workflow at a poll and runs each on a
     thread of its unbounded executor (_dbos.py:820-824): six jobs of one worker run at once."""
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=2.0) for i in range(1, 7)], workers=1)
+    # 8 article s: 2 s of work at time scale 0.25, for six thread starts and connection checkouts to
+    # fall inside one body beside busy loops too (2.0 left 0.5 s)
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=8.0) for i in range(1, 7)], workers=1)
     assert h.ended_by == "quiescent"
     assert Dbos().concurrency is None
     assert overlap.bodies_at_once(h).worker == 6

@@ -32,7 +32,10 @@ def test_kill_is_killed_by_sigkill(runner):
 
 
 def test_pause_lets_a_second_worker_claim_the_job(runner):
-    h = runner.run(Schedule(jobs=(JobSpec(1),), events=(Event("pause", 1),), workers=2,
+    # Four leases stopped (the default pause is two): the lease ends one lease in, and the second worker
+    # then has three, not one, to claim the job -- beside two busy loops one lease (0.2 s) was too short.
+    # (Past max_runtime, 5 leases, the woken worker would abandon the job instead of losing its lease.)
+    h = runner.run(Schedule(jobs=(JobSpec(1),), events=(Event("pause", 1, duration=4.0),), workers=2,
                             design="lease-heartbeat", time_scale=SCALE))
     paused = next(i for i in h.injected if i["fault"] == "pause")
     resumed = next(i for i in h.injected if i["fault"] == "resume")

@@ -70,8 +70,12 @@ def test_an_overrun_is_rescued_while_it_runs(runner):
     """No heartbeat: past rescue_after the lifeline makes the running job available and it runs again
     again; the first execution's ack then matches no attempted_at and changes nothing. Whether the two
     overlap depends on which worker's producer fetches it (on the same one it waits for the body's one
-    connection): the re-runs and their second commit do not."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")])
+    connection): the re-runs and their second commit do not.
+
+    At time scale 2, not oban's least 1: each rescue comes 1.0-1.2 leases into an execution (rescue_after
+    plus the lifeline's tick) and must beat its ack at 1.5 leases -- 0.3 s to spare at 1 (a stall beside
+    busy loops loses it), 0.6 s here."""
+    h, r = run_hosted(runner, "oban", 2 * SCALE, [JobSpec(1, tenant=1, fault="overrun")])
     assert [e.attempt for e in h.executions()] == [1, 2, 3]
     assert "single-commit" in _violated(r), r["single-commit"].evidence
     # every execution overruns: each is rescued, the last to discarded (attempt >= max_attempts), and
@@ -100,7 +104,9 @@ def test_bodies_run_at_the_queues_limit(runner):
     """The queue's limit 10 (queues={"default": 10}): a producer fetches limit - running jobs
     (_producer.py), and the contract client gives each body a thread and a connection: ten jobs of one
     worker run at once."""
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=0.3) for i in range(1, 11)], workers=1)
+    # 2 s bodies: ten threads and their connections start within one body, beside busy loops too (0.3 s
+    # was tight)
+    h, r = _run(runner, [JobSpec(i, tenant=i, duration=2.0) for i in range(1, 11)], workers=1)
     assert h.ended_by == "quiescent"
     assert Oban.concurrency == 10
     assert overlap.bodies_at_once(h).worker == 10

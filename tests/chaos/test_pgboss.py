@@ -72,8 +72,12 @@ def test_a_crashing_job_comes_back_by_expiration_and_ends_failed(runner):
 
 def test_an_overrun_runs_twice_at_once(runner):
     """Past its expiration the handler is failed and retried but not stopped: two executions of the
-    job at once, both committing -- pg-boss's at-least-once, found without luck."""
-    h, r = _run(runner, [JobSpec(1, tenant=1, fault="overrun")])
+    job at once, both committing -- pg-boss's at-least-once, found without luck.
+
+    A job of three leases, not an overrun (1.5): the retry starts about a lease in (the expiration, a
+    fail, a fetch) and must start before the first body ends -- ~0.45 s to spare with an overrun, ~2 s
+    here."""
+    h, r = _run(runner, [JobSpec(1, tenant=1, duration=3.0)])
     assert "no-overlap" in _violated(r), r["no-overlap"].evidence
     assert r["tenant-isolation"].status == "held"
     # the job ends failed by pg-boss's own timeout (watch's resolveWithinSeconds; the late handler's

@@ -108,7 +108,7 @@ def test_crash_is_repicked_forever_and_never_counted(runner):
 
 
 def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
-    """The worker running job 1 is stopped (SIGSTOP) mid-work for two leases: its heartbeat stops too,
+    """The worker running job 1 is stopped (SIGSTOP) mid-work for three leases: its heartbeat stops too,
     so after heartbeat_timeout the other worker's dequeue re-picks job 1 (``next_stale``, attempts
     unchanged) and runs it. When the first resumes, nothing tells it the job was taken: it sends its
     effect and commits its run, and its finish deletes the row by id (build_log_job_query).
@@ -116,11 +116,15 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     At pgqueuer's default batch_size (10) the paused worker had picked jobs 2 and 3 with job 1 (their
     bodies running with job 1's, frozen with it): they go stale with it, the other worker re-picks and
     runs all three, and the woken worker then finishes 2 and 3 again -- jobs another worker had
-    already finished (QueueManager._dispatch runs whatever it dequeued)."""
+    already finished (QueueManager._dispatch runs whatever it dequeued).
+
+    Three leases, not the default two: the job is stale up to one lease after the pause (its last beat
+    up to half a lease before it, plus the buffer), and an idle worker dequeues up to dequeue_timeout (one
+    lease) later, so the re-pick can come two leases in -- at the wake, with the default pause."""
     jobs = (JobSpec(1, tenant=1, duration=0.05), JobSpec(2, tenant=2, duration=0.05),
             JobSpec(3, tenant=3, duration=0.05))
     h = runner.run(Schedule(jobs=jobs, workers=2, design="pgqueuer", time_scale=SCALE, max_attempts=2,
-                            events=(Event("pause", 1, "mid-work"),)))
+                            events=(Event("pause", 1, "mid-work", duration=3.0),)))
     assert h.ended_by == "quiescent"
     assert [j["status"] for j in h.jobs] == ["done"] * 3
     ones = [e for e in h.executions() if e.job == 1]

@@ -30,10 +30,14 @@ RECOVERY = TIMING["recovery period"].default / TIMING["stalled threshold"].defau
 PAUSE = RECOVERY + 6
 # A smaller scale for the one schedule whose re-run must still be running when the paused worker wakes
 # (a lease of 0.2 s, the recovery every 4 s): the re-run starts between 1 lease + the deferrer's 0.5 s
-# (2.5 leases here) and one recovery period later into the pause; a pause and a job of RECOVERY + 8
-# leases leave it 4.5 leases to start before the wake, and the earliest one 3.5 leases to run past it.
+# (2.5 leases here) and one recovery period later into the pause; a pause of RECOVERY + 8 leases leaves
+# it 5.5 leases to start before the wake, and a job of LATE_JOB leases keeps the earliest one running
+# 14.5 leases (2.9 s) past it: the woken execution's finish comes first even beside busy loops (with a
+# job as long as the pause, its 0.5 s was too short under load). Two such jobs and the pause outlast the
+# default deadline: that test sets its own.
 LATE_SCALE = 0.2
 LATE = RECOVERY + 8
+LATE_JOB = LATE + 12
 
 
 def _status(h) -> dict[str, str]:
@@ -164,7 +168,7 @@ def test_pause_lets_the_recovery_requeue_a_live_job_and_both_executions_commit(r
 
 def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
     # The same pause past the heartbeat (two executions of job 1 at once), at before-finish this time
-    # -- the work done, its job_runs row not yet committed -- and the job as long as the pause, so the
+    # -- the work done, its job_runs row not yet committed -- and the job longer than the pause, so the
     # re-run (attempt 2) is still 'doing' when the stopped worker wakes and returns. procrastinate
     # fences a finish by the job's status alone: sql/schema.sql:285 (procrastinate_finish_job_v1)
     # "WHERE id = job_id AND status IN ('todo', 'doing')", never the worker_id its fetch set
@@ -173,9 +177,9 @@ def test_a_woken_executions_finish_is_taken_while_the_re_run_is_doing(runner):
     # when it returns (schema.sql:289, "Job was not found or not in "doing" or "todo" status"). A woken
     # execution that raised would be taken as well: procrastinate_retry_job_v2 matches any 'doing' job
     # (schema.sql:393) and puts the re-run's job back to 'todo'.
-    h = runner.run(Schedule(jobs=(JobSpec(1, duration=LATE),), workers=2, design="procrastinate",
+    h = runner.run(Schedule(jobs=(JobSpec(1, duration=LATE_JOB),), workers=2, design="procrastinate",
                             events=(Event("pause", 1, "before-finish", duration=LATE),),
-                            time_scale=LATE_SCALE))
+                            time_scale=LATE_SCALE, timing=Timing(deadline=2 * LATE_JOB + LATE + 20)))
     paused = next(i for i in h.injected if i["fault"] == "pause")
     resumed = next(i for i in h.injected if i["fault"] == "resume")
     first, second = h.executions()

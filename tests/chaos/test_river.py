@@ -91,4 +91,6 @@ def test_a_deploys_sigterm_lets_the_job_in_hand_finish_through_stop(runner):
     ``Client.Stop`` waits for the job in hand, which finishes and is completed once; the worker exits by
     itself within the grace (30 s, scaled), and its replacement runs the rest. Before the handler, Go's
     default action ended the process at once (exit 143) and the job waited for the rescuer."""
-    deploy_finishes_the_job_in_hand(runner, "river", SCALE)
+    # 0.2 of River's 1-lease JobTimeout, not half: the strike's round trip and a stall beside busy loops
+    # must not carry the job past it
+    deploy_finishes_the_job_in_hand(runner, "river", SCALE, duration=0.2)

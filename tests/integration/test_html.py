@@ -182,8 +182,10 @@ def test_a_tenant_leak_on_an_own_worker_search_and_replay_pages(tmp_path, no_bro
 
 def test_a_double_commit_under_overrun(tmp_path, no_browser):
     page = tmp_path / "overrun.html"
+    # Time scale 0.5: the double commit needs the other worker to claim the expired job within the last
+    # half lease of the overrun's work -- 0.1 s at 0.2 (a stall beside busy loops can miss it), 0.25 s here.
     r = run_cli("--design", "lease", "--faults", "overrun", "--examples", "1", "--seed", "1",
-                "--time-scale", "0.2", "--out", str(tmp_path / "out"), "--html", str(page),
+                "--time-scale", "0.5", "--out", str(tmp_path / "out"), "--html", str(page),
                 "--json", str(tmp_path / "s.json"), timeout=300)
     assert r.returncode == 1, r.stderr
     props = json.loads((tmp_path / "s.json").read_text())["properties"]
@@ -257,7 +259,9 @@ def test_a_lost_completion_under_failover(tmp_path, no_browser):
              if m["kind"] == "fault" and "fault" in m["record"]}
     assert acked["end"] <= steps["primary-stopped"] < steps["promoted"], steps
     again = next(b for b in runs if b["start"] > acked["end"])
-    assert steps["promoted"] <= again["start"] and again["conn"] != acked["conn"], (steps, again)
+    # after the stop (the harness records "promoted" once pg_promote has returned and the endpoint moved: a
+    # worker reconnecting in between may start the re-run first, beside busy loops)
+    assert steps["primary-stopped"] < again["start"] and again["conn"] != acked["conn"], (steps, again)
     for b in (acked, again):  # both sessions named beside their rows, without hovering
         assert f'class="conn-label" data-worker="{b["lane"]}" data-conn="{b["conn"]}"' in dom
     said = _attrs_text(dom, mark)  # the evidence line: the event, its node, job, tenant and session

@@ -33,7 +33,9 @@ def test_one_worker_ends_on_its_idle_mark_not_on_the_timed_settle(runner, design
     assert h.ended_by == "quiescent"
     assert [j["status"] for j in h.jobs] == ["done"] * 3 and len(h.runs) == 3
     settle = runner.steps["ended"] - _last_finish(h)
-    assert settle < 0.25 * loop.SETTLE_POLLS * s.seconds(POLL), settle
+    # The timed rule alone ends no sooner than SETTLE_POLLS polls after the quiet began (after the last
+    # finish): any end before that is the mark's. (A quarter of it was a bound on speed, not on the rule.)
+    assert settle < loop.SETTLE_POLLS * s.seconds(POLL), settle
 
 
 def test_two_workers_wait_for_the_idle_one_to_look_again(runner):
@@ -47,7 +49,9 @@ def test_two_workers_wait_for_the_idle_one_to_look_again(runner):
     assert h.ended_by == "quiescent"
     assert [j["status"] for j in h.jobs] == ["done"] * 3
     settle = runner.steps["ended"] - _last_finish(h)
-    assert 0 <= settle < 0.2 < s.seconds(POLL) - s.seconds(0.2), settle
+    # Unwoken, the idle worker would look again no sooner than its poll after its last look, 0.4 s after
+    # the last finish: an end before that is the wake's (the bound was 0.2 s, half the margin).
+    assert 0 <= settle < s.seconds(POLL) - s.seconds(0.2), settle
 
 
 def test_a_worker_without_marks_keeps_the_timed_settle(runner):

@@ -55,7 +55,12 @@ def test_a_search_with_slots_reaches_the_same_verdicts(own_database):
         sequential = search(runner.run, **kwargs)
     # 2 shapes x (none, overrun), transient
     assert parallel.small_scope_runs == sequential.small_scope_runs == 5
-    labels = lambda out: {r.label: sorted(r.violated) for r in out.runs if r.label}  # noqa: E731
+    # The same schedules under the same labels; each run's full set of violations is not compared: a
+    # 0.2 s lease's horizon (0.1 s) or takeover is a matter of timing, parallel or not (issue 51). The
+    # verdict the overrun forces on lease is compared instead: its work transaction stays open 1.5 leases,
+    # past horizon's half lease (single-commit needs the other worker to claim within the last half lease:
+    # a race).
+    labels = lambda out: {r.label: r.schedule.to_json() for r in out.runs if r.label}  # noqa: E731
     assert labels(parallel) == labels(sequential)
-    assert "single-commit" in parallel.aggregate() and \
-        parallel.aggregate()["single-commit"].status == "violated"
+    for out in (parallel, sequential):
+        assert out.aggregate()["horizon"].status == "violated"
