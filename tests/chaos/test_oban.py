@@ -104,9 +104,11 @@ def test_bodies_run_at_the_queues_limit(runner):
     """The queue's limit 10 (queues={"default": 10}): a producer fetches limit - running jobs
     (_producer.py), and the contract client gives each body a thread and a connection: ten jobs of one
     worker run at once."""
-    # 2 s bodies: ten threads and their connections start within one body, beside busy loops too (0.3 s
-    # was tight)
-    h, r = _run(runner, [JobSpec(i, tenant=i, duration=2.0) for i in range(1, 11)], workers=1)
+    # Half a lease each at time scale 2 (1 s bodies): ten threads and their connections start within one
+    # body beside busy loops too (0.3 s at 1 was tight), and no body comes near rescue_after (a lease: 2 s),
+    # past which the lifeline would run it again beside itself (2 s bodies at 1 made 16 at once)
+    h, r = run_hosted(runner, "oban", 2 * SCALE, [JobSpec(i, tenant=i, duration=0.5) for i in range(1, 11)],
+                      workers=1)
     assert h.ended_by == "quiescent"
     assert Oban.concurrency == 10
     assert overlap.bodies_at_once(h).worker == 10
