@@ -116,7 +116,8 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     At pgqueuer's default batch_size (10) the paused worker had picked jobs 2 and 3 with job 1 (their
     bodies running with job 1's, frozen with it): they go stale with it, the other worker re-picks and
     runs all three, and the woken worker then finishes 2 and 3 again -- jobs another worker had
-    already finished (QueueManager._dispatch runs whatever it dequeued).
+    already finished (QueueManager._dispatch runs whatever it dequeued) -- or had finished them just
+    before the stop with their completions still unflushed in its buffer: re-picked all the same.
 
     Three leases, not the default two: the job is stale up to one lease after the pause (its last beat
     up to half a lease before it, plus the buffer), and an idle worker dequeues up to dequeue_timeout (one
@@ -133,11 +134,15 @@ def test_pause_lets_a_second_worker_run_the_job_and_both_finish(runner):
     assert [r["attempt"] for r in h.runs if r["job_id"] == 1] == [1, 1]
     assert {j["id"]: j["attempts"] for j in h.jobs}[1] == 1  # pgqueuer counted one execution
     paused = next(i for i in h.injected if i["fault"] == "pause")
-    resumed = next(i for i in h.injected if i["fault"] == "resume")
     execs = h.executions()
     assert Counter(e.job for e in execs) == Counter({1: 2, 2: 2, 3: 2})  # the whole batch, twice
     late = [e for e in execs if e.job != 1 and e.worker == paused["worker"]]
-    assert sorted(e.job for e in late) == [2, 3] and all(e.end > resumed["t"] for e in late)
+    # Jobs 2 and 3 ran once in the paused worker and once in the other. Whether their bodies were frozen
+    # with job 1's (ending after the wake) or had ended just before the stop, their completions still in
+    # the stopped worker's buffer, is timing (beside busy loops both were seen): either way they went
+    # stale with job 1 and were re-picked.
+    assert sorted(e.job for e in late) == [2, 3] and all(e.outcome == "ok" for e in late)
+    assert all(e.start < paused["t"] for e in late)  # dispatched with job 1's batch, before the stop
     r = _results(h)
     for name in ("single-commit", "at-most-once-effects", "no-stale-effect", "attempts-counted",
                  "no-overlap"):
