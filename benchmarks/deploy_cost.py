@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 
 from pg_job_chaos.core.events import FaultStep
 from pg_job_chaos.core.schedule import Event, JobSpec, Schedule, Timing
@@ -40,9 +41,7 @@ def _schedule(design: str, variant: str, grace: float | None, scale: float) -> S
 def _line(h) -> str:
     steps = {s: [i for i in h.injected if i["fault"] == s] for s in
              (FaultStep.DEPLOY, FaultStep.GRACE_KILL, FaultStep.REPLACEMENT_STARTED)}
-    counts: dict[int, int] = {}
-    for e in h.executions():
-        counts[e.job] = counts.get(e.job, 0) + 1
+    counts = Counter(e.job for e in h.executions())
     final = {j["id"]: j for j in h.jobs}
     ended = " ".join(f"{j}:{r['status']}/{r.get('attempts')}" for j, r in sorted(final.items()))
     twice = sorted(j for j, n in counts.items() if n > 1)
