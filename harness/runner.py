@@ -34,7 +34,7 @@ from ..workers.loading import load_design
 from ..workers.tenant.modes import SETTING
 from .postgres import Database, transitions
 from .postgres import dataset as db
-from .supervisor import Supervisor
+from .supervisor import Supervisor, leftovers
 from .supervisor.admin import Admin
 from .supervisor.process import CLIENT_TIMEOUTS
 from .supervisor.standby import Standby
@@ -76,6 +76,7 @@ class Runner:
         self._bare_checked = False  # _check_bare passed, and only built-in designs ran since
         self.runs = 0
         self._supervisor_admin: Admin | None = None  # the supervisors' session, kept across runs
+        leftovers.share_resource_tracker()  # before any worker is forked: see leftovers.py
         self.standby = Standby(database.janitor)  # the next run's workers forked ahead (standby.py)
         self.steps: dict[str, float] = {}  # the last run's steps (monotonic), for run.py bench --profile
 

@@ -37,6 +37,7 @@ from ...workers.body import statements
 from ...workers.body.context import WorkerContext
 from ...workers.body.execution import STRIKE_SIGNAL, WAKE_SIGNAL, WorkerSpec, worker_error
 from ...workers.design import DesignRun
+from . import leftovers
 
 EXIT_BUDGET = 0  # run_worker returned with the dequeue budget spent
 EXIT_WORKER_ERROR = 70
@@ -209,6 +210,7 @@ def live(spec: WorkerSpec, design: DesignRun, ahead: tuple | None = None) -> NoR
     code = EXIT_WORKER_ERROR
     ctx = None
     try:
+        leftovers.worker_tempdir(spec.run_dir, spec.identity)  # what its libraries leave goes with the run
         ctx = WorkerContext(spec)
         if ahead is not None:
             ctx.adopt(*ahead)

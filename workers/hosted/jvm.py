@@ -27,8 +27,9 @@ MODULE = Path(__file__).parent.parent / "clients" / "java"
 NEED = 17  # pom.xml's maven.compiler.release
 BUILD_TIMEOUT = 600.0  # seconds: a fresh machine resolves db-scheduler, PgJDBC, HikariCP and Jackson once
 # A small JVM: the serial collector and the client compiler only (quick to start, light on a 2-core
-# machine with several workers), a bounded heap.
-JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m")
+# machine with several workers), a bounded heap; no perf-data file (/tmp/hsperfdata_<user>/<pid>, which a
+# JVM killed by a fault leaves behind: harness/supervisor/leftovers.py).
+JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-XX:-UsePerfData")
 
 
 def java_version(java: str) -> int | None:

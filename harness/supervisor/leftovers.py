@@ -1,0 +1,65 @@
+"""What a worker's libraries leave in the machine's temp places goes with the run, even when a fault kills
+the worker's whole process group.
+
+A killed process runs no finalizer, and the harness kills workers by process group (a crash, a deploy's
+grace, the run's end). What Python's ``multiprocessing`` makes outside the process then stays: chancy's
+process executor (a spawned ``Manager`` and a spawn-context pool) left a ``pymp-*`` directory in ``/tmp``
+and a few hundred named semaphores (``/dev/shm/sem.mp-*``) per crash-fault search, found in this
+machine's ``/tmp`` after a day of runs. Two measures:
+
+* :func:`worker_tempdir`: a worker's ``TMPDIR`` (and ``tempfile``'s) is a directory in the run's own
+  directory, which the harness removes after the run -- and its janitor after a SIGKILL of the harness;
+  the processes a library spawns inherit it through the environment (``pymp-*`` directories, a
+  ``Manager``'s socket);
+* :func:`share_resource_tracker`: the harness starts ``multiprocessing``'s resource tracker itself,
+  outside every worker's process group, before it forks any worker. Forked workers, and the processes
+  they spawn (``multiprocessing.spawn`` passes the tracker's pipe on), register their named semaphores
+  and shared memory with it; a group kill leaves it alive, and it unlinks what is still registered once
+  the last process holding its pipe has ended (the harness included: it outlives a SIGKILLed harness by
+  as long as its workers take to die with it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from multiprocessing import resource_tracker
+from pathlib import Path
+
+SUFFIX = ".tmp"
+_shared = [False]  # this process started (or, forked, inherited) the tracker
+
+
+def worker_tempdir(run_dir: Path, identity: str) -> Path:
+    """Make *identity*'s temp directory in *run_dir* and make it this process's: ``TMPDIR`` for the
+    processes it starts, ``tempfile.tempdir`` for itself. Call it in the forked worker."""
+    # Hazard: a Unix socket's path has at most 107 bytes (a Manager's listener is made in here): the run
+    # directory is short (/dev/shm/pg-job-chaos/slot-.../logs-...), so is this name.
+    path = Path(run_dir) / f"{identity}{SUFFIX}"
+    path.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(path)
+    tempfile.tempdir = str(path)
+    return path
+
+
+def share_resource_tracker() -> None:
+    """Start this process's ``multiprocessing`` resource tracker now (once a process: later calls, and
+    calls in a process forked after it, do nothing), with nothing of ours open in it: its standard
+    streams are ``/dev/null``, so that its warning of the semaphores a killed worker leaked (true: they
+    were, and it unlinks them) is not the user's, and a pipe reading the harness's output is not held
+    open by it."""
+    if _shared[0]:
+        return
+    # Hazard: fds 0-2 are swapped for the start's few milliseconds; call it before any thread writes.
+    _shared[0] = True
+    null = os.open(os.devnull, os.O_RDWR)
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        resource_tracker.ensure_running()
+    finally:
+        for fd, old in zip((0, 1, 2), saved, strict=True):
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(null)
