@@ -150,7 +150,8 @@ def search(args, progress) -> int:
         out = search(runner.run, faults=faults, design=handle, tenant_mode=mode, examples=args.examples,
                      seed=args.seed, time_scale=scale, workers=args.workers, progress=progress,
                      gate=chosen, workload=args.workload, stop_at_first=args.stop_at_first,
-                     replays=args.replays, **{**options, **search_options(args, runner)})
+                     small_scope=args.small_scope, replays=args.replays,
+                     **{**options, **search_options(args, runner)})
         finish(progress)
         report = build.search_report(out, faults=faults, design=design, tenant_mode=mode,
                                      examples=args.examples, seed=args.seed,

@@ -110,6 +110,14 @@ def _search(sub, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentPar
         "its first violation); that run is still shrunk and replayed",
     )
     s.add_argument(
+        "--no-small-scope",
+        dest="small_scope",
+        action="store_false",
+        help="skip the small-scope pass (every fault at every point, the recovery statements first): "
+        "only the generated examples run, e.g. to spend a budget on them after an earlier search "
+        "covered the pass",
+    )
+    s.add_argument(
         "--replays",
         type=int,
         default=1,

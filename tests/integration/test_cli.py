@@ -96,6 +96,16 @@ def test_fault_free_search_exits_0(tmp_path):
     assert "VIOLATED" not in r.stdout
 
 
+def test_no_small_scope_runs_only_the_generated_examples(tmp_path):
+    out = tmp_path / "n.json"
+    # without the flag, the same search runs 2 small-scope schedules before its 3 examples
+    r = run_cli("--design", "lease-heartbeat", "--time-scale", "0.2", "--examples", "3", "--seed", "1",
+                "--no-small-scope", "--json", str(out), "--out", str(tmp_path), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(out.read_text())
+    assert data["small_scope_runs"] == 0 and data["runs"] == 3, data["runs"]
+
+
 @pytest.mark.xdist_group("compare_cli")  # one compare for both (conftest.compare_cli)
 def test_compare_runs_the_same_schedules_on_every_design(compare_cli):
     r, d = compare_cli
