@@ -15,8 +15,11 @@ The queue's code is River's own, run by ``workers/clients/go/cmd/river`` as its 
   plus 10 s) runs the maintenance services: the rescuer (``internal/maintenance/job_rescuer.go``, every
   30 s, fixed) retries -- or discards, attempts spent -- a job ``running`` longer than
   ``RescueStuckJobsAfter``: how a job of a worker that died comes back. No heartbeat;
-- a completion (the completer's ``JobSetStateIfRunningMany``) matches ``state = 'running'``, not the
-  attempt: a stale execution's completion can finish its retry's job.
+- a completion (the completer's ``JobSetStateIfRunningMany``, riverpgxv5
+  ``internal/dbsqlc/river_job.sql:643-722``) matches ``state = 'running'``, not the attempt (``:708``): a
+  stale execution's completion can finish its retry's job. It returns the row whether it updated it or not
+  (``:711-722``), so ``JobCompleteTx`` of a job no longer running returns no error and the body's transaction
+  commits without River's completion.
 
 ``--design-option finish=transaction``: ``river.JobCompleteTx`` (``job_complete_tx.go``) in the body's
 finishing transaction after its ``job_runs`` insert, so both commit together; the default, ``work``,
@@ -29,6 +32,28 @@ says why). The batch completer's 50 ms flush (``internal/jobcompleter/job_comple
 30 s, the scheduler's 5 s, the election's 5 s and the retry policy's ``attempt^4`` s are constants of
 River's, not settings: they stay in real seconds at every time scale (the rescue's and the retry's stretch
 the run's limits).
+
+**What River accepted** (``accepted_finishes``, ``workers/clients/go/cmd/river/river.sql``). Every finish
+River accepts is an UPDATE of a ``running`` ``river_job`` row: the completer's (and ``JobCompleteTx``'s)
+``JobSetStateIfRunningMany`` and the rescuer's ``JobRescueMany`` (``river_job.sql:494-521``, also ``state =
+'running'``); the other state changes River makes here are not finishes (its scheduler's ``retryable`` ->
+``available``, its fetch's ``available`` -> ``running``), so after ``completed`` or ``discarded`` nothing more
+is accepted. The row alone cannot say when River accepted each one: ``finalized_at`` is the worker's Go clock
+when ``Work`` returned (``e.Time.Now()``, ``internal/jobexecutor/job_executor.go:476``), not the completer's
+flush (every 50 ms, later under a pause or a cut connection), and only the last finish keeps it; an ``errors``
+entry's ``at`` is the *start* of the execution that failed (``e.start``, ``job_executor.go:529-534``). So the
+install adds ``pgjc_river_finish``, filled by a row trigger on each UPDATE that takes a job out of
+``running``: the server's ``clock_timestamp()`` at it, the state set, and the appended error's ``attempt``
+(the failing execution's own ``job.Attempt``; the rescuer's: the row's, ``job_rescuer.go:245-250``). Each row
+is one finish: ``completed`` a success; the rescuer's error ("Stuck job rescued by JobRescuer") ``requeued``,
+the library's recovery, even where it discards; any other error a ``failure``. All are dated on the server's
+clock at their UPDATE, and ``library-one-finish`` attributes each to the execution that returned last before
+it with that outcome -- except a ``JobCompleteTx`` completion: its UPDATE runs inside the body's finishing
+transaction, before that commit and the body's end, so it is undated and attributed by the ``pgjc.job_runs``
+row the same transaction inserted (same ``xmin``); with no date, ``success-final`` cannot judge it (unknown on
+``finish=transaction``). Not recorded, and not reachable here: ``JobSetStateInterrupted`` / ``Snoozed`` (an
+attempt handed back without an error, only on ``StopAndCancel`` or a snooze, which the command never does); a
+finish row would say ``requeued``.
 
 Status mapping: ``available``, ``scheduled``, ``retryable``, ``pending`` -> ``queued``; ``running`` ->
 ``running``; ``completed`` -> ``done``; ``discarded``, ``cancelled`` -> ``dead``. ``lease_expired``: a

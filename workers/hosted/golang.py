@@ -42,7 +42,7 @@ def missing() -> str | None:
 def _digest() -> str:
     h = hashlib.sha256()
     for p in sorted(MODULE.rglob("*")):
-        if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum")):
+        if p.is_file() and (p.suffix in (".go", ".sql") or p.name in ("go.mod", "go.sum")):
             h.update(str(p.relative_to(MODULE)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 

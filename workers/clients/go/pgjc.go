@@ -165,6 +165,11 @@ func LoadSQL(file string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseSQL(data), nil
+}
+
+// ParseSQL is LoadSQL of a file's contents (a command's embedded .sql).
+func ParseSQL(data []byte) map[string]string {
 	out := map[string]string{}
 	var name string
 	var lines []string
@@ -182,7 +187,7 @@ func LoadSQL(file string) (map[string]string, error) {
 		}
 	}
 	flush()
-	return out, nil
+	return out
 }
 
 // Main dispatches os.Args[1] to commands[name]; an unknown subcommand exits 2 naming the known ones,

@@ -11,11 +11,14 @@
 //
 // --design-option finish=transaction: river.JobCompleteTx in the body's finishing transaction, after
 // its job_runs insert (job_complete_tx.go, River's "complete job within transaction"), so the row
-// and the completion commit together; a job no longer running (rescued) rolls both back.
+// and the completion commit together. A job no longer running (rescued) is not completed, and no error
+// says so: JobSetStateIfRunningMany returns the row updated or not (riverpgxv5
+// internal/dbsqlc/river_job.sql:711-722), so the body's row commits alone.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,8 +38,16 @@ import (
 
 const kind = "pgjc"
 
-// River's tables after its migrations (riverpgxv5/migration/main 001..008; 007 drops river_client).
-var tables = []string{"river_job", "river_leader", "river_queue", "river_notification"}
+// River's tables after its migrations (riverpgxv5/migration/main 001..008; 007 drops river_client), and the
+// harness's record of what River accepted (river.sql's install).
+var tables = []string{"river_job", "river_leader", "river_queue", "river_notification", "pgjc_river_finish"}
+
+// The harness's statements (river.sql): the install's trigger and the descriptor's accepted_finishes.
+//
+//go:embed river.sql
+var riverSQL []byte
+
+var statements = pgjc.ParseSQL(riverSQL)
 
 // Args are the harness's job arguments as enqueued.
 type Args map[string]any
@@ -96,6 +107,7 @@ func describe() error {
 			"final_states": "select id::text, state::text, attempt, errors[array_length(errors, 1)]->>'error', " +
 				"case when state = 'running' then attempted_at + make_interval(secs => " +
 				"(metadata->>'pgjc_rescue_after')::float8) < now() end " + where,
+			"accepted_finishes": statements["accepted_finishes"],
 		},
 		"status": map[string]string{"available": "queued", "scheduled": "queued", "retryable": "queued",
 			"pending": "queued", "running": "running", "completed": "done", "discarded": "dead",
@@ -116,6 +128,9 @@ func install() error {
 		return err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return err
+	}
+	if _, err := p.Exec(ctx, statements["install"]); err != nil {
 		return err
 	}
 	role := pgjc.WorkerRole()
