@@ -461,7 +461,8 @@ func (c *Client) connect(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // alive says whether an idle body connection still answers an empty statement (pgconn's Ping, as
-// pgxpool's ShouldPing and psycopg_pool's check_connection do).
+// pgxpool's ShouldPing and psycopg_pool's check_connection do). ctx is the pool's (Borrow's detached
+// one), so a job's deadline never closes a sound connection.
 func alive(ctx context.Context, conn *pgx.Conn) bool {
 	if conn.IsClosed() {
 		return false
@@ -474,8 +475,25 @@ func alive(ctx context.Context, conn *pgx.Conn) bool {
 // Borrow lends a body connection from the client's own small pool (pool_size at most; a job waits
 // for one when as many run at once). A kept connection is checked before it is lent: one cut while
 // idle -- a restart, a promotion -- would fail the body and burn the queue's attempt.
+//
+// As pgxpool's Acquire (puddle's initResourceValue; pgx #1259, #1287) -- the pool a Go job borrows its
+// connection from -- the job waits under ctx, for a slot and for a connection being opened, and gives
+// up with ctx's error when ctx ends first (River's JobTimeout bounds that wait as it bounds the job's
+// statements). The pool's own work is not the job's: the check and the connect run under ctx's values
+// without its deadline (a connect is bounded by the DSN's connect_timeout), and a connection that opens
+// after its job gave up is kept for the next job. A connect cancelled with its job would be thrown away
+// half made, and a burst of jobs on an empty pool would open, and lose, every connection again at each
+// attempt.
 func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
-	c.slots <- struct{}{}
+	if err := ctx.Err(); err != nil { // as puddle's Acquire: a job already past its deadline takes none
+		return nil, fmt.Errorf("pgjc: waiting for a body connection: %w", err)
+	}
+	select {
+	case c.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("pgjc: waiting for a body connection: %w", ctx.Err())
+	}
+	pool := context.WithoutCancel(ctx)
 	for {
 		c.poolMu.Lock()
 		var conn *pgx.Conn
@@ -486,17 +504,37 @@ func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
 		if conn == nil {
 			break
 		}
-		if alive(ctx, conn) {
+		if alive(pool, conn) {
 			return conn, nil
 		}
 		conn.Close(context.Background())
 	}
-	conn, err := c.connect(ctx)
-	if err != nil {
-		<-c.slots
-		return nil, err
+	type opened struct {
+		conn *pgx.Conn
+		err  error
 	}
-	return conn, nil
+	done := make(chan opened, 1)
+	go func() {
+		conn, err := c.connect(pool)
+		done <- opened{conn, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			<-c.slots
+			return nil, o.err
+		}
+		return o.conn, nil
+	case <-ctx.Done():
+		go func() { // the slot stays taken until the connection is open, then kept for the next job
+			if o := <-done; o.err == nil {
+				c.Release(o.conn, false)
+			} else {
+				<-c.slots
+			}
+		}()
+		return nil, fmt.Errorf("pgjc: waiting for a body connection being opened: %w", ctx.Err())
+	}
 }
 
 // Release returns a body connection (a broken one is closed).
@@ -518,7 +556,8 @@ func (c *Client) Release(conn *pgx.Conn, broken bool) {
 // together (after-insert then lies after that commit); an error from it rolls both back.
 //
 // The body's statements run under ctx: a queue that cancels the job's context (River's JobTimeout)
-// cuts the body at its next statement, as it would a Go job's own queries. The work's sleep does
+// cuts the body at its next statement, as it would a Go job's own queries; its wait for a connection
+// (Borrow) too, as a wait in pgxpool's Acquire, but not the connect it waits for. The work's sleep does
 // not watch ctx (the harness's work stands for an external effect that runs to its end).
 func (c *Client) RunJob(ctx context.Context, args map[string]any, attempt int,
 	inFinish func(context.Context, pgx.Tx) error) error {
