@@ -237,6 +237,11 @@ class Runner:
                 key = janitor.register("rmtree", path=str(run_dir))
                 cleanup.push("telling the janitor", lambda: janitor.forget(key))
             cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
+            tmp = leftovers.run_tempdir(run_dir)  # its workers' TMPDIR: made by them, removed here
+            if janitor is not None:
+                tmp_key = janitor.register("rmtree", path=str(tmp))
+                cleanup.push("telling the janitor", lambda: janitor.forget(tmp_key))
+            cleanup.push("removing the workers' temp dir", lambda: shutil.rmtree(tmp, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
                                 server=self.database.control, replica=self.database.replica,

@@ -7,9 +7,9 @@ process executor (a spawned ``Manager`` and a spawn-context pool) left a ``pymp-
 and a few hundred named semaphores (``/dev/shm/sem.mp-*``) per crash-fault search, found in this
 machine's ``/tmp`` after a day of runs. Two measures:
 
-* :func:`worker_tempdir`: a worker's ``TMPDIR`` (and ``tempfile``'s) is a directory in the run's own
-  directory, which the harness removes after the run -- and its janitor after a SIGKILL of the harness;
-  the processes a library spawns inherit it through the environment (``pymp-*`` directories, a
+* :func:`worker_tempdir`: a worker's ``TMPDIR`` (and ``tempfile``'s) is a directory of the run's,
+  :func:`run_tempdir`, which the runner removes after the run -- and its janitor after a SIGKILL of the
+  harness; the processes a library spawns inherit it through the environment (``pymp-*`` directories, a
   ``Manager``'s socket);
 * :func:`share_resource_tracker`: the harness starts ``multiprocessing``'s resource tracker itself,
   outside every worker's process group, before it forks any worker. Forked workers, and the processes
@@ -21,22 +21,32 @@ machine's ``/tmp`` after a day of runs. Two measures:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-SUFFIX = ".tmp"
+_BASE = tempfile.gettempdir()  # the machine's, read before any worker makes its own the default
 _shared = [False]  # this process started (or, forked, inherited) the tracker
 
 
+def run_tempdir(run_dir: Path) -> Path:
+    """The temp directory of the run whose directory is *run_dir*: short, beside it in the machine's temp
+    directory, named by a digest of *run_dir* (so the runner and its workers find the same one)."""
+    # Hazard: a Unix socket's path has at most 107 bytes, and a Manager's listener is made in here
+    # (<this>/<identity>/pymp-XXXXXXXX/listener-XXXXXXXX): under the run directory itself (deep in
+    # /dev/shm/pg-job-chaos/slot-.../logs-...) or a test's tmp_path it did not fit ("AF_UNIX path too
+    # long"). This one is ~25 bytes.
+    digest = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
+    return Path(_BASE) / f"pgjc-tmp-{digest}"
+
+
 def worker_tempdir(run_dir: Path, identity: str) -> Path:
-    """Make *identity*'s temp directory in *run_dir* and make it this process's: ``TMPDIR`` for the
-    processes it starts, ``tempfile.tempdir`` for itself. Call it in the forked worker."""
-    # Hazard: a Unix socket's path has at most 107 bytes (a Manager's listener is made in here): the run
-    # directory is short (/dev/shm/pg-job-chaos/slot-.../logs-...), so is this name.
-    path = Path(run_dir) / f"{identity}{SUFFIX}"
-    path.mkdir(exist_ok=True)
+    """Make *identity*'s temp directory in the run's (:func:`run_tempdir`) and make it this process's:
+    ``TMPDIR`` for the processes it starts, ``tempfile.tempdir`` for itself. Call it in the forked worker."""
+    path = run_tempdir(run_dir) / identity
+    path.mkdir(parents=True, exist_ok=True)
     os.environ["TMPDIR"] = str(path)
     tempfile.tempdir = str(path)
     return path

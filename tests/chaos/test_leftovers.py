@@ -1,17 +1,20 @@
 """What a worker's ``multiprocessing`` leaves when its process group is SIGKILLed goes with the run
 (``harness/supervisor/leftovers.py``): its named semaphores are unlinked by the resource tracker the
-harness started outside the group, and its temp files are made in the run's directory. No PostgreSQL:
+harness started outside the group, and its temp files are made in the run's temp directory. No PostgreSQL:
 a stand-in harness (a subprocess) forks a stand-in worker in its own process group, as
 ``harness/supervisor/process.py`` does, and kills the group."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+from pg_job_chaos.harness.supervisor import leftovers
 
 HARNESS = textwrap.dedent("""
     import json, multiprocessing, os, signal, sys, time
@@ -39,14 +42,18 @@ HARNESS = textwrap.dedent("""
 """)
 
 
-def test_a_killed_workers_semaphores_are_unlinked_and_its_temp_files_are_in_the_run_dir(tmp_path):
-    run_dir = tmp_path / "run"
+def test_a_killed_workers_semaphores_are_unlinked_and_its_temp_files_are_the_runs(tmp_path):
+    run_dir = tmp_path / "run"  # deep: pytest's tmp_path under xdist (a socket in here would not fit)
     run_dir.mkdir()
     out = tmp_path / "made.json"
-    subprocess.run([sys.executable, "-c", HARNESS, str(run_dir), str(out)], check=True, timeout=120)
-    made = json.loads(out.read_text())
-    # the Manager's socket (and its pymp-* directory) is in the worker's temp directory, in the run's
-    assert Path(made["manager"]).is_relative_to(run_dir / "w1.0.tmp"), made
+    try:
+        subprocess.run([sys.executable, "-c", HARNESS, str(run_dir), str(out)], check=True, timeout=120)
+        made = json.loads(out.read_text())
+        # the Manager's socket (and its pymp-* directory) is in the worker's temp directory, the run's,
+        # which the runner removes with the run
+        assert Path(made["manager"]).is_relative_to(leftovers.run_tempdir(run_dir) / "w1.0"), made
+    finally:
+        shutil.rmtree(leftovers.run_tempdir(run_dir), ignore_errors=True)
     # its semaphore: unlinked by the tracker once the last holder of its pipe (the stand-in harness) ended
     sem = Path("/dev/shm") / ("sem." + made["semaphore"].lstrip("/"))
     deadline = time.monotonic() + 30
@@ -62,7 +69,10 @@ def test_without_the_shared_tracker_the_semaphore_would_stay(tmp_path):
     run_dir.mkdir()
     out = tmp_path / "made.json"
     script = HARNESS.replace("leftovers.share_resource_tracker()", "pass")
-    subprocess.run([sys.executable, "-c", script, str(run_dir), str(out)], check=True, timeout=120)
+    try:
+        subprocess.run([sys.executable, "-c", script, str(run_dir), str(out)], check=True, timeout=120)
+    finally:
+        shutil.rmtree(leftovers.run_tempdir(run_dir), ignore_errors=True)
     sem = Path("/dev/shm") / ("sem." + json.loads(out.read_text())["semaphore"].lstrip("/"))
     try:
         assert sem.exists()  # its tracker died in the worker's group: nothing unlinks it
