@@ -45,8 +45,10 @@ entry's ``at`` is the *start* of the execution that failed (``e.start``, ``job_e
 install adds ``pgjc_river_finish``, filled by a row trigger on each UPDATE that takes a job out of
 ``running``: the server's ``clock_timestamp()`` at it, the state set, and the appended error's ``attempt``
 (the failing execution's own ``job.Attempt``; the rescuer's: the row's, ``job_rescuer.go:245-250``). Each row
-is one finish: ``completed`` a success; the rescuer's error ("Stuck job rescued by JobRescuer") ``requeued``,
-the library's recovery, even where it discards; any other error a ``failure``. All are dated on the server's
+is one finish -- ``completed`` a success, an appended error a ``failure`` -- except the rescuer's ("Stuck job
+rescued by JobRescuer"): River's recovery of a running attempt, no execution's finish, so it is left out
+(attributed to the last failed execution before it, it would judge a refused stale failure as accepted),
+counted in the record's text. All are dated on the server's
 clock at their UPDATE, and ``library-one-finish`` attributes each to the execution that returned last before
 it with that outcome -- except a ``JobCompleteTx`` completion: its UPDATE runs inside the body's finishing
 transaction, before that commit and the body's end, so it is undated and attributed by the ``pgjc.job_runs``

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -43,9 +42,7 @@ log = logging.getLogger("pgjc.runner")
 
 # Run directories (execution logs, idle marks) in memory where there is a tmpfs: on this machine's
 # ext4 /tmp, making one took ~1 ms of a ~70 ms fault-free example, and each worker's first write as much.
-_SHM = Path("/dev/shm")
-_RUNS_ROOT = _SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else Path(tempfile.gettempdir())
-RUNS_BASE = _RUNS_ROOT / "pg-job-chaos"
+RUNS_BASE = leftovers.TEMP_ROOT / "pg-job-chaos"
 
 
 class _Final(NamedTuple):

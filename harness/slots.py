@@ -38,6 +38,7 @@ from ..core.schedule import Schedule
 from ..workers.design import DesignHandle
 from .postgres import Database, dataset
 from .postgres import dsn as dsn_backend
+from .supervisor import leftovers
 
 MAX_SLOTS = 8
 _FORK = multiprocessing.get_context("fork")
@@ -141,9 +142,9 @@ class Slots:
         theirs.close()
         self._conns.append(ours)
         self._procs.append(p)
-        self._cleanup.push(f"ending slot {k}", lambda: self._stop(ours, p))
+        self._cleanup.push(f"ending slot {k}", lambda: self._stop(ours, p, runs_base))
 
-    def _stop(self, conn: Connection, p) -> None:
+    def _stop(self, conn: Connection, p, runs_base: Path) -> None:
         # Killing a slot mid-run is safe: its workers die with it (PR_SET_PDEATHSIG), and the
         # janitor still holds their process groups.
         try:
@@ -155,6 +156,10 @@ class Slots:
             p.kill()
             p.join(10)
         conn.close()
+        # a slot killed mid-run never reached its runner's cleanup: its runs' temp directories, which are
+        # not under its runs base (leftovers.run_tempdir), go here; the runs base with the cleanup's next step
+        for run_dir in runs_base.glob("logs-*"):
+            shutil.rmtree(leftovers.run_tempdir(run_dir), ignore_errors=True)
 
     def __exit__(self, *exc) -> bool:
         self._hurry = exc[0] is not None

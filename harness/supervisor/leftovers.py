@@ -1,5 +1,5 @@
-"""What a worker's libraries leave in the machine's temp places goes with the run, even when a fault kills
-the worker's whole process group.
+"""What a worker's libraries leave in the machine's temp places goes -- its temp files with the run, its
+named semaphores when the harness ends -- even when a fault kills the worker's whole process group.
 
 A killed process runs no finalizer, and the harness kills workers by process group (a crash, a deploy's
 grace, the run's end). What Python's ``multiprocessing`` makes outside the process then stays: chancy's
@@ -27,26 +27,33 @@ import tempfile
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-_BASE = tempfile.gettempdir()  # the machine's, read before any worker makes its own the default
+# The machine's temp root for what the harness makes per run: in memory where there is a tmpfs (on this
+# machine's ext4 /tmp a directory took ~1 ms to make: harness/runner.py's run directories live here too),
+# read before any worker makes its own temp directory the default.
+_SHM = Path("/dev/shm")
+TEMP_ROOT = _SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else Path(tempfile.gettempdir())
 _shared = [False]  # this process started (or, forked, inherited) the tracker
 
 
 def run_tempdir(run_dir: Path) -> Path:
-    """The temp directory of the run whose directory is *run_dir*: short, beside it in the machine's temp
-    directory, named by a digest of *run_dir* (so the runner and its workers find the same one)."""
+    """The temp directory of the run whose directory is *run_dir*: short, in :data:`TEMP_ROOT`, named by a
+    digest of *run_dir* (so the runner and its workers find the same one). Whoever removes a run directory
+    without its runner (a slot killed mid-run: harness/slots.py) removes this one too."""
     # Hazard: a Unix socket's path has at most 107 bytes, and a Manager's listener is made in here
     # (<this>/<identity>/pymp-XXXXXXXX/listener-XXXXXXXX): under the run directory itself (deep in
     # /dev/shm/pg-job-chaos/slot-.../logs-...) or a test's tmp_path it did not fit ("AF_UNIX path too
     # long"). This one is ~25 bytes.
     digest = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
-    return Path(_BASE) / f"pgjc-tmp-{digest}"
+    return TEMP_ROOT / f"pgjc-tmp-{digest}"
 
 
 def worker_tempdir(run_dir: Path, identity: str) -> Path:
     """Make *identity*'s temp directory in the run's (:func:`run_tempdir`) and make it this process's:
     ``TMPDIR`` for the processes it starts, ``tempfile.tempdir`` for itself. Call it in the forked worker."""
-    path = run_tempdir(run_dir) / identity
-    path.mkdir(parents=True, exist_ok=True)
+    base = run_tempdir(run_dir)
+    base.mkdir(mode=0o700, exist_ok=True)  # the run's: its workers' only
+    path = base / identity
+    path.mkdir(mode=0o700, exist_ok=True)
     os.environ["TMPDIR"] = str(path)
     tempfile.tempdir = str(path)
     return path
@@ -61,13 +68,13 @@ def share_resource_tracker() -> None:
     if _shared[0]:
         return
     # Hazard: fds 0-2 are swapped for the start's few milliseconds; call it before any thread writes.
-    _shared[0] = True
     null = os.open(os.devnull, os.O_RDWR)
     saved = [os.dup(fd) for fd in (0, 1, 2)]
     try:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         resource_tracker.ensure_running()
+        _shared[0] = True
     finally:
         for fd, old in zip((0, 1, 2), saved, strict=True):
             os.dup2(old, fd)

@@ -78,3 +78,32 @@ def test_without_the_shared_tracker_the_semaphore_would_stay(tmp_path):
         assert sem.exists()  # its tracker died in the worker's group: nothing unlinks it
     finally:
         sem.unlink(missing_ok=True)
+
+
+def _sleep_forever() -> None:
+    time.sleep(600)
+
+
+def test_a_slot_killed_mid_run_leaves_no_temp_directory_of_its_runs(tmp_path):
+    """A slot (harness/slots.py) its parent kills mid-run never reaches its runner's cleanup: the parent
+    removes its runs' temp directories, which are not under the slot's runs base."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from pg_job_chaos.harness.slots import Slots
+
+    runs_base = tmp_path / "slot"
+    run_dir = runs_base / "logs-1-abc"
+    run_dir.mkdir(parents=True)
+    tmp = leftovers.run_tempdir(run_dir)
+    (tmp / "w1.0" / "pymp-x").mkdir(parents=True)
+    ours, theirs = multiprocessing.get_context("fork").Pipe()
+    p = multiprocessing.get_context("fork").Process(target=_sleep_forever, daemon=True)
+    p.start()
+    try:
+        Slots._stop(SimpleNamespace(_hurry=True), ours, p, runs_base)  # type: ignore[arg-type]
+        assert p.exitcode is not None and not tmp.exists()
+    finally:
+        if p.is_alive():
+            p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -479,9 +479,10 @@ func alive(ctx context.Context, conn *pgx.Conn) bool {
 // As pgxpool's Acquire (puddle's initResourceValue; pgx #1259, #1287) -- the pool a Go job borrows its
 // connection from -- the job waits under ctx, for a slot and for a connection being opened, and gives
 // up with ctx's error when ctx ends first (River's JobTimeout bounds that wait as it bounds the job's
-// statements). The pool's own work is not the job's: the check and the connect run under ctx's values
-// without its deadline (a connect is bounded by the DSN's connect_timeout), and a connection that opens
-// after its job gave up is kept for the next job. A connect cancelled with its job would be thrown away
+// statements). The pool's own work is not the job's: the check of a kept connection and the connect run
+// under ctx's values without its deadline (open), and the job waits for them under ctx -- as pgxpool's
+// ping and connect, a partition that black-holes a kept connection holds no job past its deadline -- and
+// a connection checked or opened after its job gave up is kept for the next job. A connect cancelled with its job would be thrown away
 // half made, and a burst of jobs on an empty pool would open, and lose, every connection again at each
 // attempt.
 func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
@@ -494,28 +495,13 @@ func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("pgjc: waiting for a body connection: %w", ctx.Err())
 	}
 	pool := context.WithoutCancel(ctx)
-	for {
-		c.poolMu.Lock()
-		var conn *pgx.Conn
-		if n := len(c.free); n > 0 {
-			conn, c.free = c.free[n-1], c.free[:n-1]
-		}
-		c.poolMu.Unlock()
-		if conn == nil {
-			break
-		}
-		if alive(pool, conn) {
-			return conn, nil
-		}
-		conn.Close(context.Background())
-	}
 	type opened struct {
 		conn *pgx.Conn
 		err  error
 	}
 	done := make(chan opened, 1)
 	go func() {
-		conn, err := c.connect(pool)
+		conn, err := c.open(pool)
 		done <- opened{conn, err}
 	}()
 	select {
@@ -526,7 +512,7 @@ func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
 		}
 		return o.conn, nil
 	case <-ctx.Done():
-		go func() { // the slot stays taken until the connection is open, then kept for the next job
+		go func() { // the slot stays taken until the connection is checked or open, then kept for the next job
 			if o := <-done; o.err == nil {
 				c.Release(o.conn, false)
 			} else {
@@ -534,6 +520,26 @@ func (c *Client) Borrow(ctx context.Context) (*pgx.Conn, error) {
 			}
 		}()
 		return nil, fmt.Errorf("pgjc: waiting for a body connection being opened: %w", ctx.Err())
+	}
+}
+
+// open is Borrow's pool work, under the pool's context (no job's deadline): a kept connection that still
+// answers (a ping bounded at 5 s), else a new one (bounded by the DSN's connect_timeout).
+func (c *Client) open(ctx context.Context) (*pgx.Conn, error) {
+	for {
+		c.poolMu.Lock()
+		var conn *pgx.Conn
+		if n := len(c.free); n > 0 {
+			conn, c.free = c.free[n-1], c.free[:n-1]
+		}
+		c.poolMu.Unlock()
+		if conn == nil {
+			return c.connect(ctx)
+		}
+		if alive(ctx, conn) {
+			return conn, nil
+		}
+		conn.Close(context.Background())
 	}
 }
 

@@ -44,19 +44,20 @@ create trigger pgjc_river_finish after update on river_job
 -- earlier execution's), attributed by the job_runs row the same transaction inserted (same xmin). Through
 -- the completer: dated at the UPDATE (the server's clock), attributed by the harness to the execution that
 -- returned last before it.
--- An appended "Stuck job rescued by JobRescuer" error: the rescuer's recovery (requeued), whatever state
--- it set. Any other appended error: a failure (retryable, available or discarded), dated at the UPDATE.
--- A job that never left 'running': one row, outcome null.
+-- Any appended error but the rescuer's: a failure (retryable, available or discarded), dated at the UPDATE.
+-- The rescuer's ("Stuck job rescued by JobRescuer") is left out: it is River's recovery of a running
+-- attempt, no execution's finish -- attributed, it would be taken for the last failed execution before it
+-- (one whose own failure River refused after an earlier rescue) and judged a stale finish. It is counted in
+-- the record's text.
+-- A job with no finish: one row, outcome null.
 select j.id::text,
        case when f.seq is null then null
             when f.state = 'completed' then 'success'
-            when f.error like 'Stuck job rescued by JobRescuer%' then 'requeued'
             when f.error is not null or f.state in ('discarded', 'cancelled') then 'failure'
             else 'requeued' end,
        case when f.seq is null then null
             when f.state = 'completed' and r.attempt is not null then 'completed (JobCompleteTx)'
             when f.state = 'completed' then 'completed (completer)'
-            when f.error like 'Stuck job rescued by JobRescuer%' then 'rescued -> ' || f.state
             when f.error is not null then 'errored -> ' || f.state
             else 'no error -> ' || f.state end,
        case when f.state = 'completed' and r.attempt is not null then null else f.at end,
@@ -64,10 +65,13 @@ select j.id::text,
        format('river_job state %s, attempt %s, %s errors; left running %s times (%s)', j.state, j.attempt,
               coalesce(array_length(j.errors, 1), 0),
               (select count(*) from pgjc_river_finish c where c.job_id = j.id),
-              (select string_agg(c.state || coalesce(' #' || c.error_attempt, ''), ', ' order by c.seq)
+              (select string_agg(c.state || coalesce(' #' || c.error_attempt, '')
+                                 || case when c.error like 'Stuck job rescued by JobRescuer%' then ' (rescued)'
+                                         else '' end, ', ' order by c.seq)
                  from pgjc_river_finish c where c.job_id = j.id))
 from river_job j
-left join pgjc_river_finish f on f.job_id = j.id
+left join pgjc_river_finish f
+  on f.job_id = j.id and (f.error like 'Stuck job rescued by JobRescuer%') is not true
 left join lateral (select min(x.attempt) as attempt from pgjc.job_runs x
                    where x.xmin = f.xmin and f.state = 'completed') r on true
 where j.kind = 'pgjc'
