@@ -6,6 +6,7 @@ packet leaves the loopback. These tests skip with the reason only where no engin
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -36,7 +37,9 @@ def engine():
 @pytest.fixture(scope="module")
 def local_image(engine):
     bins = binaries.find()
-    tag = f"pgjc-test-postgres:{bins.version}"
+    # this session's own tag: two suites on one engine (a shared CI runner) each remove only theirs -- a
+    # fixed tag had one suite's teardown remove the image the other's tests were running
+    tag = f"pgjc-test-postgres:{bins.version}-{secrets.token_hex(4)}"
     image.build(engine, bins, tag)
     yield tag
     engine.images.remove(tag, force=True)
