@@ -50,6 +50,11 @@ REPLICATION = {"wal_level": "replica", "wal_log_hints": "on", "wal_keep_size": "
                "max_wal_senders": "10", "hot_standby": "on", "wal_receiver_status_interval": "1s"}
 CATCH_UP_TIMEOUT = 60.0  # seconds for a standby to replay what its primary has
 CONNECT_TIMEOUT = 5
+# Seconds a pg_rewind still running at the pair's stop may take to finish before its group is killed: it
+# runs the old primary's crash recovery in a single-user postgres, which, SIGKILLed, leaves its dynamic
+# shared memory segment in /dev/shm (one /dev/shm/PostgreSQL.* a suite run, from the failover tests' last
+# promotion); a rewind here takes about a second.
+REWIND_GRACE = 15.0
 
 
 def settings(mode: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -328,7 +333,10 @@ class Pair:
         if proc is None:
             return None
         if kill and proc.poll() is None:
-            killpg(proc.pid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=REWIND_GRACE)
+            except subprocess.TimeoutExpired:
+                killpg(proc.pid, signal.SIGKILL)
         try:
             rc = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
