@@ -8,6 +8,7 @@ plus the final tables into a :class:`~core.history.History`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import shutil
 import tempfile
@@ -230,15 +231,12 @@ class Runner:
         run_dir = Path(tempfile.mkdtemp(prefix=f"logs-{self.runs}-", dir=self.runs_base))
         janitor = self.database.janitor
         with Cleanup(log) as cleanup:
-            if janitor is not None:
-                key = janitor.register("rmtree", path=str(run_dir))
-                cleanup.push("telling the janitor", lambda: janitor.forget(key))
-            cleanup.push("removing the run directory", lambda: shutil.rmtree(run_dir, ignore_errors=True))
-            tmp = leftovers.run_tempdir(run_dir)  # its workers' TMPDIR: made by them, removed here
-            if janitor is not None:
-                tmp_key = janitor.register("rmtree", path=str(tmp))
-                cleanup.push("telling the janitor", lambda: janitor.forget(tmp_key))
-            cleanup.push("removing the workers' temp dir", lambda: shutil.rmtree(tmp, ignore_errors=True))
+            # the run directory, and its workers' TMPDIR (made by them: leftovers.py), removed here
+            for path in (run_dir, leftovers.run_tempdir(run_dir)):
+                if janitor is not None:
+                    key = janitor.register("rmtree", path=str(path))
+                    cleanup.push("telling the janitor", functools.partial(janitor.forget, key))
+                cleanup.push(f"removing {path}", functools.partial(shutil.rmtree, path, ignore_errors=True))
             result = Supervisor(schedule, run, admin_dsn=self.database.admin_dsn,
                                 worker_dsn=self._worker_dsn(design), run_dir=run_dir, janitor=janitor,
                                 server=self.database.control, replica=self.database.replica,
