@@ -120,8 +120,8 @@ def test_a_pause_never_gets_two_finishes_accepted(runner):
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05)],
                 events=(Event("pause", 1, "mid-work", duration=3.0),))
     assert [i["fault"] for i in h.injected][:1] == ["pause"]
-    assert [j["status"] for j in h.jobs] == ["done"]
-    assert [f["outcome"] for f in h.finishes[0]["finishes"]].count("success") == 1
+    assert [j["status"] for j in h.jobs] == ["done"], (h.jobs, h.finishes)
+    assert [f["outcome"] for f in h.finishes[0]["finishes"]].count("success") == 1, h.finishes
     _held(r, "library-one-finish", "tenant-isolation", "attempts-counted", "done-means-committed")
 
 
