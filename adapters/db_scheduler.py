@@ -74,6 +74,11 @@ class DbScheduler(ContractDesign):
     min_time_scale = 2.0
     # SchedulerBuilder's executorThreads, 10 (SchedulerBuilder.java:61): up to 10 bodies at once per worker
     concurrency = 10
+    # Its dead-execution detection, every scheduler's housekeeper: the query for picked executions whose
+    # heartbeat is stale (JdbcTaskRepository.getDeadExecutions, :598-613) and ReviveDeadExecution's
+    # reschedule of each (ExecutionOperations.reschedule -> JdbcTaskRepository.reschedule, the same update a
+    # retried failure sends), by their digests (tests/unit/test_recovery_statements.py derives them).
+    recovery_statements = ("0471581d", "05bbcbb5")
     OPTIONS: dict[str, str] = {}
 
     def stall_extra(self, schedule) -> float:

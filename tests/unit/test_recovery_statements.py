@@ -185,6 +185,19 @@ def _river() -> set[str]:
     return out
 
 
+def _db_scheduler() -> set[str]:
+    """db-scheduler's dead-execution detection, as its own JdbcTaskRepository builds the text
+    (``java/DbSchedulerRecovery.java``, run against the Java client's jar, which bundles db-scheduler)."""
+    from pg_job_chaos.workers.hosted import jvm
+
+    if (why := jvm.missing()) is not None:
+        pytest.skip(why)
+    source = Path(__file__).parent / "java" / "DbSchedulerRecovery.java"
+    out = subprocess.run([shutil.which("java") or "java", "-cp", str(jvm.jar()), str(source)],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    return {_name(line) for line in out.splitlines() if line.strip()}
+
+
 PYTHON = {"procrastinate": _procrastinate, "pgqueuer": _pgqueuer, "chancy": _chancy, "dbos": _dbos}
 
 
@@ -207,6 +220,11 @@ def test_obans_declared_recovery_statement_is_its_lifelines_rescue():
 
 def test_rivers_declared_recovery_statements_are_its_rescuers():
     assert _declared("river") == _river()
+
+
+def test_db_schedulers_declared_recovery_statements_are_its_dead_execution_detection():
+    declared = _declared("db-scheduler")
+    assert len(declared) == 2 and declared == _db_scheduler()
 
 
 def test_the_queues_that_declare_none_say_why():
