@@ -35,12 +35,14 @@ select (select count(*) from v
          where c.queue = any(%(queues)s) and not exists (select 1 from v where v.id = c.job_id));
 
 -- name: final_states
--- One row per schedule job; a job awa.jobs does not show but lease_claims holds is running (its
+-- One row per schedule job: of the rows awa.jobs shows for it, the newest run_lease's (two completed
+-- rows when a rescue raced a completion, awa-rescue-accepts-raced-completion.md: accepted_finishes
+-- reads both); a job awa.jobs does not show but lease_claims holds is running (its
 -- newest claim); in neither: absent. attempts: awa's attempt (claims, rescued ones included).
 -- lease_expired: a running job whose heartbeat is older than the heartbeat staleness the workers run
 -- with (%(staleness)s s), as the rescues test it: COALESCE(attempt_state.heartbeat_at, claimed_at) for a
 -- receipt claim (queue_storage.rs, rescue_stale_receipt_claims_for_slot_tx).
-select m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id,
+select distinct on (m.job_id) m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id,
        coalesce(j.state::text, c.state, 'absent') as status, coalesce(j.attempt, c.attempt) as attempts,
        coalesce(to_jsonb(j.errors), r.payload -> 'errors') -> -1 ->> 'error' as last_error,
        case when coalesce(j.state::text, c.state) = 'running'
@@ -57,7 +59,7 @@ select m.job_id as id, (coalesce(j.args, r.args) ->> 'tenant')::int as tenant_id
   left join lateral (select re.args, re.payload from awa.ready_entries re
                       where re.job_id = m.library_id::bigint
                       order by re.ready_generation desc, re.lane_seq desc limit 1) r on true
- order by m.job_id;
+ order by m.job_id, j.run_lease desc nulls last;
 
 -- name: accepted_finishes
 -- What awa recorded of every schedule job: its state, attempt, run_lease, finalized_at, and its

@@ -126,27 +126,39 @@ def chancy(rows: Rows) -> dict[int, dict]:
 
 
 def awa(rows: Rows) -> dict[int, dict]:
-    """Rows ``id, state, attempt, run_lease, finalized_at, errors, clock`` (finalized_at's clock)."""
+    """Rows ``id, state, attempt, run_lease, finalized_at, errors, clock`` (finalized_at's clock). A job
+    may have more than one row: awa.jobs shows each completion it accepted (a receipt completion and a
+    rescued run's, when the rescue raced the first: the finding page
+    ``awa-rescue-accepts-raced-completion.md``), each a success here; an error two rows both carry is one
+    failure or rescue."""
     out = {}
-    for r in rows:
-        state = r["state"]
-        attempt = r["attempt"]
-        errors = r["errors"] or []
-        if state is None:  # no row of it left (pruned by the queue ring): awa's record says nothing
+    for job, mine in _group(rows).items():
+        mine = [r for r in mine if r["state"] is not None]  # no row left (pruned): awa's record says nothing
+        if not mine:
             continue
-        finishes = []
-        for e in errors:
-            text = str(e.get("error", ""))
-            at = datetime.datetime.fromisoformat(e["at"]) if e.get("at") else None
-            outcome = "requeued" if text.startswith(AWA_RESCUES) else "failure"
-            finishes.append({"outcome": outcome, "what": text[:60], "at": at, "clock": "worker",
-                             "attempt": e.get("attempt")})
-        if state == "completed":
-            finishes.append({"outcome": "success", "what": "completed", "at": r["finalized_at"],
-                             "clock": r["clock"], "attempt": attempt})
-        texts = "; ".join(f"{e.get('attempt')}: {str(e.get('error', ''))[:40]}" for e in errors) or "none"
-        recorded = f"awa.jobs state {state}, attempt {attempt}, run_lease {r['run_lease']}, errors [{texts}]"
-        out[r["id"]] = {"finishes": finishes, "recorded": recorded}
+        failures: list[dict] = []
+        successes: list[dict] = []
+        seen: set[tuple] = set()
+        recorded = []
+        for r in sorted(mine, key=lambda r: r["run_lease"] if r["run_lease"] is not None else -1):
+            errors = r["errors"] or []
+            for e in errors:
+                text = str(e.get("error", ""))
+                key = (text, e.get("attempt"), e.get("at"))
+                if key in seen:
+                    continue
+                seen.add(key)
+                at = datetime.datetime.fromisoformat(e["at"]) if e.get("at") else None
+                outcome = "requeued" if text.startswith(AWA_RESCUES) else "failure"
+                failures.append({"outcome": outcome, "what": text[:60], "at": at, "clock": "worker",
+                                 "attempt": e.get("attempt")})
+            if r["state"] == "completed":
+                successes.append({"outcome": "success", "what": "completed", "at": r["finalized_at"],
+                                  "clock": r["clock"], "attempt": r["attempt"]})
+            texts = "; ".join(f"{e.get('attempt')}: {str(e.get('error', ''))[:40]}" for e in errors) or "none"
+            recorded.append(f"awa.jobs state {r['state']}, attempt {r['attempt']}, "
+                            f"run_lease {r['run_lease']}, errors [{texts}]")
+        out[job] = {"finishes": failures + successes, "recorded": " | ".join(recorded)}
     return out
 
 

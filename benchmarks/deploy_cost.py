@@ -28,7 +28,7 @@ from pg_job_chaos.harness.runner import Runner
 from pg_job_chaos.properties import HELD, check
 from pg_job_chaos.workers.loading import LIBRARIES, OTHER_RUNTIMES, load_design
 
-NINE = tuple(n for n in LIBRARIES if n != "contract" and n not in ("river", "db-scheduler"))
+QUEUES = tuple(n for n in LIBRARIES if n != "contract")  # the hosted queues, every runtime
 
 
 def _schedule(design: str, variant: str, grace: float | None, scale: float) -> Schedule:
@@ -60,7 +60,7 @@ def _line(h) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--design", action="append", help="a design to run (repeatable; default the nine queues)")
+    p.add_argument("--design", action="append", help="a design to run (repeatable; default every hosted queue)")
     p.add_argument("--variant", action="append", choices=DEPLOY_VARIANTS)
     p.add_argument("--grace", default="0.2", help="article seconds, or 'default'")
     p.add_argument("--time-scale", type=float, default=0.5)
@@ -68,7 +68,7 @@ def main() -> None:
     args = p.parse_args()
     grace = None if args.grace == "default" else float(args.grace)
     with provision() as db, Runner(db) as runner:
-        for design in args.design or NINE:
+        for design in args.design or QUEUES:
             handle = load_design(design)
             scale = max(args.time_scale, handle.min_time_scale or 0.0)
             for variant in args.variant or DEPLOY_VARIANTS:

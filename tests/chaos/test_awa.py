@@ -5,7 +5,10 @@ measured) -- and the canonical-storage finding, under ``storage=canonical``:
 
 - every claim draws a new ``run_lease``; completion, failure and rescue take the attempt by
   ``(job_id, run_lease)`` (docs/architecture.md: stale completions "lose after rescue"): awa accepts at
-  most one success per job and none from a replaced run -- ``library-one-finish`` held under every fault;
+  most one success per job and none from a replaced run -- ``library-one-finish`` held under every fault,
+  but for one race: a completion that commits while the leader's rescue statement runs is accepted and
+  the job rescued and run again, two successes
+  (docs/findings/libraries/awa-rescue-accepts-raced-completion.md);
 - a raise is ``retryable`` at ``now() + 2^attempt s`` (queue_storage.rs:12877, ``fail_retryable_in_tx``);
 - the heartbeat rescue makes a stale job ``retryable`` whatever its attempt (queue_storage.rs:12922;
   the handler path checks it at :12896): a job that kills its worker every time is claimed again past
@@ -112,17 +115,25 @@ def test_an_overrun_keeps_its_claim(runner):
     _held(r, *CORRECT, "single-commit", "no-overlap", "no-stale-effect", "bounded-attempts")
 
 
-def test_a_pause_never_gets_two_finishes_accepted(runner):
+def test_a_pause_gets_one_finish_accepted_but_for_the_rescues_race(runner):
     """The job's worker is stopped for 3 leases mid-work. When it is awa's maintenance leader (its
     advisory lock frozen with it) nothing is rescued and the job runs once; when it is not, the leader
     rescues the job, the other worker runs it, and the woken worker's completion carries a replaced
-    run_lease. Either way awa accepts one success, never a stale one."""
+    run_lease: refused. Either way awa accepts one success, never a stale one -- but when the woken worker's
+    completion commits while the leader's rescue statement runs (its snapshot taken before, its lock
+    after): then awa accepts both, its bug (awa-rescue-accepts-raced-completion.md; seen once in about 15
+    stressed suite runs, issue 51's run 13), and ``library-one-finish`` must say so."""
     h, r = _run(runner, [JobSpec(1, tenant=1, duration=0.05)],
                 events=(Event("pause", 1, "mid-work", duration=3.0),))
     assert [i["fault"] for i in h.injected][:1] == ["pause"]
     assert [j["status"] for j in h.jobs] == ["done"], (h.jobs, h.finishes)
-    assert [f["outcome"] for f in h.finishes[0]["finishes"]].count("success") == 1, h.finishes
-    _held(r, "library-one-finish", "tenant-isolation", "attempts-counted", "done-means-committed")
+    outcomes = [f["outcome"] for f in h.finishes[0]["finishes"]]
+    if outcomes.count("success") == 1:
+        _held(r, "library-one-finish")
+    else:  # the race: a rescue of the first run, then both runs' completions accepted
+        assert outcomes.count("success") == 2 and _rescues(h, 1), h.finishes
+        assert r["library-one-finish"].status == "violated", r["library-one-finish"].evidence
+    _held(r, "tenant-isolation", "attempts-counted", "done-means-committed")
 
 
 def test_canonical_storage_rescues_a_live_overrun(runner):

@@ -264,6 +264,16 @@ def test_what_each_library_recorded_becomes_finishes():
     assert a[1]["recorded"] == "awa.jobs state completed, attempt 2, run_lease 7, errors [1: boom]"
     assert [(f["outcome"], f["at"]) for f in a[2]["finishes"]] == [("requeued", None)]  # a rescue: a recovery
     assert 3 not in a  # pruned: awa's record says nothing
+    # two completions of one job (a rescue raced the first: awa's bug), the rescue in one row's errors only
+    rescue = {"error": "receipt claim stale: worker presumed dead", "attempt": 1, "at": t[2].isoformat()}
+    two = readers.awa(rows("id state attempt run_lease finalized_at errors clock",
+                           (1, "completed", 2, 2, t[4], [rescue], "worker"),
+                           (1, "completed", 1, 1, t[1], [], "worker")))
+    assert [(f["outcome"], f["attempt"]) for f in two[1]["finishes"]] == [("requeued", 1), ("success", 1),
+                                                                           ("success", 2)]
+    assert two[1]["recorded"] == ("awa.jobs state completed, attempt 1, run_lease 1, errors [none] | "
+                                  "awa.jobs state completed, attempt 2, run_lease 2, errors [1: receipt "
+                                  "claim stale: worker presumed dea]")  # 40 characters of the error
 
 
 def test_a_death_of_the_library_itself_is_no_failure_it_received():
