@@ -60,7 +60,8 @@ def _line(h) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--design", action="append", help="a design to run (repeatable; default every hosted queue)")
+    p.add_argument("--design", action="append",
+                   help="a design to run (repeatable; default every hosted queue)")
     p.add_argument("--variant", action="append", choices=DEPLOY_VARIANTS)
     p.add_argument("--grace", default="0.2", help="article seconds, or 'default'")
     p.add_argument("--time-scale", type=float, default=0.5)
