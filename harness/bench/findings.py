@@ -12,6 +12,11 @@ at time scale 1), ``cost=bench``::
 property violated; this replays the ``cost=bench`` ones the same way and prints, per page, the
 seconds it took, what it violated and whether every claim held. Printed, never asserted (a bench).
 Where the checkout's docs are not present (an installed wheel), it says so and replays nothing.
+
+A race no schedule reproduces reliably is cited by the pinned test that forces it instead of a
+schedule, ``test=tests/chaos/test_x.py::test_name``: the test asserts the violation in the library's
+own records and the suite runs it; neither the suite's replay nor this bench replays such a page (this
+names it and says so).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ BENCH = "bench"  # the cost= value of a replay left to the bench
 
 
 def cited(page: Path) -> list[dict]:
-    """The page's finding comments: schedule, design, violates (a set: the claimed properties), cost."""
+    """The page's finding comments: schedule (or test, a pinned test's ``path::name``), design,
+    violates (a set: the claimed properties), cost."""
     out = []
     for m in MARK.finditer(page.read_text()):
         fields: dict = dict(f.split("=", 1) for f in m.group("fields").split())
@@ -47,6 +53,9 @@ def replay(runner, c: dict, root: Path = ROOT) -> tuple[float, set[str]]:
     """Run one cited schedule on its design: (seconds, the properties it violated)."""
     from ...properties import check  # the properties pull in the report layer: loaded when replaying
 
+    if "schedule" not in c:
+        raise ValueError(f"{c.get('test')}: a pinned test, not a schedule: the suite runs it")
+
     schedule = load(root / c["schedule"])
     if schedule.design != c["design"]:
         schedule = schedule.replace(design=c["design"])
@@ -62,8 +71,12 @@ def figures(runner, out) -> None:
     if not PAGES.is_dir():
         print(f"  skipped: no {PAGES} here (the checkout's docs are not installed)", file=out)
         return
-    for page in pages():
+    for page in pages(PAGES):
         for c in cited(page):
+            if "test" in c:
+                print(f"  {page.name}: cites the pinned test {c['test']} (run by the suite), not replayed",
+                      file=out)
+                continue
             if c["cost"] != BENCH:
                 continue
             try:

@@ -8,7 +8,8 @@ measured) -- and the canonical-storage finding, under ``storage=canonical``:
   most one success per job and none from a replaced run -- ``library-one-finish`` held under every fault,
   but for one race: a completion that commits while the leader's rescue statement runs is accepted and
   the job rescued and run again, two successes
-  (docs/findings/libraries/awa-rescue-accepts-raced-completion.md);
+  (docs/findings/libraries/awa-rescue-accepts-raced-completion.md; forced by the last test, with its
+  control);
 - a raise is ``retryable`` at ``now() + 2^attempt s`` (queue_storage.rs:12877, ``fail_retryable_in_tx``);
 - the heartbeat rescue makes a stale job ``retryable`` whatever its attempt (queue_storage.rs:12922;
   the handler path checks it at :12896): a job that kills its worker every time is claimed again past
@@ -20,13 +21,27 @@ measured) -- and the canonical-storage finding, under ``storage=canonical``:
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
 import pytest
 
 pytest.importorskip("awa", reason="awa-pg is not installed (pip install -e '.[libraries]')")
 
 from pg_job_chaos.adapters.awa import Awa  # noqa: E402
-from pg_job_chaos.core import overlap  # noqa: E402
+from pg_job_chaos.adapters.awa import url as awa_url  # noqa: E402
+from pg_job_chaos.core import overlap, sqlfile  # noqa: E402
+from pg_job_chaos.core.procs import die_with_parent  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec, Timing  # noqa: E402
+from pg_job_chaos.workers.hosted.declared import admin_dsn  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
@@ -169,3 +184,150 @@ def test_bodies_run_at_awas_max_workers(runner):
     assert Awa().concurrency == 50
     assert overlap.bodies_at_once(h).worker == 8
     _held(r, *CORRECT, "single-commit", "no-overlap")
+
+
+# --- awa's stale-receipt rescue against a completion committed while its statement waits -------------
+# docs/findings/libraries/awa-rescue-accepts-raced-completion.md. Real awa runtimes
+# (tests/awa_race_worker.py): a maintenance leader L and the job's worker W, processes of their own.
+RACE = sqlfile.load(__file__, "awa_race.sql", "claim", "hold_slot", "rescue_blocked", "cancel",
+                    "stale_since", "completion_committed", "rescue_committed", "states", "evidence")
+RACE_WORKER = Path(__file__).resolve().parents[1] / "awa_race_worker.py"
+RACE_STALENESS = 2.0  # the leader's heartbeat_staleness_ms, in seconds (tests/awa_race_worker.py)
+PATIENCE = 90.0  # seconds any one condition may take beside busy loops; a pass takes 1-3 s of them
+
+
+def _until(what: str, condition, timeout: float = PATIENCE, detail=lambda: ""):
+    """*condition*'s first truthy value, polled every 20 ms; after *timeout* an AssertionError naming
+    *what*, with *detail()*."""
+    end = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > end:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}; {detail()}")
+        time.sleep(0.02)
+    return value
+
+
+def _race(admin, dsn: str, url: str, queue: str, flags: Path, n: int, *,
+          completion_first: bool) -> tuple[list, list]:
+    """Run job *n* on W once, with the leader's rescue statement held after its snapshot: the
+    completion committed while it waits (*completion_first*) or the rescue committed first. awa's rows of
+    the job once its re-run completed, and its evidence."""
+    def one(name: str, **params):
+        return admin.execute(getattr(RACE, name), params).fetchone()
+
+    def until(what: str, condition):  # a timeout says what awa holds of the job
+        return _until(what, condition, detail=lambda: f"awa.jobs {_states(admin, job)}, records "
+                      f"{admin.execute(RACE.evidence, {'job': job}).fetchall()}")
+
+    out = subprocess.run([sys.executable, str(RACE_WORKER), "insert", url, queue, str(n)], check=True,
+                         capture_output=True, text=True, timeout=PATIENCE)
+    job = int(out.stdout.split()[-1])
+    held = psycopg.connect(dsn)  # opened first: the row is held the moment W's claim shows
+    try:
+        until("W starts the job", lambda: (flags / f"started.{n}.1").exists())
+        slot, run_lease, since = until("W's claim row", lambda: one("claim", job=job))
+        assert run_lease == 1
+        # 1. Hold the claim's slot row. From now on every rescue statement of the leader waits on it in its
+        #    first CTE (cursor_row), its snapshot taken: none can rescue the job until the row is let go.
+        held.execute(RACE.hold_slot, {"slot": slot})
+        assert not one("rescue_committed", job=job, run_lease=1), "rescued before the test held its row"
+        # 2. Wait until the claim is stale by the rescue's own measure, and until the statement waiting there
+        #    began its transaction after that: its cutoff (now() - staleness, read after its BEGIN) then
+        #    passes the claim. A statement begun earlier may have a cutoff short of it: it is cancelled, its
+        #    transaction rolled back with nothing written, and the leader's next tick (200 ms) starts anew.
+        stale_at = since + timedelta(seconds=RACE_STALENESS)
+        until("the claim is stale", lambda: one("stale_since", since=since, secs=RACE_STALENESS + 0.2)[0])
+
+        holder = held.info.backend_pid
+
+        def rescue_begun_stale():
+            r = one("rescue_blocked", holder=holder)
+            if r is None or r[2] > stale_at:
+                return r
+            one("cancel", pid=r[0])
+            until("the early statement ends", lambda: one("rescue_blocked", holder=holder) != r)
+            return None
+
+        rescue = until("a rescue begun after the claim went stale waits on the row", rescue_begun_stale)
+        if completion_first:
+            # 3a. W returns; its completion takes the advisory lock the rescue will try only later
+            #     (queue_storage.rs:5913-5927), finds no closure and commits while the rescue waits.
+            (flags / f"finish.{n}").touch()
+            until("W's completion commits", lambda: one("completion_committed", job=job, run_lease=1))
+            assert one("rescue_blocked", holder=holder) == rescue, "the rescue stopped waiting"
+            held.commit()  # the rescue runs on its snapshot: the claim stale and open, the advisory lock free
+            until("the rescue commits", lambda: one("rescue_committed", job=job, run_lease=1))
+        else:
+            # 3b. The control: the rescue runs and commits first, then W returns; its completion is refused
+            #     (the rescue's closure names its run_lease).
+            held.commit()
+            until("the rescue commits", lambda: one("rescue_committed", job=job, run_lease=1))
+            (flags / f"finish.{n}").touch()
+        until("W's attempt 1 returns", lambda: (flags / f"returning.{n}.1").exists())
+        # 4. The rescue made the job retryable (2^1 s of backoff): W runs it again and awa completes it.
+        until("the re-run's completion", lambda: ("completed", 2) in _states(admin, job))
+        return _states(admin, job), admin.execute(RACE.evidence, {"job": job}).fetchall()
+    finally:
+        held.close()  # its transaction, if still open, rolled back: the slot's row let go
+
+
+def _states(admin, job: int) -> list[tuple]:
+    """awa's rows of the job: (state, run_lease), one per run."""
+    return [tuple(r) for r in admin.execute(RACE.states, {"job": job})]
+
+
+def test_awas_rescue_accepts_a_completion_committed_while_its_statement_waits(runner, tmp_path):
+    """awa's bug, forced (docs/findings/libraries/awa-rescue-accepts-raced-completion.md). A job's worker W
+    holds its receipt claim without a heartbeat; the maintenance leader L (a 2 s staleness, a rescue every
+    200 ms) comes to rescue it. The test holds the claim's ``awa.claim_ring_slots`` row so that L's rescue
+    statement waits there -- its snapshot taken, the claim stale and open in it, its advisory try-lock
+    (queue_storage.rs:10139) not yet reached -- and lets W's body return:
+
+    - **the race**: W's completion (advisory lock first, then closure evidence written to
+      ``lease_claim_closure_batches`` and ``receipt_completion_batches``, the claim row untouched) commits
+      while the rescue statement waits; released, the rescue closes the same run as ``rescued`` and makes
+      the job retryable; W runs it again and awa completes that too: ``awa.jobs`` shows two
+      ``completed`` rows of the job, run_leases 1 and 2 -- two accepted successes;
+    - **the control**: the rescue commits first, then W returns: its completion is refused, and the
+      re-run's is the one success (one ``completed`` row, run_lease 2).
+
+    The rescue statement held is one whose transaction began after the claim went stale (its cutoff past
+    the claim); one begun earlier is cancelled while it waits (nothing written, the leader's next tick
+    starts anew). Each step waits on a condition read from the database or W's flag files, never on a
+    time; awa's leader sometimes starts no rescue for 20 s (why is not established: its maintenance loop
+    runs one branch at a time), hence the patience."""
+    _run(runner, [JobSpec(1, tenant=1, duration=0.01)])  # awa installed and in queue storage, as any run
+    admin = runner.admin
+    dsn = admin_dsn(admin)
+    url = awa_url(dsn)
+    queue = f"race_{secrets.token_hex(3)}"
+    parent = os.getpid()
+    procs = []
+    try:
+        for role in ("leader", "worker"):  # L first, until it leads: W never runs an election against it
+            procs.append(subprocess.Popen(
+                [sys.executable, str(RACE_WORKER), role, url, queue if role == "worker" else f"{queue}_idle",
+                 str(tmp_path)],
+                preexec_fn=lambda: die_with_parent(signal.SIGKILL, parent)))  # gone with pytest, even killed
+            health = tmp_path / f"{role}.health"
+            _until(f"{role} up and, L, awa's maintenance leader", lambda h=health, r=role: h.exists() and (
+                r == "worker" or json.loads(h.read_text())["leader"]))
+        race, race_evidence = _race(admin, dsn, url, queue, tmp_path, 1, completion_first=True)
+        control, control_evidence = _race(admin, dsn, url, queue, tmp_path, 2, completion_first=False)
+        for name, rows, records in (("race", race, race_evidence), ("control", control, control_evidence)):
+            print(f"{name}: awa.jobs {rows}", *(f"  {at:%H:%M:%S.%f} {what} run_lease {lease}"
+                                                for what, lease, at in records), sep="\n")  # seen with -s
+        assert race == [("completed", 1), ("completed", 2)], race_evidence
+        assert {(r[0], r[1]) for r in race_evidence} >= {
+            ("receipt_completion_batches", 1), ("lease_claim_closures rescued", 1)}, race_evidence
+        assert control == [("completed", 2)], control_evidence
+        assert ("receipt_completion_batches", 1) not in {(r[0], r[1]) for r in control_evidence}, \
+            control_evidence
+    finally:
+        (tmp_path / "stop").touch()  # awa's own shutdown; a process that outlasts it is killed
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
