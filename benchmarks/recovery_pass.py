@@ -45,8 +45,7 @@ def _only_recovery(out: Path, shrink: int) -> None:
         return cases
 
     smallscope.recovery_schedules = recovery_logged
-    cls = next(v for v in vars(search).values() if isinstance(v, type) and hasattr(v, "_record"))
-    record = cls._record
+    record = search.Search._record
     seen = [0]
 
     def record_logged(self, schedule, history, seconds, label):
@@ -59,7 +58,7 @@ def _only_recovery(out: Path, shrink: int) -> None:
                         f"fates: {json.dumps(fault_fates(history))}\n{timeline(history)}\n")
         return r
 
-    cls._record = record_logged
+    search.Search._record = record_logged  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":  # a library's spawned children (chancy's process executor) import this again

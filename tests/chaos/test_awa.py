@@ -42,6 +42,7 @@ from pg_job_chaos.core import overlap, sqlfile  # noqa: E402
 from pg_job_chaos.core.procs import die_with_parent  # noqa: E402
 from pg_job_chaos.core.schedule import Event, JobSpec, Timing  # noqa: E402
 from pg_job_chaos.workers.hosted.declared import admin_dsn  # noqa: E402
+from tests.awa_race_worker import STALENESS_MS  # noqa: E402
 from tests.hosted_runs import run_hosted  # noqa: E402
 
 pytestmark = [pytest.mark.chaos]
@@ -192,7 +193,7 @@ def test_bodies_run_at_awas_max_workers(runner):
 RACE = sqlfile.load(__file__, "awa_race.sql", "claim", "hold_slot", "rescue_blocked", "cancel",
                     "stale_since", "completion_committed", "rescue_committed", "states", "evidence")
 RACE_WORKER = Path(__file__).resolve().parents[1] / "awa_race_worker.py"
-RACE_STALENESS = 2.0  # the leader's heartbeat_staleness_ms, in seconds (tests/awa_race_worker.py)
+RACE_STALENESS = STALENESS_MS / 1000  # the leader's heartbeat staleness, in seconds
 PATIENCE = 90.0  # seconds any one condition may take beside busy loops; a pass takes 1-3 s of them
 
 
